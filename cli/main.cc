@@ -1,0 +1,47 @@
+// trainsim: a discrete-event simulator of distributed Transformer training.
+// Exit codes: 0 ok, 2 bad input (the message names the file, the JSON path and what was
+// expected), 1 internal error.
+
+#include <iostream>
+#include <map>
+
+#include "cli/commands.h"
+#include "sim/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"trainsim: simulate distributed Transformer training (Megatron plans on A100/H100/H200/B200 clusters)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "trainsim 0.1.0");
+  std::map<CLI::App*, trainsim::cli::Action> actions;
+  auto add = [&](trainsim::cli::Action action) { actions[app.get_subcommands({}).back()] = std::move(action); };
+  add(trainsim::cli::add_run_command(app));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  try {
+    for (CLI::App* sub : app.get_subcommands()) {
+      auto it = actions.find(sub);
+      if (it != actions.end()) return it->second();
+    }
+    std::cerr << "trainsim: no command given (try --help)\n";
+    return 2;
+  } catch (const trainsim::InputError& e) {
+    std::cerr << "trainsim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "trainsim: error: out of memory (the scenario is too large to simulate at this fidelity)\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "trainsim: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

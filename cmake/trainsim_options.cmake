@@ -1,0 +1,23 @@
+# trainsim_warnings: strict warnings for trainsim's own targets only (never third-party code).
+add_library(trainsim_warnings INTERFACE)
+target_compile_options(trainsim_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor
+  -Wold-style-cast -Woverloaded-virtual -Wundef -Wcast-align -Wnull-dereference)
+if(TRAINSIM_WERROR)
+  target_compile_options(trainsim_warnings INTERFACE -Werror)
+endif()
+
+if(TRAINSIM_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# trainsim_add_library(NAME SOURCES ... DEPS ...): one library per top-level folder.
+function(trainsim_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(trainsim_${name} STATIC ${ARG_SOURCES})
+  add_library(trainsim::${name} ALIAS trainsim_${name})
+  target_include_directories(trainsim_${name} PUBLIC "${PROJECT_SOURCE_DIR}")
+  target_compile_features(trainsim_${name} PUBLIC cxx_std_20)
+  target_link_libraries(trainsim_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE trainsim_warnings ${ARG_PRIVATE_DEPS})
+endfunction()

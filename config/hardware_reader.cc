@@ -1,0 +1,339 @@
+#include "config/hardware_reader.h"
+
+#include <limits>
+
+#include "config/presets.h"
+
+namespace trainsim::config {
+
+namespace {
+
+
+using sim::Bandwidth;
+using sim::Bytes;
+using sim::Duration;
+using sim::FlopRate;
+
+topo::GemmCalibration read_gemm(ObjectReader r) {
+  topo::GemmCalibration g;
+  r.allow({"description", "fit"});
+  g.max_efficiency = r.require_double("max_efficiency", 0.01, 1.0);
+  g.wave_overhead = Duration::from_seconds(r.require_double("wave_overhead_us", 0, 1e6) * 1e-6);
+  g.launch_overhead = Duration::from_seconds(r.require_double("launch_overhead_us", 0, 1e6) * 1e-6);
+  const Json* tiles = r.raw("tiles");
+  if (tiles == nullptr || !tiles->is_array() || tiles->empty()) r.fail("tiles", "expected a non-empty array of [m, n] tile sizes");
+  g.tiles.clear();
+  for (std::size_t i = 0; i < tiles->size(); ++i) {
+    const Json& t = (*tiles)[i];
+    if (!t.is_array() || t.size() != 2 || !t[0].is_number_integer() || !t[1].is_number_integer() ||
+        t[0].get<std::int64_t>() < 1 || t[1].get<std::int64_t>() < 1 || t[0].get<std::int64_t>() > 4096 ||
+        t[1].get<std::int64_t>() > 4096) {
+      throw InputError(r.file_of("tiles"), join_path(r.path_of("tiles"), i),
+                       "expected a tile [m, n] of two integers in [1, 4096], got " + describe(t));
+    }
+    g.tiles.push_back({t[0].get<std::int64_t>(), t[1].get<std::int64_t>()});
+  }
+  r.finish();
+  return g;
+}
+
+template <std::size_t N>
+std::array<double, N> read_row(ObjectReader& r, const std::string& key, double min, double max) {
+  const Json* v = r.raw(key);
+  if (v == nullptr || !v->is_array() || v->size() != N) {
+    r.fail(key, "expected an array of " + std::to_string(N) + " numbers" + (v ? ", got " + describe(*v) : ""));
+  }
+  std::array<double, N> out{};
+  for (std::size_t i = 0; i < N; ++i) {
+    const Json& x = (*v)[i];
+    if (!x.is_number() || x.get<double>() < min || x.get<double>() > max) {
+      throw InputError(r.file_of(key), join_path(r.path_of(key), i),
+                       "expected a number in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " + describe(x));
+    }
+    out[i] = x.get<double>();
+  }
+  return out;
+}
+
+std::vector<double> read_list(ObjectReader& r, const std::string& key) {
+  const Json* v = r.raw(key);
+  if (v == nullptr || !v->is_array() || v->empty()) r.fail(key, "expected a non-empty array of numbers");
+  std::vector<double> out;
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const Json& x = (*v)[i];
+    if (!x.is_number() || !(x.get<double>() > 0) || x.get<double>() > 1e4) {
+      throw InputError(r.file_of(key), join_path(r.path_of(key), i), "expected a positive number, got " + describe(x));
+    }
+    out.push_back(x.get<double>());
+  }
+  return out;
+}
+
+constexpr const char* kAlgorithms[] = {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
+constexpr const char* kArchs[] = {"volta", "ampere", "hopper", "blackwell"};
+
+// {"Tree": [LL, LL128, Simple], ...} for every algorithm.
+std::array<std::array<double, 3>, 7> read_algorithm_table(ObjectReader r) {
+  std::array<std::array<double, 3>, 7> out{};
+  for (std::size_t a = 0; a < 7; ++a) out[a] = read_row<3>(r, kAlgorithms[a], 0, 1e4);
+  r.finish();
+  return out;
+}
+
+// {"volta": [1 node, 2 nodes, more], ...}
+std::array<std::array<double, 3>, 4> read_arch_table(ObjectReader r) {
+  std::array<std::array<double, 3>, 4> out{};
+  for (std::size_t a = 0; a < 4; ++a) out[a] = read_row<3>(r, kArchs[a], 0, 1e4);
+  r.finish();
+  return out;
+}
+
+std::array<double, 4> read_arch_values(ObjectReader r, double min, double max) {
+  std::array<double, 4> out{};
+  for (std::size_t a = 0; a < 4; ++a) out[a] = r.require_double(kArchs[a], min, max);
+  r.finish();
+  return out;
+}
+
+}  // namespace
+
+topo::ComputeCalibration read_compute_calibration(const std::string& file) {
+  const Json doc = read_json_file(file);
+  ObjectReader r(doc, file, "");
+  r.allow({"description", "gpu", "fit", "residuals", "sources"});
+  topo::ComputeCalibration c;
+  c.source = r.require_string("source");
+  ObjectReader gemm = r.object("gemm");
+  gemm.allow({"description"});
+  c.gemm_16bit = read_gemm(gemm.object("bf16"));
+  c.gemm_fp8 = gemm.has("fp8") ? read_gemm(gemm.object("fp8")) : c.gemm_16bit;
+  c.gemm_tf32 = gemm.has("tf32") ? read_gemm(gemm.object("tf32")) : c.gemm_16bit;
+  gemm.finish();
+  ObjectReader flash = r.object("flash_attention");
+  flash.allow({"description", "sources"});
+  c.flash_forward_efficiency = flash.require_double("forward_efficiency", 0.01, 1.0);
+  c.flash_backward_efficiency = flash.require_double("backward_efficiency", 0.01, 1.0);
+  flash.finish();
+  ObjectReader mem = r.object("memory_bound");
+  mem.allow({"description", "sources"});
+  c.memory_efficiency = mem.require_double("bandwidth_efficiency", 0.01, 1.0);
+  c.memory_kernel_overhead = Duration::from_seconds(mem.require_double("kernel_overhead_us", 0, 1e6) * 1e-6);
+  c.optimizer_efficiency = mem.require_double("optimizer_bandwidth_efficiency", 0.01, 1.0);
+  mem.finish();
+  r.finish();
+  return c;
+}
+
+topo::NcclCalibration read_nccl_calibration(const std::string& file) {
+  const Json doc = read_json_file(file);
+  ObjectReader r(doc, file, "");
+  r.allow({"description", "sources", "nccl_version"});
+  topo::NcclCalibration c;
+  c.source = r.require_string("source");
+  c.base_latency_us = read_algorithm_table(r.object("base_latency_us"));
+  ObjectReader hw = r.object("hw_latency_us");
+  c.hw_latency_us[0] = read_algorithm_table(hw.object("nvlink"));
+  c.hw_latency_us[1] = read_algorithm_table(hw.object("pci"));
+  c.hw_latency_us[2] = read_algorithm_table(hw.object("net"));
+  hw.finish();
+  c.ll_max_bw = read_arch_table(r.object("ll_max_bw"));
+  c.per_ch_max_ring_ll128_bw = read_arch_table(r.object("per_ch_max_ring_ll128_bw"));
+  c.per_ch_max_tree_ll128_bw = read_arch_table(r.object("per_ch_max_tree_ll128_bw"));
+  c.per_ch_max_tree_bw = read_arch_table(r.object("per_ch_max_tree_bw"));
+  c.per_ch_max_nvls_tree_bw = read_arch_table(r.object("per_ch_max_nvls_tree_bw"));
+  ObjectReader corr = r.object("tree_correction");
+  c.tree_correction[0] = read_row<24>(corr, "LL", 0, 1);
+  c.tree_correction[1] = read_row<24>(corr, "LL128", 0, 1);
+  c.tree_correction[2] = read_row<24>(corr, "Simple", 0, 1);
+  corr.finish();
+  c.nvls_efficiency = read_arch_values(r.object("nvls_efficiency"), 0, 1);
+  c.nvlink_link_bw = read_arch_values(r.object("nvlink_link_bw_GBps"), 0, 1e3);
+  ObjectReader speeds = r.object("graph_search_speeds_GBps");
+  c.intra_speeds_pre_hopper = read_list(speeds, "intra_pre_hopper");
+  c.inter_speeds_pre_hopper = read_list(speeds, "inter_pre_hopper");
+  c.intra_speeds_hopper = read_list(speeds, "intra_hopper");
+  c.inter_speeds_hopper = read_list(speeds, "inter_hopper");
+  c.intra_speeds_blackwell = read_list(speeds, "intra_blackwell");
+  c.inter_speeds_blackwell = read_list(speeds, "inter_blackwell");
+  speeds.finish();
+  c.net_overhead_us = r.require_double("net_overhead_us", 0, 1e3);
+  c.plateau_factor = r.require_double("plateau_factor", 1, 10);
+  c.ll128_efficiency = r.require_double("ll128_efficiency", 0.01, 1);
+  c.tree_efficiency = r.require_double("tree_efficiency", 0.01, 1);
+  c.tree_ll_divisor = r.require_double("tree_ll_divisor", 1, 100);
+  ObjectReader p2p = r.object("p2p");
+  p2p.allow({"description", "sources"});
+  c.p2p_nvlink_efficiency = p2p.require_double("nvlink_efficiency", 0.01, 1);
+  c.p2p_net_efficiency = p2p.require_double("net_efficiency", 0.01, 1);
+  c.p2p_latency_us = p2p.require_double("latency_us", 0, 1e4);
+  p2p.finish();
+  r.finish();
+  return c;
+}
+
+topo::GpuSpec read_gpu(const std::string& name_or_file, const std::string& from_file, const std::string& path) {
+  const std::string file = resolve_file(name_or_file, "gpus", from_file, path);
+  const Json doc = read_json_file(file);
+  ObjectReader r(doc, file, "");
+  r.allow({"description", "sources"});
+  topo::GpuSpec g;
+  g.name = r.require_string("name");
+  g.architecture = static_cast<topo::Architecture>(r.get_choice("architecture", 0, {"ampere", "hopper", "blackwell"}));
+  g.dense_16bit = FlopRate::tflops(r.require_double("dense_16bit_tflops", 1, 1e6));
+  g.dense_tf32 = FlopRate::tflops(r.require_double("dense_tf32_tflops", 1, 1e6));
+  g.dense_fp8 = FlopRate::tflops(r.get_double("dense_fp8_tflops", 0, 0, 1e6));
+  g.fp32 = FlopRate::tflops(r.require_double("fp32_tflops", 0.1, 1e6));
+  g.memory = Bytes(static_cast<std::int64_t>(r.require_double("memory_GiB", 1, 1e5) * 1073741824.0));
+  g.memory_bandwidth = Bandwidth::gb_per_s(r.require_double("memory_bandwidth_GBps", 1, 1e6));
+  g.sm_count = r.require_int("sm_count", 1, 100000);
+  g.l2_cache = Bytes(static_cast<std::int64_t>(r.require_double("l2_cache_MB", 0, 1e5) * 1e6));
+  g.nvlink_generation = static_cast<int>(r.get_int("nvlink_generation", 0, 0, 10));
+  g.nvlink_links = static_cast<int>(r.get_int("nvlink_links", 0, 0, 1000));
+  g.nvlink_bandwidth = Bandwidth::gb_per_s(r.get_double("nvlink_bandwidth_GBps", 0, 0, 1e6));
+  const std::string cal = r.require_string("calibration");
+  g.calibration = read_compute_calibration(resolve_file(cal, "calibration", file, "/calibration"));
+  r.finish();
+  return g;
+}
+
+topo::ClusterSpec read_cluster(const Json& section, const std::string& file, const std::string& path) {
+  Json preset;
+  std::string preset_path;
+  ObjectReader r(section, file, path);
+  r.allow({"description", "sources"});
+  if (section.is_object() && section.contains("preset")) {
+    const std::string name = r.require_string("preset");
+    preset_path = preset_file("clusters", name, file, join_path(path, "preset"));
+    preset = read_json_file(preset_path);
+    if (preset.is_object() && preset.contains("preset")) {
+      throw InputError(preset_path, "/preset", "a preset cannot name another preset");
+    }
+    r.set_base(preset, preset_path, "");
+  }
+  topo::ClusterSpec c;
+  c.name = r.get_string("name", "custom cluster");
+  c.gpu = read_gpu(r.require_string("gpu"), r.file_of("gpu"), r.path_of("gpu"));
+  c.gpus_per_node = static_cast<int>(r.require_int("gpus_per_node", 1, 1024));
+  const std::optional<std::int64_t> nodes = r.get_optional_int("num_nodes", 1, 1 << 20);
+  const std::optional<std::int64_t> gpus = r.get_optional_int("num_gpus", 1, std::int64_t{1} << 24);
+  if (gpus) {
+    if (section.contains("num_nodes") && !section["num_nodes"].is_null()) {
+      r.fail("num_gpus", "give num_nodes or num_gpus, not both");
+    }
+    if (*gpus % c.gpus_per_node != 0) {
+      r.fail("num_gpus", "expected a multiple of gpus_per_node (" + std::to_string(c.gpus_per_node) +
+                             "): GPUs must fill whole nodes, got " + std::to_string(*gpus));
+    }
+    c.num_nodes = static_cast<int>(*gpus / c.gpus_per_node);
+  } else {
+    c.num_nodes = static_cast<int>(nodes.value_or(1));
+  }
+  if (static_cast<std::int64_t>(c.num_nodes) * c.gpus_per_node > (std::int64_t{1} << 22)) {
+    r.fail(gpus ? "num_gpus" : "num_nodes", "more than 4,194,304 GPUs is not supported");
+  }
+  ObjectReader intra = r.object("intra_node");
+  intra.allow({"description", "sources"});
+  c.intra_node.fabric = intra.get_choice("fabric", 0, {"nvswitch", "pcie"}) == 0 ? "nvswitch" : "pcie";
+  c.intra_node.nvswitch_generation = static_cast<int>(intra.get_int("nvswitch_generation", 0, 0, 10));
+  c.intra_node.nvls = intra.get_bool("nvls", false);
+  c.intra_node.bandwidth = Bandwidth::gb_per_s(intra.require_double("bandwidth_GBps", 0.1, 1e6));
+  c.intra_node.latency = Duration::from_seconds(intra.get_double("latency_us", 0.5, 0, 1e4) * 1e-6);
+  intra.finish();
+  ObjectReader inter = r.object("inter_node");
+  inter.allow({"description", "sources", "nic"});
+  c.inter_node.topology = inter.get_choice("topology", 0, {"rail_optimized", "fat_tree"}) == 0 ? "rail_optimized" : "fat_tree";
+  c.inter_node.nics_per_node = static_cast<int>(inter.require_int("nics_per_node", 1, 64));
+  c.inter_node.nic_bandwidth = Bandwidth::gbit_per_s(inter.require_double("nic_bandwidth_Gbps", 0.1, 1e5));
+  c.inter_node.oversubscription = inter.get_double("oversubscription", 1.0, 1.0, 1000.0);
+  c.inter_node.nodes_per_leaf = static_cast<int>(inter.get_int("nodes_per_leaf", 32, 1, 1 << 20));
+  c.inter_node.latency = Duration::from_seconds(inter.get_double("latency_us", 1.0, 0, 1e4) * 1e-6);
+  c.inter_node.sharp = inter.get_bool("sharp", false);
+  inter.finish();
+  c.pcie_generation = static_cast<int>(r.get_int("pcie_generation", 4, 3, 6));
+  c.cpu_vendor = r.get_choice("cpu_vendor", 0, {"intel", "amd"}) == 0 ? "intel" : "amd";
+  const std::string nccl = r.require_string("nccl_calibration");
+  c.nccl = read_nccl_calibration(resolve_file(nccl, "calibration", r.file_of("nccl_calibration"), r.path_of("nccl_calibration")));
+  if (r.has("calibration")) {
+    const std::string cal = r.require_string("calibration");
+    c.gpu.calibration = read_compute_calibration(resolve_file(cal, "calibration", r.file_of("calibration"), r.path_of("calibration")));
+  }
+  if (c.intra_node.nvls && c.gpu.architecture == topo::Architecture::kAmpere) {
+    intra.fail("nvls", "NVLink SHARP needs NVSwitch gen3 (Hopper or later); this cluster's GPU is Ampere");
+  }
+  r.finish();
+  return c;
+}
+
+namespace {
+
+Json gemm_json(const topo::GemmCalibration& g) {
+  Json tiles = Json::array();
+  for (const auto& t : g.tiles) tiles.push_back({t[0], t[1]});
+  return Json{{"max_efficiency", g.max_efficiency},
+              {"wave_overhead_us", g.wave_overhead.microseconds()},
+              {"launch_overhead_us", g.launch_overhead.microseconds()},
+              {"tiles", tiles}};
+}
+
+}  // namespace
+
+Json to_json(const topo::ComputeCalibration& c) {
+  Json out;
+  out["source"] = c.source;
+  out["gemm"] = Json{{"bf16", gemm_json(c.gemm_16bit)}, {"fp8", gemm_json(c.gemm_fp8)}, {"tf32", gemm_json(c.gemm_tf32)}};
+  out["flash_attention"] = Json{{"forward_efficiency", c.flash_forward_efficiency},
+                                {"backward_efficiency", c.flash_backward_efficiency}};
+  out["memory_bound"] = Json{{"bandwidth_efficiency", c.memory_efficiency},
+                             {"kernel_overhead_us", c.memory_kernel_overhead.microseconds()},
+                             {"optimizer_bandwidth_efficiency", c.optimizer_efficiency}};
+  return out;
+}
+
+Json to_json(const topo::NcclCalibration& c) {
+  auto alg_table = [](const std::array<std::array<double, 3>, 7>& t) {
+    Json o;
+    for (std::size_t a = 0; a < 7; ++a) o[kAlgorithms[a]] = t[a];
+    return o;
+  };
+  auto arch_table = [](const std::array<std::array<double, 3>, 4>& t) {
+    Json o;
+    for (std::size_t a = 0; a < 4; ++a) o[kArchs[a]] = t[a];
+    return o;
+  };
+  auto arch_values = [](const std::array<double, 4>& t) {
+    Json o;
+    for (std::size_t a = 0; a < 4; ++a) o[kArchs[a]] = t[a];
+    return o;
+  };
+  Json out;
+  out["source"] = c.source;
+  out["base_latency_us"] = alg_table(c.base_latency_us);
+  out["hw_latency_us"] = Json{{"nvlink", alg_table(c.hw_latency_us[0])},
+                              {"pci", alg_table(c.hw_latency_us[1])},
+                              {"net", alg_table(c.hw_latency_us[2])}};
+  out["ll_max_bw"] = arch_table(c.ll_max_bw);
+  out["per_ch_max_ring_ll128_bw"] = arch_table(c.per_ch_max_ring_ll128_bw);
+  out["per_ch_max_tree_ll128_bw"] = arch_table(c.per_ch_max_tree_ll128_bw);
+  out["per_ch_max_tree_bw"] = arch_table(c.per_ch_max_tree_bw);
+  out["per_ch_max_nvls_tree_bw"] = arch_table(c.per_ch_max_nvls_tree_bw);
+  out["tree_correction"] = Json{{"LL", c.tree_correction[0]}, {"LL128", c.tree_correction[1]}, {"Simple", c.tree_correction[2]}};
+  out["nvls_efficiency"] = arch_values(c.nvls_efficiency);
+  out["nvlink_link_bw_GBps"] = arch_values(c.nvlink_link_bw);
+  out["graph_search_speeds_GBps"] = Json{{"intra_pre_hopper", c.intra_speeds_pre_hopper},
+                                         {"inter_pre_hopper", c.inter_speeds_pre_hopper},
+                                         {"intra_hopper", c.intra_speeds_hopper},
+                                         {"inter_hopper", c.inter_speeds_hopper},
+                                         {"intra_blackwell", c.intra_speeds_blackwell},
+                                         {"inter_blackwell", c.inter_speeds_blackwell}};
+  out["net_overhead_us"] = c.net_overhead_us;
+  out["plateau_factor"] = c.plateau_factor;
+  out["ll128_efficiency"] = c.ll128_efficiency;
+  out["tree_efficiency"] = c.tree_efficiency;
+  out["tree_ll_divisor"] = c.tree_ll_divisor;
+  out["p2p"] = Json{{"nvlink_efficiency", c.p2p_nvlink_efficiency},
+                    {"net_efficiency", c.p2p_net_efficiency},
+                    {"latency_us", c.p2p_latency_us}};
+  return out;
+}
+
+}  // namespace trainsim::config

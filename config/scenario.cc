@@ -1,0 +1,468 @@
+#include "config/scenario.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "config/hardware_reader.h"
+#include "config/presets.h"
+#include "models/lowering.h"
+
+namespace trainsim::config {
+
+namespace {
+
+using models::Activation;
+using models::ModelSpec;
+using models::Normalization;
+using models::ParallelSpec;
+using models::PositionEmbedding;
+using models::TrainingSpec;
+
+constexpr std::int64_t kBig = std::int64_t{1} << 40;
+
+// Where each validated value came from, so plan errors can point at it.
+struct Origins {
+  std::map<std::string, std::pair<std::string, std::string>> at;  // "model.num_layers" -> (file, path)
+  void note(const std::string& key, const ObjectReader& r, const std::string& field) {
+    at[key] = {r.file_of(field), r.path_of(field)};
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const {
+    auto it = at.find(key);
+    if (it == at.end()) throw InputError("", key, message);
+    throw InputError(it->second.first, it->second.second, message);
+  }
+};
+
+// Maps a Hugging Face config.json onto Megatron's names (transformers configuration_*.py).
+void read_hf_config(const std::string& file, ModelSpec& m) {
+  const Json doc = read_json_file(file);
+  if (!doc.is_object()) throw InputError(file, "/", "expected a Hugging Face config.json object");
+  auto num = [&](std::initializer_list<const char*> keys, std::int64_t fallback) -> std::int64_t {
+    for (const char* k : keys) {
+      auto it = doc.find(k);
+      if (it == doc.end() || it->is_null()) continue;
+      if (!it->is_number_integer() || it->get<std::int64_t>() < 1 || it->get<std::int64_t>() > kBig) {
+        throw InputError(file, join_path("", k), "expected a positive integer, got " + describe(*it));
+      }
+      return it->get<std::int64_t>();
+    }
+    if (fallback < 0) {
+      throw InputError(file, join_path("", *keys.begin()), "missing; a Hugging Face config needs it");
+    }
+    return fallback;
+  };
+  m.name = doc.value("_name_or_path", doc.value("model_type", std::string("hf model")));
+  m.hidden_size = num({"hidden_size", "n_embd", "d_model"}, -1);
+  m.num_layers = num({"num_hidden_layers", "n_layer"}, -1);
+  m.num_attention_heads = num({"num_attention_heads", "n_head"}, -1);
+  m.num_query_groups = num({"num_key_value_heads"}, m.num_attention_heads);
+  m.kv_channels = num({"head_dim"}, m.hidden_size / m.num_attention_heads);
+  m.ffn_hidden_size = num({"intermediate_size", "n_inner"}, 4 * m.hidden_size);
+  m.vocab_size = num({"vocab_size"}, -1);
+  const std::string act = doc.value("hidden_act", doc.value("activation_function", std::string("gelu")));
+  m.activation = (act == "silu" || act == "swiglu") ? Activation::kSwiglu : (act == "relu2" ? Activation::kSquaredRelu : Activation::kGelu);
+  const bool rms = doc.contains("rms_norm_eps");
+  m.normalization = rms ? Normalization::kRmsNorm : Normalization::kLayerNorm;
+  const bool rotary = doc.contains("rope_theta") || doc.contains("rope_scaling") || doc.contains("rotary_pct") ||
+                      doc.contains("rope_parameters");
+  m.position_embedding_type = rotary ? PositionEmbedding::kRope : PositionEmbedding::kLearnedAbsolute;
+  m.untie_embeddings_and_output_weights = !doc.value("tie_word_embeddings", !rms);
+  m.add_bias_linear = doc.value("attention_bias", !rms) || doc.value("mlp_bias", false);
+  m.hidden_dropout = doc.value("hidden_dropout", doc.value("resid_pdrop", 0.0));
+  m.attention_dropout = doc.value("attention_dropout", doc.value("attn_pdrop", 0.0));
+  if (doc.contains("num_local_experts") || doc.contains("n_routed_experts")) {
+    m.num_experts = num({"num_local_experts", "n_routed_experts"}, 0);
+    m.moe_router_topk = num({"num_experts_per_tok"}, 2);
+    m.moe_ffn_hidden_size = num({"moe_intermediate_size"}, m.ffn_hidden_size);
+  }
+}
+
+ModelSpec read_model(const Json& section, const std::string& file, const std::string& path, Origins& origins) {
+  Json preset;
+  ObjectReader r(section, file, path);
+  r.allow({"description", "sources"});
+  ModelSpec m;
+  if (section.is_object() && section.contains("preset")) {
+    const std::string name = r.require_string("preset");
+    const std::string pf = preset_file("models", name, file, join_path(path, "preset"));
+    preset = read_json_file(pf);
+    if (preset.is_object() && preset.contains("preset")) throw InputError(pf, "/preset", "a preset cannot name another preset");
+    r.set_base(preset, pf, "");
+  }
+  const bool hf = r.has("hf_config");
+  if (hf) {
+    const std::string hf_file = resolve_file(r.require_string("hf_config"), "models", r.file_of("hf_config"), r.path_of("hf_config"));
+    read_hf_config(hf_file, m);
+    if (!r.has("seq_length")) {
+      r.fail("hf_config", "seq_length is required next to hf_config (a checkpoint's max_position_embeddings is not the training sequence length)");
+    }
+  }
+  m.name = r.get_string("name", m.name.empty() ? "custom model" : m.name);
+  auto integer = [&](const char* key, std::int64_t& field, std::int64_t min, bool required) {
+    if (!required || hf) {
+      field = r.get_int(key, field, min, kBig);
+    } else {
+      field = r.require_int(key, min, kBig);
+    }
+    origins.note(std::string("model.") + key, r, key);
+  };
+  integer("num_layers", m.num_layers, 1, true);
+  integer("hidden_size", m.hidden_size, 1, true);
+  integer("num_attention_heads", m.num_attention_heads, 1, true);
+  if (m.num_query_groups == 0) m.num_query_groups = m.num_attention_heads;
+  integer("num_query_groups", m.num_query_groups, 1, false);
+  integer("kv_channels", m.kv_channels, 0, false);
+  if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
+  integer("ffn_hidden_size", m.ffn_hidden_size, 1, false);
+  integer("vocab_size", m.vocab_size, 1, true);
+  integer("make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1, false);
+  integer("seq_length", m.seq_length, 1, true);
+  m.activation = static_cast<Activation>(r.get_choice("activation", static_cast<std::size_t>(m.activation), {"gelu", "swiglu", "squared_relu"}));
+  m.normalization = static_cast<Normalization>(r.get_choice("normalization", static_cast<std::size_t>(m.normalization), {"layernorm", "rmsnorm"}));
+  m.position_embedding_type = static_cast<PositionEmbedding>(
+      r.get_choice("position_embedding_type", static_cast<std::size_t>(m.position_embedding_type), {"learned_absolute", "rope"}));
+  m.untie_embeddings_and_output_weights = r.get_bool("untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights);
+  m.add_bias_linear = r.get_bool("add_bias_linear", m.add_bias_linear);
+  m.hidden_dropout = r.get_double("hidden_dropout", m.hidden_dropout, 0, 0.99);
+  m.attention_dropout = r.get_double("attention_dropout", m.attention_dropout, 0, 0.99);
+  integer("num_experts", m.num_experts, 0, false);
+  integer("moe_router_topk", m.moe_router_topk, 1, false);
+  integer("moe_ffn_hidden_size", m.moe_ffn_hidden_size, 0, false);
+  if (m.kv_channels == 0 && m.hidden_size % m.num_attention_heads != 0) {
+    origins.fail("model.num_attention_heads", "expected a divisor of hidden_size (" + std::to_string(m.hidden_size) +
+                                                  ") or an explicit kv_channels, got " + std::to_string(m.num_attention_heads));
+  }
+  if (m.num_attention_heads % m.num_query_groups != 0) {
+    origins.fail("model.num_query_groups", "expected a divisor of num_attention_heads (" +
+                                               std::to_string(m.num_attention_heads) + "), got " + std::to_string(m.num_query_groups));
+  }
+  if (m.num_experts > 0 && m.moe_router_topk > m.num_experts) {
+    origins.fail("model.moe_router_topk", "expected at most num_experts (" + std::to_string(m.num_experts) + ")");
+  }
+  r.finish();
+  return m;
+}
+
+ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
+  r.allow({"description"});
+  ParallelSpec p;
+  auto integer = [&](const char* key, std::int64_t& field) {
+    field = r.get_int(key, field, 1, 1 << 20);
+    origins.note(std::string("parallelism.") + key, r, key);
+  };
+  integer("tensor_model_parallel_size", p.tensor_model_parallel_size);
+  integer("pipeline_model_parallel_size", p.pipeline_model_parallel_size);
+  integer("virtual_pipeline_model_parallel_size", p.virtual_pipeline_model_parallel_size);
+  integer("context_parallel_size", p.context_parallel_size);
+  integer("expert_model_parallel_size", p.expert_model_parallel_size);
+  p.sequence_parallel = r.get_bool("sequence_parallel", false);
+  origins.note("parallelism.sequence_parallel", r, "sequence_parallel");
+  p.use_distributed_optimizer = r.get_bool("use_distributed_optimizer", false);
+  origins.note("parallelism.use_distributed_optimizer", r, "use_distributed_optimizer");
+  p.zero_stage = static_cast<int>(r.get_int("zero_stage", 0, 0, 3));
+  origins.note("parallelism.zero_stage", r, "zero_stage");
+  p.decoder_first_pipeline_num_layers = r.get_optional_int("decoder_first_pipeline_num_layers", 0, kBig);
+  origins.note("parallelism.decoder_first_pipeline_num_layers", r, "decoder_first_pipeline_num_layers");
+  p.decoder_last_pipeline_num_layers = r.get_optional_int("decoder_last_pipeline_num_layers", 0, kBig);
+  origins.note("parallelism.decoder_last_pipeline_num_layers", r, "decoder_last_pipeline_num_layers");
+  r.finish();
+  return p;
+}
+
+TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origins) {
+  r.allow({"description"});
+  TrainingSpec t;
+  auto note = [&](const char* key) { origins.note(std::string("training.") + key, r, key); };
+  t.micro_batch_size = r.require_int("micro_batch_size", 1, 1 << 24);
+  note("micro_batch_size");
+  t.global_batch_size = r.require_int("global_batch_size", 1, std::int64_t{1} << 32);
+  note("global_batch_size");
+  t.precision = static_cast<models::Precision>(r.get_choice("precision", 0, {"bf16", "fp16", "fp8"}));
+  note("precision");
+  t.recompute_granularity =
+      static_cast<models::RecomputeGranularity>(r.get_choice("recompute_granularity", 0, {"none", "selective", "full"}));
+  note("recompute_granularity");
+  t.recompute_method = static_cast<models::RecomputeMethod>(r.get_choice("recompute_method", 0, {"uniform", "block"}));
+  t.recompute_num_layers = r.get_int("recompute_num_layers", 1, 1, kBig);
+  note("recompute_num_layers");
+  t.attention_kernel = static_cast<models::AttentionKernel>(r.get_choice("attention_kernel", 0, {"flash", "unfused"}));
+  const std::size_t default_schedule = p.virtual_pipeline_model_parallel_size > 1 ? 2 : 1;
+  t.pipeline_schedule =
+      static_cast<models::PipelineSchedule>(r.get_choice("pipeline_schedule", default_schedule, {"gpipe", "1f1b", "interleaved"}));
+  note("pipeline_schedule");
+  t.overlap_grad_reduce = r.get_bool("overlap_grad_reduce", true);
+  t.overlap_param_gather = r.get_bool("overlap_param_gather", false);
+  note("overlap_param_gather");
+  t.tp_comm_overlap = r.get_bool("tp_comm_overlap", false);
+  t.overlap_p2p_comm = r.get_bool("overlap_p2p_comm", false);
+  note("overlap_p2p_comm");
+  t.grad_reduce_in_fp32 = r.get_bool("grad_reduce_in_fp32", true);
+  t.ddp_bucket_size = r.get_int("ddp_bucket_size", 0, 0, kBig);
+  t.train_tokens = r.get_optional_double("train_tokens", 1, 1e18);
+  r.finish();
+  return t;
+}
+
+SimulationSpec read_simulation(ObjectReader r) {
+  r.allow({"description"});
+  SimulationSpec s;
+  s.full = r.get_choice("fidelity", 0, {"symmetric", "full"}) == 1;
+  s.seed = r.get_int("seed", 0, 0, std::numeric_limits<std::int64_t>::max());
+  if (const Json* list = r.raw("stragglers")) {
+    if (!list->is_array()) r.fail("stragglers", "expected an array of {\"rank\" or \"node\", \"slowdown\"} objects");
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      ObjectReader e((*list)[i], r.file_of("stragglers"), join_path(r.path_of("stragglers"), i));
+      Straggler st;
+      st.rank = e.get_optional_int("rank", 0, kBig);
+      st.node = e.get_optional_int("node", 0, kBig);
+      if (st.rank.has_value() == st.node.has_value()) e.fail("rank", "expected exactly one of \"rank\" and \"node\"");
+      st.slowdown = e.require_double("slowdown", 0.01, 1000);
+      e.finish();
+      s.stragglers.push_back(st);
+    }
+  }
+  if (const Json* list = r.raw("degraded_links")) {
+    if (!list->is_array()) r.fail("degraded_links", "expected an array of {\"node\", \"nic\", \"bandwidth_fraction\"} objects");
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      ObjectReader e((*list)[i], r.file_of("degraded_links"), join_path(r.path_of("degraded_links"), i));
+      DegradedLink d;
+      d.node = e.require_int("node", 0, kBig);
+      d.nic = e.get_optional_int("nic", 0, 1024);
+      d.nvlink = e.get_bool("nvlink", false);
+      if (d.nvlink && d.nic) e.fail("nic", "give \"nic\" or \"nvlink\": true, not both");
+      d.bandwidth_fraction = e.require_double("bandwidth_fraction", 1e-6, 1.0);
+      e.finish();
+      s.degraded_links.push_back(d);
+    }
+  }
+  r.finish();
+  return s;
+}
+
+std::string plural(std::int64_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
+
+void validate_plan(const Scenario& s, const Origins& o) {
+  const ModelSpec& m = s.model;
+  const ParallelSpec& p = s.parallel;
+  const TrainingSpec& t = s.training;
+  const std::int64_t tp = p.tensor_model_parallel_size, pp = p.pipeline_model_parallel_size;
+  const std::int64_t cp = p.context_parallel_size, ep = p.expert_model_parallel_size;
+  const std::int64_t vp = p.virtual_pipeline_model_parallel_size;
+  const std::int64_t gpus = s.num_gpus();
+  if (tp > s.cluster.gpus_per_node) {
+    o.fail("parallelism.tensor_model_parallel_size",
+           "expected at most the GPUs of one node (" + std::to_string(s.cluster.gpus_per_node) +
+               "): tensor parallelism needs NVLink, got " + std::to_string(tp));
+  }
+  if (gpus % (tp * pp * cp) != 0) {
+    o.fail("parallelism.tensor_model_parallel_size",
+           "tensor x pipeline x context parallel size (" + std::to_string(tp) + " x " + std::to_string(pp) + " x " +
+               std::to_string(cp) + " = " + std::to_string(tp * pp * cp) + ") must divide the GPU count (" +
+               std::to_string(gpus) + ")");
+  }
+  const std::int64_t dp = gpus / (tp * pp * cp);
+  if (m.num_attention_heads % tp != 0) {
+    o.fail("model.num_attention_heads", "expected a multiple of tensor_model_parallel_size (" + std::to_string(tp) +
+                                            "), got " + std::to_string(m.num_attention_heads));
+  }
+  if (m.num_query_groups % tp != 0) {
+    o.fail("model.num_query_groups", "expected a multiple of tensor_model_parallel_size (" + std::to_string(tp) +
+                                         "), got " + std::to_string(m.num_query_groups));
+  }
+  if (m.ffn_hidden_size % tp != 0 || (m.is_moe() && m.expert_ffn_hidden() % tp != 0)) {
+    o.fail("model.ffn_hidden_size", "expected a multiple of tensor_model_parallel_size (" + std::to_string(tp) + ")");
+  }
+  // Layers over stages and virtual stages.
+  if (vp > 1 && pp < 2) {
+    o.fail("parallelism.virtual_pipeline_model_parallel_size", "virtual stages need pipeline_model_parallel_size >= 2");
+  }
+  if (vp > 1 && t.pipeline_schedule != models::PipelineSchedule::kInterleaved) {
+    o.fail("training.pipeline_schedule", "virtual_pipeline_model_parallel_size > 1 runs the \"interleaved\" schedule");
+  }
+  if (vp == 1 && t.pipeline_schedule == models::PipelineSchedule::kInterleaved) {
+    o.fail("training.pipeline_schedule", "the interleaved schedule needs virtual_pipeline_model_parallel_size > 1");
+  }
+  std::int64_t rest = m.num_layers, even = pp;
+  if (p.decoder_first_pipeline_num_layers) {
+    if (pp < 2) o.fail("parallelism.decoder_first_pipeline_num_layers", "needs pipeline_model_parallel_size >= 2");
+    rest -= *p.decoder_first_pipeline_num_layers;
+    --even;
+    if (*p.decoder_first_pipeline_num_layers % vp != 0 || *p.decoder_first_pipeline_num_layers == 0) {
+      o.fail("parallelism.decoder_first_pipeline_num_layers", "expected a positive multiple of the virtual stages (" + std::to_string(vp) + ")");
+    }
+  }
+  if (p.decoder_last_pipeline_num_layers) {
+    if (pp < 2) o.fail("parallelism.decoder_last_pipeline_num_layers", "needs pipeline_model_parallel_size >= 2");
+    rest -= *p.decoder_last_pipeline_num_layers;
+    --even;
+    if (*p.decoder_last_pipeline_num_layers % vp != 0 || *p.decoder_last_pipeline_num_layers == 0) {
+      o.fail("parallelism.decoder_last_pipeline_num_layers", "expected a positive multiple of the virtual stages (" + std::to_string(vp) + ")");
+    }
+  }
+  if (rest < 0 || (even == 0 && rest != 0) || (even > 0 && (rest % (even * vp) != 0 || rest == 0))) {
+    o.fail("model.num_layers", plural(m.num_layers, "layer") + " cannot be split evenly over " +
+                                   (even == pp ? plural(pp, "pipeline stage") : plural(even, "middle stage")) +
+                                   (vp > 1 ? " x " + std::to_string(vp) + " virtual stages" : "") +
+                                   (even != pp ? " after decoder_first/last_pipeline_num_layers" : ""));
+  }
+  // Batches.
+  if (t.global_batch_size % (t.micro_batch_size * dp) != 0) {
+    o.fail("training.global_batch_size", "expected a multiple of micro_batch_size x data-parallel size (" +
+                                             std::to_string(t.micro_batch_size) + " x " + std::to_string(dp) + " = " +
+                                             std::to_string(t.micro_batch_size * dp) + "), got " +
+                                             std::to_string(t.global_batch_size));
+  }
+  const std::int64_t microbatches = t.global_batch_size / (t.micro_batch_size * dp);
+  if (t.pipeline_schedule == models::PipelineSchedule::kInterleaved && microbatches % pp != 0) {
+    o.fail("training.global_batch_size", "the interleaved schedule needs the micro-batches per iteration (" +
+                                             std::to_string(microbatches) + ") to be a multiple of pipeline_model_parallel_size (" +
+                                             std::to_string(pp) + ")");
+  }
+  // Sequence and context parallelism.
+  if (m.seq_length % (2 * cp) != 0 && cp > 1) {
+    o.fail("parallelism.context_parallel_size", "expected seq_length (" + std::to_string(m.seq_length) +
+                                                    ") divisible by 2 x context_parallel_size (load-balanced chunks)");
+  }
+  if (p.sequence_parallel && tp > 1 && (m.seq_length / cp) % tp != 0) {
+    o.fail("parallelism.sequence_parallel", "sequence parallelism needs the sequence per context-parallel rank (" +
+                                                std::to_string(m.seq_length / cp) + ") divisible by tensor_model_parallel_size");
+  }
+  // Experts.
+  if (ep > 1 && !m.is_moe()) o.fail("parallelism.expert_model_parallel_size", "expert parallelism needs a model with num_experts > 0");
+  if (m.is_moe() && m.num_experts % ep != 0) {
+    o.fail("parallelism.expert_model_parallel_size", "expected a divisor of num_experts (" + std::to_string(m.num_experts) + ")");
+  }
+  if (dp % ep != 0) {
+    o.fail("parallelism.expert_model_parallel_size", "expected a divisor of the data-parallel size (" + std::to_string(dp) + ")");
+  }
+  // Optimizer sharding and overlap options.
+  if (t.overlap_param_gather && !p.use_distributed_optimizer && p.zero_stage == 0) {
+    o.fail("training.overlap_param_gather", "overlap_param_gather needs use_distributed_optimizer");
+  }
+  if (p.zero_stage >= 3 && pp > 1) {
+    o.fail("parallelism.zero_stage", "ZeRO stage 3 / FSDP is modelled without pipeline parallelism (set pipeline_model_parallel_size to 1)");
+  }
+  if (t.overlap_p2p_comm && t.pipeline_schedule != models::PipelineSchedule::kInterleaved) {
+    o.fail("training.overlap_p2p_comm", "overlap_p2p_comm applies to the interleaved schedule only");
+  }
+  if (t.precision == models::Precision::kFp8 && s.cluster.gpu.dense_fp8.per_second() <= 0) {
+    o.fail("training.precision", "fp8 needs FP8 tensor cores; " + s.cluster.gpu.name + " has none");
+  }
+  if (t.recompute_granularity == models::RecomputeGranularity::kFull) {
+    const std::int64_t per_chunk = m.num_layers / (pp * vp);
+    if (t.recompute_num_layers > per_chunk) {
+      o.fail("training.recompute_num_layers", "expected at most the layers of one model chunk (" + std::to_string(per_chunk) + ")");
+    }
+  }
+  // Simulation what-ifs.
+  for (const Straggler& st : s.simulation.stragglers) {
+    if ((st.rank && *st.rank >= gpus) || (st.node && *st.node >= s.cluster.num_nodes)) {
+      throw InputError(s.file, "/simulation/stragglers", "straggler outside the cluster (" + std::to_string(gpus) + " GPUs on " +
+                                                             std::to_string(s.cluster.num_nodes) + " nodes)");
+    }
+  }
+  if (!s.simulation.stragglers.empty() && !s.simulation.full) {
+    throw InputError(s.file, "/simulation/stragglers", "stragglers break the symmetry between ranks: set simulation.fidelity to \"full\"");
+  }
+  for (const DegradedLink& d : s.simulation.degraded_links) {
+    if (d.node >= s.cluster.num_nodes || (d.nic && *d.nic >= s.cluster.inter_node.nics_per_node)) {
+      throw InputError(s.file, "/simulation/degraded_links", "link outside the cluster (" + std::to_string(s.cluster.num_nodes) +
+                                                                 " nodes, " + std::to_string(s.cluster.inter_node.nics_per_node) + " NICs each)");
+    }
+  }
+  if (!s.simulation.degraded_links.empty() && !s.simulation.full) {
+    throw InputError(s.file, "/simulation/degraded_links", "a degraded link breaks the symmetry between ranks: set simulation.fidelity to \"full\"");
+  }
+}
+
+Json parse_value(const std::string& text) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::exception&) {
+    return Json(text);
+  }
+}
+
+}  // namespace
+
+std::int64_t Scenario::data_parallel_size() const {
+  return num_gpus() / (parallel.tensor_model_parallel_size * parallel.pipeline_model_parallel_size *
+                       parallel.context_parallel_size);
+}
+
+std::int64_t Scenario::microbatches() const {
+  return training.global_batch_size / (training.micro_batch_size * data_parallel_size());
+}
+
+void apply_override(Json& doc, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw InputError("--set", assignment, "expected key.path=value (e.g. parallelism.tensor_model_parallel_size=4)");
+  }
+  const std::string path = assignment.substr(0, eq);
+  Json* node = &doc;
+  std::size_t start = 0;
+  while (true) {
+    const auto dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (key.empty()) throw InputError("--set", assignment, "empty key in \"" + path + "\"");
+    if (!node->is_object()) throw InputError("--set", assignment, "\"" + path.substr(0, start - 1) + "\" is not an object");
+    if (dot == std::string::npos) {
+      (*node)[key] = parse_value(assignment.substr(eq + 1));
+      return;
+    }
+    node = &(*node)[key];
+    if (node->is_null()) *node = Json::object();
+    start = dot + 1;
+  }
+}
+
+Scenario parse_scenario(const Json& doc, const std::string& file, const std::string& path) {
+  ObjectReader r(doc, file, path);
+  r.allow({"description", "sources", "notes"});
+  Origins origins;
+  Scenario s;
+  s.file = file;
+  s.name = r.get_string("name", file);
+  if (!r.has("model")) r.fail("model", "missing; expected a model section ({\"preset\": \"gpt3-175b\"} or explicit fields)");
+  if (!r.has("cluster")) r.fail("cluster", "missing; expected a cluster section ({\"preset\": \"dgx-a100-80gb\", \"num_nodes\": 128})");
+  if (!r.has("training")) r.fail("training", "missing; expected a training section with micro_batch_size and global_batch_size");
+  s.model = read_model(*r.raw("model"), file, join_path(path, "model"), origins);
+  s.parallel = read_parallel(r.object("parallelism"), origins);
+  s.training = read_training(r.object("training"), s.parallel, origins);
+  s.cluster = read_cluster(*r.raw("cluster"), file, join_path(path, "cluster"));
+  s.simulation = read_simulation(r.object("simulation"));
+  r.finish();
+  validate_plan(s, origins);
+  return s;
+}
+
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
+  Json doc = read_json_file(path);
+  if (!doc.is_object()) throw InputError(path, "/", "expected a JSON object (a scenario), got " + describe(doc));
+  for (const std::string& o : overrides) apply_override(doc, o);
+  return parse_scenario(doc, path);
+}
+
+ModelSpec load_model(const std::string& preset_or_file) {
+  Json section = Json::object();
+  const bool is_file = preset_or_file.find('/') != std::string::npos || preset_or_file.ends_with(".json");
+  if (is_file) {
+    section = read_json_file(preset_or_file);
+    Origins origins;
+    return read_model(section, preset_or_file, "", origins);
+  }
+  section["preset"] = preset_or_file;
+  Origins origins;
+  return read_model(section, "--model", "", origins);
+}
+
+topo::ClusterSpec load_cluster(const std::string& preset_or_file, std::int64_t num_nodes) {
+  const bool is_file = preset_or_file.find('/') != std::string::npos || preset_or_file.ends_with(".json");
+  Json section = is_file ? read_json_file(preset_or_file) : Json{{"preset", preset_or_file}};
+  if (section.is_object()) section["num_nodes"] = num_nodes;
+  return read_cluster(section, is_file ? preset_or_file : "--cluster", "");
+}
+
+}  // namespace trainsim::config

@@ -1,0 +1,65 @@
+#pragma once
+// Scenario: everything one simulation needs, read from a scenario file (DESIGN.md schema) with
+// presets resolved and overrides applied, then validated as a Megatron plan. Any problem is an
+// InputError naming the file, the JSON path and what was expected.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/json_reader.h"
+#include "models/model_spec.h"
+#include "models/training_spec.h"
+#include "topologies/hardware.h"
+
+namespace trainsim::config {
+
+struct Straggler {
+  std::optional<std::int64_t> rank;  // one GPU ...
+  std::optional<std::int64_t> node;  // ... or every GPU of a node
+  double slowdown = 1.0;             // compute time multiplier (1.2 = 20% slower)
+};
+
+struct DegradedLink {
+  std::int64_t node = 0;
+  std::optional<std::int64_t> nic;   // one NIC of the node; absent: every NIC of the node
+  bool nvlink = false;               // the node's NVLink fabric instead of its NICs
+  double bandwidth_fraction = 1.0;   // remaining share of the link's bandwidth
+};
+
+struct SimulationSpec {
+  bool full = false;  // fidelity "full": every rank simulated
+  std::vector<Straggler> stragglers;
+  std::vector<DegradedLink> degraded_links;
+  std::int64_t seed = 0;
+};
+
+struct Scenario {
+  std::string name;
+  std::string file;  // where it was read from
+  models::ModelSpec model;
+  models::ParallelSpec parallel;
+  models::TrainingSpec training;
+  topo::ClusterSpec cluster;
+  SimulationSpec simulation;
+
+  std::int64_t num_gpus() const { return cluster.num_gpus(); }
+  std::int64_t data_parallel_size() const;
+  std::int64_t microbatches() const;
+};
+
+// Reads a scenario file and applies `--set key.path=value` overrides (values are JSON, or plain
+// strings when they do not parse as JSON).
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides = {});
+// Parses an already-read scenario document (e.g. embedded in a validation suite); `path` is the
+// JSON path of the document inside `file`.
+Scenario parse_scenario(const Json& doc, const std::string& file, const std::string& path = "");
+// Applies one override to a document. Throws InputError for a malformed assignment.
+void apply_override(Json& doc, const std::string& assignment);
+
+// Presets and explicit sections, usable outside scenarios (e.g. by `trainsim plan`).
+models::ModelSpec load_model(const std::string& preset_or_file);
+topo::ClusterSpec load_cluster(const std::string& preset_or_file, std::int64_t num_nodes);
+
+}  // namespace trainsim::config

@@ -1,0 +1,72 @@
+#include "models/flop_count.h"
+
+#include <algorithm>
+
+namespace trainsim::models {
+
+namespace {
+
+// The bracket of Megatron's formula without the logits term, per layer, in units of h^2.
+double layer_terms(const ModelSpec& m) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double s = static_cast<double>(m.seq_length);
+  const double q_ratio = static_cast<double>(m.head_dim() * m.num_attention_heads) / h;
+  const double groups = static_cast<double>(m.num_query_groups) / static_cast<double>(m.num_attention_heads);
+  const double routed = m.is_moe() ? static_cast<double>(m.moe_router_topk) : 1.0;
+  const double gated = m.gated() ? 1.5 : 1.0;
+  const double ffn = static_cast<double>(m.is_moe() ? m.expert_ffn_hidden() : m.ffn_hidden_size);
+  return (1 + groups + s / h) * q_ratio + (ffn / h) * routed * gated;
+}
+
+}  // namespace
+
+double model_flops(const ModelSpec& m, double samples, std::int64_t tp) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double s = static_cast<double>(m.seq_length);
+  const double L = static_cast<double>(m.num_layers);
+  const double v = static_cast<double>(m.padded_vocab(tp));
+  // 12 = 3 passes x 2 FLOPs/MAC x 2 (each term counts two h x h products per unit).
+  return 12.0 * samples * s * L * h * h * (layer_terms(m) + v / (2.0 * L * h));
+}
+
+double layer_forward_flops(const ModelSpec& m) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double s = static_cast<double>(m.seq_length);
+  return 4.0 * s * h * h * layer_terms(m);
+}
+
+double attention_core_forward_flops(const ModelSpec& m) {
+  // Scores (Q K^T) and values (P V): 2 GEMMs of 2 s^2 (a d) FLOPs each, causal mask not
+  // subtracted (Megatron's convention).
+  const double s = static_cast<double>(m.seq_length);
+  return 4.0 * s * s * static_cast<double>(m.num_attention_heads * m.head_dim());
+}
+
+FlopCount count_flops(const ModelSpec& m, const ParallelSpec& p, const TrainingSpec& t) {
+  FlopCount out;
+  const double samples = static_cast<double>(t.global_batch_size);
+  out.model = model_flops(m, samples, p.tensor_model_parallel_size);
+  double recomputed = 0;
+  switch (t.recompute_granularity) {
+    case RecomputeGranularity::kNone:
+      break;
+    case RecomputeGranularity::kSelective:
+      recomputed = static_cast<double>(m.num_layers) * attention_core_forward_flops(m);
+      break;
+    case RecomputeGranularity::kFull: {
+      double layers = static_cast<double>(m.num_layers);
+      if (t.recompute_method == RecomputeMethod::kBlock) {
+        // The first recompute_num_layers layers of every model chunk on every stage.
+        const std::int64_t chunks = p.pipeline_model_parallel_size * p.virtual_pipeline_model_parallel_size;
+        const std::int64_t per_chunk = m.num_layers / std::max<std::int64_t>(1, chunks);
+        layers = static_cast<double>(std::min(t.recompute_num_layers, per_chunk) * chunks);
+      }
+      recomputed = layers * layer_forward_flops(m);
+      break;
+    }
+  }
+  out.hardware = out.model + samples * recomputed;
+  return out;
+}
+
+}  // namespace trainsim::models

@@ -1,0 +1,40 @@
+#include "models/graph_vocabulary.h"
+
+namespace trainsim::models {
+
+const char* category_name(std::uint8_t c) {
+  switch (c) {
+    case kForward:
+      return "forward";
+    case kBackward:
+      return "backward";
+    case kRecompute:
+      return "recompute";
+    case kOptimizer:
+      return "optimizer";
+    case kTpComm:
+      return "tp_comm";
+    case kDpComm:
+      return "dp_comm";
+    case kPpComm:
+      return "pp_comm";
+    case kCpComm:
+      return "cp_comm";
+    case kEpComm:
+      return "ep_comm";
+    case kEmbeddingComm:
+      return "embedding_comm";
+    case kOtherComm:
+      return "other_comm";
+    default:
+      return "other";
+  }
+}
+
+bool is_communication(std::uint8_t c) { return c >= kTpComm && c < kNumCategories; }
+
+std::vector<std::string> stream_names() { return {"compute", "tp", "dp", "pp", "cp_ep"}; }
+std::vector<std::string> comm_slot_names() { return {"tp", "dp", "cp", "ep", "expert_dp", "embedding", "model_parallel"}; }
+std::vector<std::string> peer_slot_names() { return {"pp_next", "pp_prev", "cp_next", "cp_prev"}; }
+
+}  // namespace trainsim::models

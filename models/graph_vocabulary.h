@@ -1,0 +1,50 @@
+#pragma once
+// The names the lowered task graph uses: streams of a rank, communicator slots, peer slots and
+// reporting categories. Reports read them through these constants.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainsim::models {
+
+// Streams: one compute stream and one stream per kind of communication, as Megatron-Core and
+// NCCL run them (communication on its own CUDA streams, overlapping compute where the framework
+// lets it).
+enum Stream : std::uint8_t { kComputeStream = 0, kTpStream, kDpStream, kPpStream, kCpEpStream, kNumStreams };
+
+enum CommSlot : std::uint16_t {
+  kTpSlot = 0,       // tensor-parallel group
+  kDpSlot,           // data-parallel group (gradient reduction, parameter gather)
+  kCpSlot,           // context-parallel group
+  kEpSlot,           // expert-parallel group (token dispatch/combine)
+  kExpertDpSlot,     // expert data-parallel group (expert gradient reduction)
+  kEmbeddingSlot,    // first and last pipeline stage (tied embedding gradients)
+  kModelParallelSlot,  // tensor x pipeline group (gradient-norm reduction)
+  kNumCommSlots
+};
+
+enum PeerSlot : std::uint16_t { kPpNext = 0, kPpPrev, kCpNext, kCpPrev, kNumPeerSlots };
+
+enum Category : std::uint8_t {
+  kForward = 0,
+  kBackward,
+  kRecompute,
+  kOptimizer,
+  kTpComm,
+  kDpComm,
+  kPpComm,
+  kCpComm,
+  kEpComm,
+  kEmbeddingComm,
+  kOtherComm,
+  kNumCategories
+};
+
+const char* category_name(std::uint8_t c);
+bool is_communication(std::uint8_t c);
+std::vector<std::string> stream_names();
+std::vector<std::string> comm_slot_names();
+std::vector<std::string> peer_slot_names();
+
+}  // namespace trainsim::models

@@ -1,0 +1,53 @@
+#pragma once
+// lower(): turns a model, a parallel plan and a training recipe into the TaskGraph of one
+// training iteration, as Megatron-Core executes it: per pipeline stage (one rank class), the
+// micro-batches in the schedule's order; per layer, the GEMMs, attention, memory-bound kernels
+// and the tensor/context/expert-parallel communication; point-to-point transfers between
+// stages; bucketed data-parallel gradient reduction overlapped with the backward pass; the
+// optimizer step. Tasks carry shapes and bytes; durations come later from the hardware models.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/flop_count.h"
+#include "models/layer_dims.h"
+#include "models/memory_model.h"
+#include "models/model_spec.h"
+#include "models/rank_layout.h"
+#include "models/training_spec.h"
+#include "sim/task_graph.h"
+
+namespace trainsim::models {
+
+struct StageInfo {
+  std::int64_t stage = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> chunks;  // per model chunk: first layer, count
+  bool has_embedding = false;
+  bool has_output = false;
+  std::int64_t parameters = 0;  // per GPU
+  StaticMemory static_memory;
+};
+
+struct Workload {
+  sim::TaskGraph graph{0, {}, {}, {}};
+  RankLayout layout;
+  std::vector<StageInfo> stages;
+  std::int64_t data_parallel_size = 1;
+  std::int64_t microbatches = 1;       // per data-parallel rank per iteration
+  std::int64_t tokens_per_iteration = 0;
+  LayerDims dims;
+  FlopCount flops;
+};
+
+// Layers per pipeline stage and model chunk: uneven first/last stages as Megatron-Core's
+// decoder_first/last_pipeline_num_layers, the rest split evenly; chunk c of stage p holds the
+// (c * stages + p)-th block of layers. REQUIRES: the split is valid (config/ checks it).
+std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> split_layers(const ModelSpec& m, const ParallelSpec& p);
+
+// REQUIRES: the plan was validated (config/): sizes divide as Megatron requires.
+Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const TrainingSpec& training,
+               std::int64_t num_gpus);
+
+}  // namespace trainsim::models

@@ -1,0 +1,35 @@
+#pragma once
+// Memory per GPU: parameters, gradients and optimizer state with Megatron's mixed-precision
+// layout, and the activations a layer keeps for its backward pass, derived tensor by tensor as
+// in Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+// Section 4 and Table 2 (34sbh + 5as^2b per layer without parallelism, divided by t under
+// tensor + sequence parallelism; the 5as^2b score-matrix term only for unfused attention).
+
+#include <cstdint>
+
+#include "models/layer_dims.h"
+#include "models/model_spec.h"
+#include "models/training_spec.h"
+
+namespace trainsim::models {
+
+// Bytes one layer keeps per micro-batch. `selective`: the attention core is recomputed.
+std::int64_t layer_activation_bytes(const LayerDims& d, bool selective);
+// Full recomputation keeps only the layer (group) input.
+std::int64_t layer_checkpoint_bytes(const LayerDims& d);
+// Extra activations of the first stage (embedding dropout mask) and the last stage (final norm,
+// logits input and the fp32 softmax the vocab-parallel cross-entropy keeps).
+std::int64_t embedding_activation_bytes(const LayerDims& d);
+std::int64_t output_activation_bytes(const LayerDims& d);
+
+struct StaticMemory {
+  std::int64_t weights = 0;            // 16-bit parameters (plus FP8 copies under fp8)
+  std::int64_t gradients = 0;          // main gradients (fp32 or 16-bit)
+  std::int64_t optimizer_states = 0;   // fp32 master weights and Adam moments (sharded or not)
+  std::int64_t total() const { return weights + gradients + optimizer_states; }
+};
+
+// Static memory of `params` parameters on one GPU replicated over `dp` data-parallel ranks.
+StaticMemory static_memory(std::int64_t params, std::int64_t dp, const ParallelSpec& p, const TrainingSpec& t);
+
+}  // namespace trainsim::models

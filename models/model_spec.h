@@ -1,0 +1,53 @@
+#pragma once
+// The Transformer being trained, with Megatron-LM's argument names. Plain value type; validated
+// where it is read (config/).
+
+#include <cstdint>
+#include <string>
+
+namespace trainsim::models {
+
+enum class Activation : std::uint8_t { kGelu, kSwiglu, kSquaredRelu };
+enum class Normalization : std::uint8_t { kLayerNorm, kRmsNorm };
+enum class PositionEmbedding : std::uint8_t { kLearnedAbsolute, kRope };
+
+const char* to_string(Activation a);
+const char* to_string(Normalization n);
+const char* to_string(PositionEmbedding p);
+
+struct ModelSpec {
+  std::string name;
+  std::int64_t num_layers = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t num_attention_heads = 0;
+  std::int64_t num_query_groups = 0;  // = heads for multi-head attention
+  std::int64_t kv_channels = 0;       // head dimension; 0 = hidden / heads
+  std::int64_t ffn_hidden_size = 0;
+  std::int64_t vocab_size = 0;
+  std::int64_t make_vocab_size_divisible_by = 128;
+  std::int64_t seq_length = 0;
+  Activation activation = Activation::kGelu;
+  Normalization normalization = Normalization::kLayerNorm;
+  PositionEmbedding position_embedding_type = PositionEmbedding::kLearnedAbsolute;
+  bool untie_embeddings_and_output_weights = false;
+  bool add_bias_linear = true;
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
+  // Mixture of experts (num_experts = 0: dense MLP).
+  std::int64_t num_experts = 0;
+  std::int64_t moe_router_topk = 2;
+  std::int64_t moe_ffn_hidden_size = 0;  // 0 = ffn_hidden_size
+
+  std::int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
+  std::int64_t expert_ffn_hidden() const { return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn_hidden_size; }
+  bool gated() const { return activation == Activation::kSwiglu; }
+  bool is_moe() const { return num_experts > 0; }
+  // Vocabulary padded as Megatron pads it: to a multiple of make_vocab_size_divisible_by * tp.
+  std::int64_t padded_vocab(std::int64_t tp) const;
+  // Parameters of one decoder layer (all experts included), of the embedding, of the whole model.
+  std::int64_t layer_parameters() const;
+  std::int64_t embedding_parameters(std::int64_t tp) const;
+  std::int64_t total_parameters(std::int64_t tp = 1) const;
+};
+
+}  // namespace trainsim::models

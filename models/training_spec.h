@@ -1,0 +1,54 @@
+#pragma once
+// How the model is split over GPUs and trained: Megatron-Core's parallelism and training
+// options, with their names. Plain value types; validated where they are read (config/).
+
+#include <cstdint>
+#include <optional>
+
+namespace trainsim::models {
+
+struct ParallelSpec {
+  std::int64_t tensor_model_parallel_size = 1;
+  std::int64_t pipeline_model_parallel_size = 1;
+  std::int64_t virtual_pipeline_model_parallel_size = 1;
+  std::int64_t context_parallel_size = 1;
+  std::int64_t expert_model_parallel_size = 1;
+  bool sequence_parallel = false;
+  bool use_distributed_optimizer = false;
+  int zero_stage = 0;  // 0 | 1 | 2 | 3 (3 = FSDP: parameters gathered per layer)
+  std::optional<std::int64_t> decoder_first_pipeline_num_layers;
+  std::optional<std::int64_t> decoder_last_pipeline_num_layers;
+};
+
+enum class Precision : std::uint8_t { kBf16, kFp16, kFp8 };
+enum class RecomputeGranularity : std::uint8_t { kNone, kSelective, kFull };
+enum class RecomputeMethod : std::uint8_t { kUniform, kBlock };
+enum class AttentionKernel : std::uint8_t { kFlash, kUnfused };
+enum class PipelineSchedule : std::uint8_t { kGpipe, k1F1B, kInterleaved };
+
+const char* to_string(Precision p);
+const char* to_string(RecomputeGranularity g);
+const char* to_string(RecomputeMethod m);
+const char* to_string(AttentionKernel k);
+const char* to_string(PipelineSchedule s);
+
+struct TrainingSpec {
+  std::int64_t micro_batch_size = 1;
+  std::int64_t global_batch_size = 1;
+  Precision precision = Precision::kBf16;
+  RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
+  RecomputeMethod recompute_method = RecomputeMethod::kUniform;
+  std::int64_t recompute_num_layers = 1;
+  AttentionKernel attention_kernel = AttentionKernel::kFlash;
+  PipelineSchedule pipeline_schedule = PipelineSchedule::k1F1B;
+  bool overlap_grad_reduce = true;
+  bool overlap_param_gather = false;
+  bool tp_comm_overlap = false;
+  bool overlap_p2p_comm = false;
+  bool grad_reduce_in_fp32 = true;
+  // Parameters per gradient bucket; 0 = Megatron's default, max(40M, 1M x data-parallel size).
+  std::int64_t ddp_bucket_size = 0;
+  std::optional<double> train_tokens;
+};
+
+}  // namespace trainsim::models

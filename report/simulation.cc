@@ -1,0 +1,191 @@
+#include "report/simulation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "models/graph_vocabulary.h"
+#include "topologies/cluster_timing.h"
+#include "topologies/collective_model.h"
+
+namespace trainsim::report {
+
+namespace {
+
+using models::Category;
+
+const char* comm_kind(std::uint8_t c) {
+  switch (c) {
+    case models::kTpComm:
+      return "tp";
+    case models::kDpComm:
+      return "dp";
+    case models::kPpComm:
+      return "pp";
+    case models::kCpComm:
+      return "cp";
+    case models::kEpComm:
+      return "ep";
+    case models::kEmbeddingComm:
+      return "embedding";
+    default:
+      return "other";
+  }
+}
+
+TimeBreakdown breakdown_of(const sim::RankAccount& a, sim::TimePoint makespan) {
+  TimeBreakdown b;
+  b.compute_s = (a.busy[models::kForward] + a.busy[models::kBackward]).seconds();
+  b.recompute_s = a.busy[models::kRecompute].seconds();
+  b.optimizer_s = a.busy[models::kOptimizer].seconds();
+  std::vector<double> exposed(models::kNumCategories, 0.0);
+  for (std::uint8_t c = models::kTpComm; c < models::kNumCategories; ++c) {
+    exposed[c] += a.gap_exposed[c].seconds();
+    if (c == models::kPpComm) {
+      b.pipeline_bubble_s += a.gap_wait[c].seconds();
+    } else {
+      b.synchronization_wait_s += a.gap_wait[c].seconds();
+    }
+  }
+  // Gaps behind compute on another stream count as idle; gaps with no cause as idle too.
+  double idle = a.gap_other.seconds();
+  for (std::uint8_t c = 0; c < models::kTpComm; ++c) idle += a.gap_exposed[c].seconds() + a.gap_wait[c].seconds();
+  // After the rank's last compute task the iteration still runs until its communication (and
+  // every other rank) is done.
+  const double own_tail = (a.finish - a.primary_end).seconds();
+  if (own_tail > 0) {
+    if (models::is_communication(a.last_category)) {
+      exposed[a.last_category] += own_tail;
+    } else {
+      idle += own_tail;
+    }
+  }
+  idle += (makespan - a.finish).seconds();
+  b.idle_s = idle;
+  for (std::uint8_t c = models::kTpComm; c < models::kNumCategories; ++c) {
+    b.exposed_communication_s += exposed[c];
+    b.exposed_by_kind.emplace_back(comm_kind(c), exposed[c]);
+    b.communication_by_kind.emplace_back(comm_kind(c), a.busy[c].seconds());
+  }
+  return b;
+}
+
+}  // namespace
+
+RunResult simulate(const config::Scenario& scenario, const RunOptions& options) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  RunResult out;
+  out.scenario = scenario;
+  const config::Scenario& s = out.scenario;
+  out.workload = std::make_unique<models::Workload>(models::lower(s.model, s.parallel, s.training, s.num_gpus()));
+  const models::Workload& w = *out.workload;
+
+  // The cluster, with degraded links applied.
+  out.cluster = std::make_unique<topo::Cluster>(s.cluster);
+  for (const config::DegradedLink& d : s.simulation.degraded_links) {
+    std::set<std::uint32_t> links;
+    for (int local = 0; local < s.cluster.gpus_per_node; ++local) {
+      const int gpu = static_cast<int>(d.node) * s.cluster.gpus_per_node + local;
+      if (d.nvlink) {
+        std::vector<sim::ResourceId> path;
+        const int other = static_cast<int>(d.node) * s.cluster.gpus_per_node + (local + 1) % s.cluster.gpus_per_node;
+        out.cluster->route(gpu, other, path);
+        if (!path.empty()) links.insert(sim::index(path.front()));
+        path.clear();
+        out.cluster->route(other, gpu, path);
+        if (!path.empty()) links.insert(sim::index(path.back()));
+        continue;
+      }
+      const int nic = out.cluster->nic_of(gpu) - static_cast<int>(d.node) * s.cluster.inter_node.nics_per_node;
+      if (d.nic && nic != *d.nic) continue;
+      for (sim::ResourceId r : out.cluster->nic_links(gpu)) links.insert(sim::index(r));
+    }
+    for (std::uint32_t l : links) out.cluster->scale_link(sim::ResourceId{l}, d.bandwidth_fraction);
+  }
+  std::vector<double> slowdown;
+  if (!s.simulation.stragglers.empty()) {
+    slowdown.assign(static_cast<std::size_t>(s.num_gpus()), 1.0);
+    for (const config::Straggler& st : s.simulation.stragglers) {
+      if (st.rank) slowdown[static_cast<std::size_t>(*st.rank)] *= st.slowdown;
+      if (st.node) {
+        for (int g = 0; g < s.cluster.gpus_per_node; ++g) {
+          slowdown[static_cast<std::size_t>(*st.node * s.cluster.gpus_per_node + g)] *= st.slowdown;
+        }
+      }
+    }
+  }
+  topo::ClusterTiming timing(*out.cluster, w.graph, slowdown);
+
+  sim::EngineOptions eo;
+  eo.symmetric = !s.simulation.full;
+  eo.primary_stream = models::kComputeStream;
+  if (options.record) {
+    if (!options.record_ranks.empty()) {
+      for (std::int64_t r : options.record_ranks) {
+        if (r >= 0 && r < s.num_gpus()) eo.record_ranks.push_back(sim::RankId{static_cast<std::uint32_t>(r)});
+      }
+    } else {
+      eo.record_ranks = w.graph.simulated_ranks();
+    }
+  }
+  sim::Engine engine(w.graph, timing, eo);
+  out.engine = engine.run();
+  for (int a = 0; a < 7; ++a) out.algorithm_names.emplace_back(topo::to_string(static_cast<topo::Algorithm>(a)));
+  for (int p = 0; p < 3; ++p) out.protocol_names.emplace_back(topo::to_string(static_cast<topo::Protocol>(p)));
+
+  // Headline numbers.
+  const double T = out.engine.makespan.seconds();
+  out.iteration_time_s = T;
+  const double gpus = static_cast<double>(s.num_gpus());
+  out.tokens_per_s = T > 0 ? static_cast<double>(w.tokens_per_iteration) / T : 0;
+  const sim::DataType peak_type = s.training.precision == models::Precision::kFp8 ? sim::DataType::kFp8 : sim::DataType::kBf16;
+  out.peak_flops_per_gpu = s.cluster.gpu.peak(peak_type).per_second();
+  if (T > 0) {
+    out.model_tflops_per_gpu = w.flops.model / T / gpus * 1e-12;
+    out.hardware_tflops_per_gpu = w.flops.hardware / T / gpus * 1e-12;
+    out.mfu = w.flops.model / T / gpus / out.peak_flops_per_gpu;
+    out.hfu = w.flops.hardware / T / gpus / out.peak_flops_per_gpu;
+  }
+
+  // Critical rank: the one that finishes last (lowest id on ties).
+  std::size_t critical = 0;
+  for (std::size_t i = 0; i < out.engine.ranks.size(); ++i) {
+    if (out.engine.accounts[i].finish > out.engine.accounts[critical].finish) critical = i;
+  }
+  out.critical_rank = sim::index(out.engine.ranks[critical]);
+  out.breakdown = breakdown_of(out.engine.accounts[critical], out.engine.makespan);
+
+  // Per stage: the rank of the stage with the highest memory peak.
+  out.capacity_bytes_per_gpu = s.cluster.gpu.memory.count();
+  for (const models::StageInfo& info : w.stages) {
+    StageReport sr;
+    sr.stage = info.stage;
+    for (const auto& c : info.chunks) sr.layers += c.second;
+    sr.parameters = info.parameters;
+    sr.static_memory = info.static_memory;
+    std::size_t best = out.engine.ranks.size();
+    for (std::size_t i = 0; i < out.engine.ranks.size(); ++i) {
+      if (w.graph.class_of(out.engine.ranks[i]) != static_cast<std::uint32_t>(info.stage)) continue;
+      if (best == out.engine.ranks.size() ||
+          out.engine.accounts[i].peak_memory_bytes > out.engine.accounts[best].peak_memory_bytes) {
+        best = i;
+      }
+    }
+    if (best < out.engine.ranks.size()) {
+      const sim::RankAccount& a = out.engine.accounts[best];
+      sr.rank = sim::index(out.engine.ranks[best]);
+      sr.peak_bytes = a.peak_memory_bytes;
+      sr.activation_peak_bytes = a.peak_memory_bytes - info.static_memory.total();
+      sr.peak_time_s = a.peak_memory_time.seconds();
+      sr.finish_s = a.finish.seconds();
+      sr.breakdown = breakdown_of(a, out.engine.makespan);
+    }
+    out.peak_bytes_per_gpu = std::max(out.peak_bytes_per_gpu, sr.peak_bytes);
+    out.stages.push_back(std::move(sr));
+  }
+  out.fits = out.peak_bytes_per_gpu <= out.capacity_bytes_per_gpu;
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return out;
+}
+
+}  // namespace trainsim::report

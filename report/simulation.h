@@ -1,0 +1,78 @@
+#pragma once
+// simulate(): one scenario end to end. Lowers the workload, builds the cluster and its timing
+// model, runs the engine, and derives the reported quantities (iteration time, throughput,
+// MFU/HFU, where the time went, memory per stage). The result owns everything the report
+// writers need.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/scenario.h"
+#include "models/lowering.h"
+#include "sim/engine.h"
+#include "topologies/cluster.h"
+
+namespace trainsim::report {
+
+struct RunOptions {
+  // Ranks whose timeline is recorded for traces and pictures. Empty: every simulated rank in
+  // symmetric mode; the first rank of each pipeline stage in full mode.
+  std::vector<std::int64_t> record_ranks;
+  bool record = true;  // false: no timeline at all (fastest; summary only)
+};
+
+// Time of an iteration split by cause, for one rank. The parts add up to the iteration time.
+struct TimeBreakdown {
+  double compute_s = 0;          // forward and backward kernels
+  double recompute_s = 0;        // activation recomputation
+  double optimizer_s = 0;        // gradient norm and optimizer step
+  double pipeline_bubble_s = 0;  // waiting for another stage's activations or gradients
+  double exposed_communication_s = 0;  // communication the compute stream waited for
+  double synchronization_wait_s = 0;   // waiting for slower peers at a collective
+  double idle_s = 0;                   // anything else (end of iteration waits)
+  // Exposed communication by kind (tp, dp, pp, cp, ep, embedding, other) and total busy time of
+  // each communication kind (hidden or not).
+  std::vector<std::pair<std::string, double>> exposed_by_kind;
+  std::vector<std::pair<std::string, double>> communication_by_kind;
+};
+
+struct StageReport {
+  std::int64_t stage = 0;
+  std::int64_t layers = 0;
+  std::int64_t rank = 0;  // the rank the figures are taken from
+  std::int64_t parameters = 0;
+  models::StaticMemory static_memory;
+  std::int64_t activation_peak_bytes = 0;
+  std::int64_t peak_bytes = 0;
+  double peak_time_s = 0;
+  double finish_s = 0;
+  TimeBreakdown breakdown;
+};
+
+struct RunResult {
+  config::Scenario scenario;
+  std::unique_ptr<models::Workload> workload;
+  std::unique_ptr<topo::Cluster> cluster;
+  sim::EngineResult engine;
+  std::vector<std::string> algorithm_names, protocol_names;
+
+  double iteration_time_s = 0;
+  double tokens_per_s = 0;
+  double model_tflops_per_gpu = 0;
+  double hardware_tflops_per_gpu = 0;
+  double mfu = 0, hfu = 0;
+  double peak_flops_per_gpu = 0;  // dense peak for the scenario's precision
+  std::int64_t critical_rank = 0;
+  TimeBreakdown breakdown;  // of the critical rank
+  std::vector<StageReport> stages;
+  std::int64_t peak_bytes_per_gpu = 0;
+  std::int64_t capacity_bytes_per_gpu = 0;
+  bool fits = true;
+  double wall_s = 0;
+};
+
+RunResult simulate(const config::Scenario& scenario, const RunOptions& options = {});
+
+}  // namespace trainsim::report

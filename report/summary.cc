@@ -1,0 +1,204 @@
+#include "report/summary.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "models/graph_vocabulary.h"
+
+namespace trainsim::report {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Rounds to 12 significant digits so the JSON is stable and readable.
+double tidy(double x) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.12g", x);
+  return std::strtod(buf, nullptr);
+}
+
+Json breakdown_json(const TimeBreakdown& b) {
+  Json j;
+  j["compute_s"] = tidy(b.compute_s);
+  j["recompute_s"] = tidy(b.recompute_s);
+  j["optimizer_s"] = tidy(b.optimizer_s);
+  j["exposed_communication_s"] = tidy(b.exposed_communication_s);
+  j["pipeline_bubble_s"] = tidy(b.pipeline_bubble_s);
+  j["synchronization_wait_s"] = tidy(b.synchronization_wait_s);
+  j["idle_s"] = tidy(b.idle_s);
+  Json exposed = Json::object(), total = Json::object();
+  for (const auto& [k, v] : b.exposed_by_kind) exposed[k] = tidy(v);
+  for (const auto& [k, v] : b.communication_by_kind) total[k] = tidy(v);
+  j["exposed_communication_by_kind_s"] = exposed;
+  j["communication_time_by_kind_s"] = total;
+  return j;
+}
+
+std::string human_bytes(double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
+  return buf;
+}
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+}  // namespace
+
+nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) {
+  const config::Scenario& s = r.scenario;
+  const models::Workload& w = *r.workload;
+  Json j;
+  j["name"] = s.name;
+  j["iteration_time_s"] = tidy(r.iteration_time_s);
+  j["tokens_per_s"] = tidy(r.tokens_per_s);
+  j["model_flops_per_iteration"] = tidy(w.flops.model);
+  j["hardware_flops_per_iteration"] = tidy(w.flops.hardware);
+  j["model_tflops_per_gpu"] = tidy(r.model_tflops_per_gpu);
+  j["hardware_tflops_per_gpu"] = tidy(r.hardware_tflops_per_gpu);
+  j["mfu"] = tidy(r.mfu);
+  j["hfu"] = tidy(r.hfu);
+  j["peak_tflops_per_gpu"] = tidy(r.peak_flops_per_gpu * 1e-12);
+  j["num_gpus"] = s.num_gpus();
+  j["data_parallel_size"] = w.data_parallel_size;
+  j["parallelism"] = Json{{"tensor_model_parallel_size", s.parallel.tensor_model_parallel_size},
+                          {"pipeline_model_parallel_size", s.parallel.pipeline_model_parallel_size},
+                          {"virtual_pipeline_model_parallel_size", s.parallel.virtual_pipeline_model_parallel_size},
+                          {"context_parallel_size", s.parallel.context_parallel_size},
+                          {"expert_model_parallel_size", s.parallel.expert_model_parallel_size},
+                          {"data_parallel_size", w.data_parallel_size},
+                          {"sequence_parallel", s.parallel.sequence_parallel},
+                          {"microbatches", w.microbatches}};
+  j["tokens_per_iteration"] = w.tokens_per_iteration;
+  j["parameters"] = s.model.total_parameters(s.parallel.tensor_model_parallel_size);
+
+  Json mem;
+  mem["peak_bytes_per_gpu"] = r.peak_bytes_per_gpu;
+  mem["capacity_bytes_per_gpu"] = r.capacity_bytes_per_gpu;
+  mem["fits"] = r.fits;
+  Json stages = Json::array();
+  for (const StageReport& st : r.stages) {
+    stages.push_back(Json{{"stage", st.stage},
+                          {"rank", st.rank},
+                          {"layers", st.layers},
+                          {"parameters_per_gpu", st.parameters},
+                          {"weights_bytes", st.static_memory.weights},
+                          {"gradients_bytes", st.static_memory.gradients},
+                          {"optimizer_states_bytes", st.static_memory.optimizer_states},
+                          {"activations_peak_bytes", st.activation_peak_bytes},
+                          {"peak_bytes", st.peak_bytes},
+                          {"peak_time_s", tidy(st.peak_time_s)},
+                          {"fits", st.peak_bytes <= r.capacity_bytes_per_gpu}});
+  }
+  mem["stages"] = stages;
+  j["memory"] = mem;
+
+  Json br = breakdown_json(r.breakdown);
+  br["critical_rank"] = r.critical_rank;
+  j["breakdown"] = br;
+  Json per_stage = Json::array();
+  for (const StageReport& st : r.stages) {
+    Json b = breakdown_json(st.breakdown);
+    b["stage"] = st.stage;
+    b["finish_s"] = tidy(st.finish_s);
+    per_stage.push_back(b);
+  }
+  j["stage_breakdown"] = per_stage;
+  if (s.training.train_tokens) {
+    const double seconds = *s.training.train_tokens / r.tokens_per_s;
+    j["train_tokens"] = *s.training.train_tokens;
+    j["time_to_train_days"] = tidy(seconds / 86400.0);
+    j["gpu_hours"] = tidy(seconds / 3600.0 * static_cast<double>(s.num_gpus()));
+  }
+  Json sim;
+  sim["fidelity"] = s.simulation.full ? "full" : "symmetric";
+  sim["events"] = r.engine.events;
+  sim["tasks_executed"] = r.engine.tasks_executed;
+  sim["ranks_simulated"] = r.engine.ranks.size();
+  if (include_wall_time) sim["wall_s"] = tidy(r.wall_s);
+  j["simulator"] = sim;
+  return j;
+}
+
+std::string summary_text(const RunResult& r) {
+  const config::Scenario& s = r.scenario;
+  const models::Workload& w = *r.workload;
+  std::ostringstream o;
+  o << s.name << "\n";
+  o << "  model      " << s.model.name << ": " << fmt("%.1f", static_cast<double>(s.model.total_parameters(s.parallel.tensor_model_parallel_size)) * 1e-9)
+    << "B parameters, " << s.model.num_layers << " layers, hidden " << s.model.hidden_size << ", seq " << s.model.seq_length << "\n";
+  o << "  cluster    " << s.num_gpus() << " x " << s.cluster.gpu.name << " (" << s.cluster.num_nodes << " nodes of "
+    << s.cluster.gpus_per_node << ", " << s.cluster.name << ")\n";
+  o << "  plan       TP " << s.parallel.tensor_model_parallel_size << " PP " << s.parallel.pipeline_model_parallel_size;
+  if (s.parallel.virtual_pipeline_model_parallel_size > 1) o << " (x" << s.parallel.virtual_pipeline_model_parallel_size << " virtual)";
+  if (s.parallel.context_parallel_size > 1) o << " CP " << s.parallel.context_parallel_size;
+  if (s.parallel.expert_model_parallel_size > 1) o << " EP " << s.parallel.expert_model_parallel_size;
+  o << " DP " << w.data_parallel_size << (s.parallel.sequence_parallel ? " +SP" : "") << "; micro-batch "
+    << s.training.micro_batch_size << " x " << w.microbatches << ", global batch " << s.training.global_batch_size << "; "
+    << models::to_string(s.training.pipeline_schedule) << ", recompute " << models::to_string(s.training.recompute_granularity)
+    << ", " << models::to_string(s.training.precision) << "\n\n";
+  o << "  iteration time        " << fmt("%.3f s", r.iteration_time_s) << "\n";
+  o << "  throughput            " << fmt("%.0f tokens/s", r.tokens_per_s) << " (" << fmt("%.0f", r.tokens_per_s / static_cast<double>(s.num_gpus()))
+    << " per GPU)\n";
+  o << "  model TFLOP/s/GPU     " << fmt("%.1f", r.model_tflops_per_gpu) << "   MFU " << fmt("%.1f%%", 100 * r.mfu) << "\n";
+  o << "  hardware TFLOP/s/GPU  " << fmt("%.1f", r.hardware_tflops_per_gpu) << "   HFU " << fmt("%.1f%%", 100 * r.hfu) << "\n";
+  o << "  memory peak/GPU       " << human_bytes(static_cast<double>(r.peak_bytes_per_gpu)) << " of "
+    << human_bytes(static_cast<double>(r.capacity_bytes_per_gpu)) << (r.fits ? " (fits)" : " (DOES NOT FIT)") << "\n";
+  if (s.training.train_tokens) {
+    const double seconds = *s.training.train_tokens / r.tokens_per_s;
+    o << "  time to train         " << fmt("%.1f days", seconds / 86400) << " for " << fmt("%.3g tokens", *s.training.train_tokens)
+      << " (" << fmt("%.3g GPU-hours", seconds / 3600 * static_cast<double>(s.num_gpus())) << ")\n";
+  }
+  const TimeBreakdown& b = r.breakdown;
+  auto row = [&](const char* label, double v) {
+    o << "    " << label << fmt("%9.3f s", v) << fmt("  %5.1f%%", r.iteration_time_s > 0 ? 100 * v / r.iteration_time_s : 0) << "\n";
+  };
+  o << "\n  where the time goes (rank " << r.critical_rank << ", the last to finish)\n";
+  row("compute               ", b.compute_s);
+  row("recompute             ", b.recompute_s);
+  row("optimizer             ", b.optimizer_s);
+  row("pipeline bubble       ", b.pipeline_bubble_s);
+  row("exposed communication ", b.exposed_communication_s);
+  for (const auto& [k, v] : b.exposed_by_kind) {
+    if (v > 0) o << "      " << k << std::string(18 - k.size(), ' ') << fmt("%9.3f s", v) << "\n";
+  }
+  if (b.synchronization_wait_s > 0) row("waiting for peers     ", b.synchronization_wait_s);
+  row("idle                  ", b.idle_s);
+  o << "\n  memory per GPU by pipeline stage (GiB)\n";
+  o << "    stage  layers  weights  grads  optimizer  activations   peak\n";
+  for (const StageReport& st : r.stages) {
+    char line[160];
+    std::snprintf(line, sizeof line, "    %5lld  %6lld  %7.2f  %5.2f  %9.2f  %11.2f  %5.2f%s\n", static_cast<long long>(st.stage),
+                  static_cast<long long>(st.layers), static_cast<double>(st.static_memory.weights) / 1073741824.0,
+                  static_cast<double>(st.static_memory.gradients) / 1073741824.0,
+                  static_cast<double>(st.static_memory.optimizer_states) / 1073741824.0,
+                  static_cast<double>(st.activation_peak_bytes) / 1073741824.0, static_cast<double>(st.peak_bytes) / 1073741824.0,
+                  st.peak_bytes > r.capacity_bytes_per_gpu ? "  over capacity" : "");
+    o << line;
+    if (r.stages.size() > 12 && st.stage == 3 && r.stages.size() > 8) {
+      o << "    ...\n";
+      break;
+    }
+  }
+  if (r.stages.size() > 12) {
+    const StageReport& st = r.stages.back();
+    char line[160];
+    std::snprintf(line, sizeof line, "    %5lld  %6lld  %7.2f  %5.2f  %9.2f  %11.2f  %5.2f\n", static_cast<long long>(st.stage),
+                  static_cast<long long>(st.layers), static_cast<double>(st.static_memory.weights) / 1073741824.0,
+                  static_cast<double>(st.static_memory.gradients) / 1073741824.0,
+                  static_cast<double>(st.static_memory.optimizer_states) / 1073741824.0,
+                  static_cast<double>(st.activation_peak_bytes) / 1073741824.0, static_cast<double>(st.peak_bytes) / 1073741824.0);
+    o << line;
+  }
+  o << "\n  simulated " << r.engine.ranks.size() << " rank(s) (" << (s.simulation.full ? "full" : "symmetric") << " fidelity), "
+    << r.engine.events << " events in " << fmt("%.2f s", r.wall_s) << "\n";
+  return o.str();
+}
+
+}  // namespace trainsim::report

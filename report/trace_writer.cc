@@ -1,0 +1,161 @@
+#include "report/trace_writer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "models/graph_vocabulary.h"
+
+namespace trainsim::report {
+
+namespace {
+
+// Microseconds with three decimals from integer picoseconds (rounded to the nanosecond).
+std::string micros(std::int64_t ps) {
+  const std::int64_t ns = (ps + 500) / 1000;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(ns / 1000), static_cast<long long>(ns % 1000));
+  return buf;
+}
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Thread ids per stream, spaced like Kineto's stream ids so they read as CUDA streams.
+int tid_of(std::uint8_t stream) { return 7 + 10 * stream; }
+
+const char* stream_label(std::uint8_t s) {
+  switch (s) {
+    case models::kComputeStream:
+      return "compute";
+    case models::kTpStream:
+      return "nccl:tp";
+    case models::kDpStream:
+      return "nccl:dp";
+    case models::kPpStream:
+      return "nccl:pp";
+    case models::kCpEpStream:
+      return "nccl:cp/ep";
+    default:
+      return "stream";
+  }
+}
+
+}  // namespace
+
+void write_trace(const RunResult& r, std::ostream& out) {
+  const config::Scenario& s = r.scenario;
+  const models::Workload& w = *r.workload;
+  const sim::TaskGraph& g = w.graph;
+  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"trainsim\",\"scenario\":\"" << escape(s.name)
+      << "\",\"iteration_time_s\":" << r.iteration_time_s << "},\n\"traceEvents\":[\n";
+  bool first = true;
+  auto sep = [&]() {
+    if (!first) out << ",\n";
+    first = false;
+  };
+
+  // Metadata: one process per recorded rank, one thread per stream.
+  std::vector<std::uint32_t> ranks;
+  for (const sim::TaskRecord& rec : r.engine.records) ranks.push_back(sim::index(rec.rank));
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  for (std::uint32_t rank : ranks) {
+    const models::RankCoord c = w.layout.coord(rank);
+    const auto node = rank / static_cast<std::uint32_t>(s.cluster.gpus_per_node);
+    const auto local = rank % static_cast<std::uint32_t>(s.cluster.gpus_per_node);
+    char name[160];
+    std::snprintf(name, sizeof name, "rank %u \xc2\xb7 pp %lld \xc2\xb7 dp %lld \xc2\xb7 tp %lld%s (node %u, GPU %u)", rank,
+                  static_cast<long long>(c.pp), static_cast<long long>(c.dp), static_cast<long long>(c.tp),
+                  w.layout.cp() > 1 ? (" \xc2\xb7 cp " + std::to_string(c.cp)).c_str() : "", node, local);
+    sep();
+    out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":0,\"args\":{\"name\":\"" << name << "\"}}";
+    sep();
+    out << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":0,\"args\":{\"sort_index\":" << rank << "}}";
+    for (std::uint8_t st = 0; st < g.num_streams(); ++st) {
+      sep();
+      out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << tid_of(st)
+          << ",\"args\":{\"name\":\"stream " << tid_of(st) << " " << stream_label(st) << "\"}}";
+      sep();
+      out << "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << tid_of(st)
+          << ",\"args\":{\"sort_index\":" << static_cast<int>(st) << "}}";
+    }
+  }
+
+  // Task slices.
+  for (const sim::TaskRecord& rec : r.engine.records) {
+    const std::uint32_t rank = sim::index(rec.rank);
+    const sim::RankClass& rc = g.rank_class(g.class_of(rec.rank));
+    const sim::Task& t = rc.tasks[rec.task];
+    const int tid = tid_of(t.stream);
+    const std::string name = escape(g.name(t.name));
+    std::string args = "\"category\":\"" + std::string(models::category_name(t.category)) + "\"";
+    if (t.microbatch >= 0) args += ",\"microbatch\":" + std::to_string(t.microbatch);
+    if (t.layer >= 0) args += ",\"layer\":" + std::to_string(t.layer);
+    const char* cat = "kernel";
+    if (t.kind == sim::TaskKind::kCompute) {
+      const sim::Kernel& k = rc.kernels[t.payload];
+      args += ",\"sim.kind\":\"" + std::string(sim::to_string(k.kernel_class)) + "\",\"dtype\":\"" + sim::to_string(k.dtype) + "\"";
+      if (k.kernel_class == sim::KernelClass::kGemm || k.kernel_class == sim::KernelClass::kFlashAttention) {
+        args += ",\"shape\":[" + std::to_string(k.batch) + "," + std::to_string(k.m) + "," + std::to_string(k.n) + "," +
+                std::to_string(k.k) + "]";
+      }
+      char flops[64];
+      std::snprintf(flops, sizeof flops, ",\"flops\":%.6g,\"bytes\":%lld", k.flops.count(), static_cast<long long>(k.bytes.count()));
+      args += flops;
+    } else if (t.kind == sim::TaskKind::kCollective) {
+      cat = "nccl";
+      const sim::CommOp& op = rc.comm_ops[t.payload];
+      const sim::Communicator& cm = g.communicator(g.comm(rec.rank, t.slot));
+      args += ",\"Collective name\":\"" + std::string(sim::to_string(op.kind)) + "\",\"bytes\":" + std::to_string(op.bytes.count()) +
+              ",\"dtype\":\"" + sim::to_string(op.dtype) + "\",\"Group size\":" + std::to_string(cm.members.size()) +
+              ",\"Process Group Name\":\"" + g.comm_slot_name(t.slot) + "\",\"algorithm\":\"" +
+              (rec.algorithm < r.algorithm_names.size() ? r.algorithm_names[rec.algorithm] : "") + "\",\"protocol\":\"" +
+              (rec.protocol < r.protocol_names.size() ? r.protocol_names[rec.protocol] : "") + "\"";
+      char frac[48];
+      std::snprintf(frac, sizeof frac, ",\"bandwidth_share\":%.4g", rec.speed_fraction);
+      args += frac;
+    } else {
+      cat = "p2p";
+      std::int64_t bytes = 0;
+      for (std::uint32_t i = 0; i < t.payload_count; ++i) bytes += rc.transfers[t.payload + i].bytes.count();
+      args += ",\"bytes\":" + std::to_string(bytes) + ",\"transfers\":" + std::to_string(t.payload_count);
+    }
+    if (rec.start > rec.posted) {
+      // The part a communication task spent waiting for its peers.
+      sep();
+      out << "{\"name\":\"wait: " << name << "\",\"cat\":\"sync\",\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << tid
+          << ",\"ts\":" << micros(rec.posted.ps()) << ",\"dur\":" << micros((rec.start - rec.posted).ps()) << "}";
+    }
+    sep();
+    out << "{\"name\":\"" << name << "\",\"cat\":\"" << cat << "\",\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << tid
+        << ",\"ts\":" << micros(rec.start.ps()) << ",\"dur\":" << micros((rec.end - rec.start).ps()) << ",\"args\":{" << args << "}}";
+  }
+
+  // Memory counters.
+  for (const sim::MemorySample& m : r.engine.memory) {
+    sep();
+    char v[64];
+    std::snprintf(v, sizeof v, "%.6f", static_cast<double>(m.bytes) / 1073741824.0);
+    out << "{\"name\":\"memory\",\"ph\":\"C\",\"pid\":" << sim::index(m.rank) << ",\"ts\":" << micros(m.time.ps())
+        << ",\"args\":{\"allocated_GiB\":" << v << "}}";
+  }
+  out << "\n]}\n";
+}
+
+}  // namespace trainsim::report

@@ -1,0 +1,165 @@
+#pragma once
+// Engine: executes a TaskGraph on the ranks it simulates and returns what happened.
+//
+// Each simulated rank has the graph's streams; a stream starts its next task as soon as the
+// previous one on it has ended and the task's cross-stream dependencies are done. Compute tasks
+// take the TimingModel's kernel time. A collective starts when every simulated member of its
+// communicator has reached it; a point-to-point transfer when both sides have posted it (or at
+// once when the peer is not simulated: under symmetry the peer behaves like this rank). Started
+// communication waits its latency, then moves its bytes through the FlowNetwork, which shares
+// link bandwidth among concurrent transfers. When the queue empties with tasks left, run()
+// throws DeadlockError naming the stuck tasks. Same graph and model: same result, bit for bit.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/error.h"
+#include "sim/event_queue.h"
+#include "sim/flow_network.h"
+#include "sim/task_graph.h"
+#include "sim/timing_model.h"
+#include "sim/units.h"
+
+namespace trainsim::sim {
+
+class DeadlockError : public InternalError {
+ public:
+  using InternalError::InternalError;
+};
+
+inline constexpr std::size_t kMaxCategories = 32;
+
+struct EngineOptions {
+  bool symmetric = true;             // simulate only graph.simulated_ranks()
+  std::vector<RankId> record_ranks;  // ranks whose task timeline and memory are recorded
+  std::uint8_t primary_stream = 0;   // the stream whose idle time is attributed to causes
+};
+
+// One executed task of a recorded rank.
+struct TaskRecord {
+  RankId rank{};
+  TaskIndex task = 0;
+  TimePoint posted;    // when the task was issued (reached the head of its stream, deps done)
+  TimePoint start;     // compute: = posted; communication: when the transfer began
+  TimePoint end;
+  std::uint8_t algorithm = 0, protocol = 0;  // communication only (TimingModel labels)
+  double speed_fraction = 1;                 // communication: achieved share of its max rate
+};
+
+struct MemorySample {
+  RankId rank{};
+  TimePoint time;
+  std::int64_t bytes = 0;
+};
+
+// Where a rank's time went.
+struct RankAccount {
+  TimePoint finish;                                  // end of its last task
+  TimePoint primary_end;                             // end of its last primary-stream task
+  std::uint8_t last_category = 0;                    // category of its last task
+  std::array<Duration, kMaxCategories> busy{};       // task time by category (comm: transfer only)
+  // Idle time of the primary stream before a task, by the category of the task it waited for:
+  // `wait` while that task itself waited for peers (pipeline bubble, skew), `exposed` while it
+  // was transferring (communication not hidden behind compute).
+  std::array<Duration, kMaxCategories> gap_wait{};
+  std::array<Duration, kMaxCategories> gap_exposed{};
+  Duration gap_other;
+  std::int64_t peak_memory_bytes = 0;
+  TimePoint peak_memory_time;
+};
+
+struct EngineResult {
+  TimePoint makespan;                   // when the last simulated task ended
+  std::vector<RankId> ranks;            // simulated ranks, ascending
+  std::vector<RankAccount> accounts;    // parallel to `ranks`
+  std::vector<TaskRecord> records;      // recorded ranks only, in completion order
+  std::vector<MemorySample> memory;     // recorded ranks only
+  std::uint64_t events = 0;
+  std::uint64_t tasks_executed = 0;
+};
+
+class Engine {
+ public:
+  Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions options);
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  EngineResult run();
+
+ private:
+  enum class EventKind : std::uint8_t { kTaskDone, kInstanceDone, kFlowStart, kFlowDone };
+  struct EventPayload {
+    EventKind kind = EventKind::kTaskDone;
+    std::uint32_t a = 0, b = 0;
+  };
+  struct StreamState {
+    std::uint32_t next = 0;      // position of the next task to start
+    std::uint32_t pending = 0;   // transfers of the running point-to-point task still open
+    bool busy = false;
+    TimePoint free_since;        // end of its previous task
+    TimePoint posted;            // when the running task was issued
+    TimePoint transfer_start;    // communication: when its (last) transfer began
+    TimePoint last_end;          // end of its last completed task
+    TimePoint last_transfer_start;
+    std::uint8_t algorithm = 0, protocol = 0;
+    double speed_fraction = 1;
+  };
+  struct Waiter {
+    std::uint32_t rank = 0;
+    std::uint8_t stream = 0;
+  };
+  struct Instance {  // a started (or forming) communication operation
+    std::vector<Waiter> waiters;
+    CommCost cost;
+    bool active = false;
+  };
+  struct Rendezvous {  // a collective or channel being formed
+    std::uint32_t instance = kNoInstance;
+    std::uint32_t arrived = 0;
+    CommOp op{};
+    Bytes bytes;  // channels
+    bool has_send = false, has_recv = false;
+  };
+  static constexpr std::uint32_t kNoInstance = 0xffffffffu;
+
+  StreamState& stream_state(std::uint32_t rank, std::uint32_t s) {
+    return streams_[static_cast<std::size_t>(rank) * num_streams_ + s];
+  }
+  bool dep_done(std::uint32_t rank, const RankClass& rc, TaskIndex dep);
+  void try_start_all(std::uint32_t rank);
+  void try_start(std::uint32_t rank, std::uint32_t s);
+  void attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& task, StreamState& st);
+  void post_collective(std::uint32_t rank, std::uint32_t s, const Task& task, const RankClass& rc);
+  void post_transfer(std::uint32_t rank, std::uint32_t s, const Transfer& t);
+  std::uint32_t new_instance();
+  void start_instance(std::uint32_t inst);
+  void finish_instance(std::uint32_t inst);
+  void complete_task(std::uint32_t rank, std::uint32_t s);
+  void schedule_flows();
+  void change_memory(std::uint32_t rank, std::int64_t delta);
+  [[noreturn]] void report_deadlock();
+
+  const TaskGraph& graph_;
+  TimingModel& timing_;
+  EngineOptions options_;
+  std::uint32_t num_streams_ = 0;
+  EventQueue<EventPayload> queue_;
+  FlowNetwork network_;
+  std::vector<FlowNetwork::Reschedule> reschedules_;
+  std::vector<std::uint32_t> flow_instance_;  // flow id -> instance
+  std::vector<std::vector<Duration>> kernel_time_;  // per class, per kernel
+  std::vector<StreamState> streams_;                // [rank * streams + stream]
+  std::vector<std::uint32_t> account_of_;           // rank -> index into result accounts
+  std::vector<std::int64_t> memory_;                // per rank, current bytes
+  std::vector<double> slowdown_;                    // per rank
+  std::vector<std::uint8_t> recorded_;              // per rank
+  std::vector<Rendezvous> collectives_;             // per communicator
+  std::vector<std::uint32_t> simulated_members_;    // per communicator
+  std::vector<Rendezvous> channels_;                // [sender rank * peer slots + slot]
+  std::vector<Instance> instances_;
+  std::vector<std::uint32_t> free_instances_;
+  EngineResult result_;
+};
+
+}  // namespace trainsim::sim

@@ -1,0 +1,94 @@
+#pragma once
+// FlowNetwork: bandwidth sharing among concurrent transfers (flows) on shared resources (links).
+//
+// A flow moves `volume` bytes at no more than `max_rate` (what the transfer achieves alone) and
+// puts `coefficient` bytes on each resource it uses per byte of its volume. Concurrent flows
+// share every resource max-min fairly in the fraction x_f of their own max_rate they achieve:
+// progressive filling raises all x together, freezing the flows of a resource when it saturates,
+// until every flow is frozen or at x = 1. Only the flows connected to a change (through shared
+// resources) are re-solved. Integer time; the solver visits flows and resources in id order, so
+// results are deterministic.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/units.h"
+
+namespace trainsim::sim {
+
+enum class ResourceId : std::uint32_t {};
+constexpr std::uint32_t index(ResourceId r) { return static_cast<std::uint32_t>(r); }
+
+struct Demand {
+  ResourceId resource{};
+  double coefficient = 0;  // bytes on the resource per byte of flow volume
+};
+
+class FlowNetwork {
+ public:
+  using FlowId = std::uint32_t;
+
+  // A flow whose finish time changed; its previous finish (if any) is stale.
+  struct Reschedule {
+    FlowId flow;
+    std::uint32_t version;
+    TimePoint finish;
+  };
+
+  FlowNetwork() = default;
+  explicit FlowNetwork(std::vector<Bandwidth> capacities);
+  FlowNetwork(const FlowNetwork&) = delete;
+  FlowNetwork& operator=(const FlowNetwork&) = delete;
+  FlowNetwork(FlowNetwork&&) = default;
+  FlowNetwork& operator=(FlowNetwork&&) = default;
+
+  std::size_t num_resources() const { return capacity_.size(); }
+  Bandwidth capacity(ResourceId r) const { return Bandwidth::bytes_per_s(capacity_[index(r)]); }
+  // Scales one resource's capacity (a degraded link); only valid before any flow is added.
+  void set_capacity(ResourceId r, Bandwidth c) { capacity_[index(r)] = c.bytes_per_second(); }
+
+  // Starts a flow at `now`. Appends to `out` every flow (the new one included) whose finish
+  // time is new. REQUIRES: volume > 0, max_rate > 0, every coefficient > 0.
+  FlowId add(TimePoint now, double volume, Bandwidth max_rate, std::span<const Demand> demands,
+             std::vector<Reschedule>& out);
+  // True when `version` is the flow's current one (its finish event is not stale).
+  bool is_current(FlowId f, std::uint32_t version) const {
+    return flows_[f].active && flows_[f].version == version;
+  }
+  // Ends a flow at its finish time and re-solves its neighbours.
+  void finish(TimePoint now, FlowId f, std::vector<Reschedule>& out);
+
+  std::size_t active_flows() const { return active_count_; }
+  // Achieved fraction of max_rate for an active flow (1 = uncontended).
+  double speed_fraction(FlowId f) const { return flows_[f].fraction; }
+
+ private:
+  struct Flow {
+    double remaining = 0;  // bytes of volume left at `updated`
+    double max_rate = 0;   // bytes/s
+    double fraction = 1;   // achieved fraction of max_rate
+    TimePoint updated;
+    std::vector<Demand> demands;  // kept (with its capacity) when the slot is reused
+    std::uint32_t version = 0;
+    bool active = false;
+  };
+  void solve_component(TimePoint now, std::span<const Demand> seeds, FlowId added,
+                       std::vector<Reschedule>& out);
+  TimePoint finish_time(TimePoint now, const Flow& f) const;
+
+  std::vector<double> capacity_;
+  std::vector<std::vector<FlowId>> users_;  // per resource, active flows using it
+  std::vector<Flow> flows_;
+  std::vector<FlowId> free_;  // reusable flow slots
+  std::size_t active_count_ = 0;
+  // Scratch space for solving.
+  std::vector<std::uint32_t> flow_mark_, resource_mark_;
+  std::uint32_t epoch_ = 0;
+  std::vector<FlowId> comp_flows_;
+  std::vector<ResourceId> comp_resources_;
+  std::vector<double> residual_, load_;  // per resource
+  std::vector<std::uint8_t> frozen_;      // per flow
+};
+
+}  // namespace trainsim::sim

@@ -1,0 +1,76 @@
+// The trainsim binary end to end: exit codes and messages for good and bad input.
+
+#include <doctest/doctest.h>
+#include <array>
+#include <cstdio>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct Outcome {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Outcome trainsim(const std::string& args) {
+  const std::string cmd = std::string(TRAINSIM_BINARY) + " " + args + " 2>&1";
+  Outcome o;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+const std::string kDefault = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json";
+
+}  // namespace
+
+TEST_CASE("cli: run prints a summary and exits 0") {
+  const Outcome o = trainsim("run " + kDefault);
+  CHECK(o.code == 0);
+  CHECK(o.output.find("iteration time") != std::string::npos);
+  CHECK(o.output.find("MFU") != std::string::npos);
+}
+
+TEST_CASE("cli: --json - writes only JSON to stdout") {
+  const Outcome o = trainsim("run " + kDefault + " --json -");
+  CHECK(o.code == 0);
+  CHECK(o.output.front() == '{');
+  CHECK(o.output.find("\"iteration_time_s\"") != std::string::npos);
+}
+
+TEST_CASE("cli: bad input exits 2 with the file and JSON path") {
+  struct Case {
+    std::string args, fragment;
+  };
+  const Case cases[] = {
+      {"run " + kDefault + " --set parallelism.tensor_model_parallel_size=16", "/parallelism/tensor_model_parallel_size"},
+      {"run " + kDefault + " --set parallelism.tensor_model_parallel_size=3", "must divide the GPU count"},
+      {"run " + kDefault + " --set model.num_query_groups=4", "/model/num_query_groups"},
+      {"run " + kDefault + " --set model.num_layers=100", "/model/num_layers"},
+      {"run " + kDefault + " --set training.global_batch_size=1537", "/training/global_batch_size"},
+      {"run " + kDefault + " --set cluster.num_nodes=null --set cluster.num_gpus=1020", "/cluster/num_gpus"},
+      {"run " + kDefault + " --set model.preset=nope", "unknown model preset"},
+      {"run " + kDefault + " --set training.typo=1", "/training/typo: unknown key"},
+      {"run " + kDefault + " --set training.micro_batch_size=x", "/training/micro_batch_size"},
+      {"run /no/such/scenario.json", "no such file"},
+      {"run /tmp", "is a directory"},
+      {"run " + kDefault + " --set =3", "expected key.path=value"},
+      {"run", "scenario is required"},
+      {"frobnicate", ""},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args);
+    const Outcome o = trainsim(c.args);
+    CHECK(o.code == 2);
+    CHECK(o.output.find(c.fragment) != std::string::npos);
+    if (c.args.rfind("run ", 0) == 0 && c.args.find("--set") != std::string::npos && c.fragment.find('/') == 0) {
+      CHECK(o.output.find("gpt3-175b-1024xa100.json") != std::string::npos);
+    }
+  }
+}

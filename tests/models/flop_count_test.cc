@@ -1,0 +1,61 @@
+#include "models/flop_count.h"
+
+#include <doctest/doctest.h>
+
+#include "config/scenario.h"
+
+using namespace trainsim;
+
+namespace {
+
+// Narayanan et al. 2021, Eq. 3: F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)), with activation
+// recomputation (one extra forward pass of every layer).
+double eq3(double B, double s, double l, double h, double V) {
+  return 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+}
+// The same without the recompute term: 3 passes instead of 4 for the layers.
+double eq3_no_recompute(double B, double s, double l, double h, double V) {
+  return 72 * B * s * l * h * h * (1 + s / (6 * h)) + 6 * B * s * h * V;
+}
+
+}  // namespace
+
+TEST_CASE("models/flops: GPT shapes match Narayanan et al. 2021 Eq. 3") {
+  for (const char* preset : {"gpt3-1.7b", "gpt3-3.6b", "gpt3-7.5b", "gpt3-18b", "gpt3-39b", "gpt3-76b", "gpt3-145b",
+                             "gpt3-310b", "gpt3-530b", "gpt3-1t", "gpt3-175b"}) {
+    CAPTURE(preset);
+    const models::ModelSpec m = config::load_model(preset);
+    models::ParallelSpec p;
+    models::TrainingSpec t;
+    t.global_batch_size = 1536;
+    const double B = 1536, s = static_cast<double>(m.seq_length), l = static_cast<double>(m.num_layers),
+                 h = static_cast<double>(m.hidden_size), V = static_cast<double>(m.vocab_size);
+    t.recompute_granularity = models::RecomputeGranularity::kNone;
+    const models::FlopCount none = models::count_flops(m, p, t);
+    CHECK(none.model == doctest::Approx(eq3_no_recompute(B, s, l, h, V)).epsilon(0.001));
+    CHECK(none.hardware == doctest::Approx(none.model));
+    t.recompute_granularity = models::RecomputeGranularity::kFull;
+    const models::FlopCount full = models::count_flops(m, p, t);
+    CHECK(full.model == doctest::Approx(none.model));
+    CHECK(full.hardware == doctest::Approx(eq3(B, s, l, h, V)).epsilon(0.001));
+  }
+}
+
+TEST_CASE("models/flops: selective recompute adds the attention core's forward only") {
+  const models::ModelSpec m = config::load_model("gpt3-175b");
+  models::ParallelSpec p;
+  models::TrainingSpec t;
+  t.global_batch_size = 8;
+  t.recompute_granularity = models::RecomputeGranularity::kSelective;
+  const models::FlopCount f = models::count_flops(m, p, t);
+  const double s = 2048, h = 12288, l = 96;
+  CHECK(f.hardware - f.model == doctest::Approx(8 * l * 4 * s * s * h));
+}
+
+TEST_CASE("models/flops: GQA and SwiGLU follow Megatron's formula") {
+  const models::ModelSpec m = config::load_model("llama3.1-70b");
+  // 12 B s L h^2 ((1 + g/a + s/h) + 3/2 f/h) + 6 B s h V.
+  const double B = 1, s = 8192, L = 80, h = 8192, f = 28672, V = 128256;
+  const double expected = 12 * B * s * L * h * h * ((1 + 8.0 / 64 + s / h) + 1.5 * f / h) + 6 * B * s * h * V;
+  CHECK(models::model_flops(m, 1) == doctest::Approx(expected).epsilon(1e-9));
+}

@@ -1,0 +1,128 @@
+#include "models/lowering.h"
+
+#include <doctest/doctest.h>
+
+#include "config/scenario.h"
+#include "models/graph_vocabulary.h"
+#include "report/simulation.h"
+#include "sim/engine.h"
+
+using namespace trainsim;
+
+namespace {
+
+// GEMMs and attention at a fixed rate; everything else (memory-bound kernels, communication)
+// free, so the only idle time left is the pipeline bubble.
+class ComputeOnly final : public sim::TimingModel {
+ public:
+  sim::Duration kernel_time(const sim::Kernel& k) override {
+    if (k.kernel_class == sim::KernelClass::kGemm || k.kernel_class == sim::KernelClass::kFlashAttention) {
+      return sim::Duration::from_seconds(k.flops.count() / 1e14);
+    }
+    return sim::Duration::zero();
+  }
+  sim::CommCost collective_cost(const sim::CommOp&, sim::CommId, bool) override { return {}; }
+  sim::CommCost transfer_cost(sim::Bytes, sim::RankId, sim::RankId, std::uint16_t, bool) override { return {}; }
+  std::vector<sim::Bandwidth> resource_capacities() override { return {}; }
+};
+
+models::ModelSpec uniform_model() {
+  models::ModelSpec m = config::load_model("gpt3-1.7b");
+  m.num_layers = 24;
+  m.vocab_size = 128;  // negligible logits, so every stage does the same work
+  m.seq_length = 1024;
+  return m;
+}
+
+// Bubble fraction: (iteration time - busy time of a stage) / busy time of a stage.
+double bubble_fraction(models::PipelineSchedule schedule, std::int64_t pp, std::int64_t vp, std::int64_t m) {
+  const models::ModelSpec model = uniform_model();
+  models::ParallelSpec p;
+  p.pipeline_model_parallel_size = pp;
+  p.virtual_pipeline_model_parallel_size = vp;
+  models::TrainingSpec t;
+  t.micro_batch_size = 1;
+  t.global_batch_size = m;
+  t.pipeline_schedule = schedule;
+  const models::Workload w = models::lower(model, p, t, pp);
+  ComputeOnly timing;
+  sim::Engine engine(w.graph, timing, sim::EngineOptions{true, {}, models::kComputeStream});
+  const sim::EngineResult r = engine.run();
+  const sim::RankAccount& a = r.accounts[0];
+  const double busy = (a.busy[models::kForward] + a.busy[models::kBackward]).seconds();
+  return (r.makespan.seconds() - busy) / busy;
+}
+
+report::RunResult run(const std::string& file, std::vector<std::string> overrides) {
+  return report::simulate(config::load_scenario(file, overrides), report::RunOptions{{}, false});
+}
+
+const std::string kDefault = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json";
+
+}  // namespace
+
+TEST_CASE("models/lowering: bubble fraction is (p-1)/m for GPipe and 1F1B, (p-1)/(vm) interleaved") {
+  for (std::int64_t m : {8, 16, 32}) {
+    const double md = static_cast<double>(m);
+    CAPTURE(m);
+    CHECK(bubble_fraction(models::PipelineSchedule::k1F1B, 4, 1, m) == doctest::Approx(3.0 / md).epsilon(0.02));
+    CHECK(bubble_fraction(models::PipelineSchedule::kGpipe, 4, 1, m) == doctest::Approx(3.0 / md).epsilon(0.02));
+    CHECK(bubble_fraction(models::PipelineSchedule::kInterleaved, 4, 2, m) == doctest::Approx(3.0 / (2 * md)).epsilon(0.02));
+    CHECK(bubble_fraction(models::PipelineSchedule::kInterleaved, 4, 3, m) == doctest::Approx(3.0 / (3 * md)).epsilon(0.02));
+  }
+}
+
+TEST_CASE("models/lowering: one rank class per stage, one simulated rank per class") {
+  const config::Scenario s = config::load_scenario(kDefault);
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  CHECK(w.graph.num_classes() == 16);
+  CHECK(w.graph.simulated_ranks().size() == 16);
+  CHECK(w.graph.num_ranks() == 1024);
+  CHECK(w.microbatches == 192);
+  // Stage 0 rank 0, stage 1 starts after TP x DP = 64 ranks.
+  CHECK(sim::index(w.graph.simulated_ranks()[1]) == 64);
+  std::int64_t layers = 0;
+  for (const auto& st : w.stages) layers += st.chunks[0].second;
+  CHECK(layers == 96);
+}
+
+TEST_CASE("models/lowering: knobs move the right numbers the right way") {
+  const auto none = run(kDefault, {"training.recompute_granularity=none"});
+  const auto selective = run(kDefault, {"training.recompute_granularity=selective"});
+  const auto full = run(kDefault, {"training.recompute_granularity=full"});
+  // Recomputation trades memory for hardware FLOPs.
+  CHECK(selective.stages[0].activation_peak_bytes < none.stages[0].activation_peak_bytes);
+  CHECK(full.stages[0].activation_peak_bytes < selective.stages[0].activation_peak_bytes);
+  CHECK(selective.workload->flops.hardware > none.workload->flops.hardware);
+  CHECK(full.workload->flops.hardware > selective.workload->flops.hardware);
+  CHECK(selective.workload->flops.model == doctest::Approx(none.workload->flops.model));
+
+  // The distributed optimizer divides optimizer state by the data-parallel size (8).
+  const auto dist = run(kDefault, {"parallelism.use_distributed_optimizer=true"});
+  CHECK(static_cast<double>(dist.stages[1].static_memory.optimizer_states) ==
+        doctest::Approx(static_cast<double>(selective.stages[1].static_memory.optimizer_states) / 8).epsilon(0.001));
+
+  // More micro-batches per iteration shrink the bubble's share.
+  const auto small = run(kDefault, {"training.global_batch_size=256"});
+  const double share_small = small.breakdown.pipeline_bubble_s / small.iteration_time_s;
+  const double share_big = selective.breakdown.pipeline_bubble_s / selective.iteration_time_s;
+  CHECK(share_big < share_small);
+}
+
+TEST_CASE("models/lowering: every schedule and recompute mode runs without deadlock") {
+  for (const char* sched : {"gpipe", "1f1b"}) {
+    for (const char* rc : {"none", "selective", "full"}) {
+      CAPTURE(sched);
+      CAPTURE(rc);
+      const auto r = run(kDefault, {std::string("training.pipeline_schedule=") + sched,
+                                    std::string("training.recompute_granularity=") + rc, "training.global_batch_size=128"});
+      CHECK(r.iteration_time_s > 0);
+    }
+  }
+  const auto inter = run(kDefault, {"parallelism.virtual_pipeline_model_parallel_size=3", "training.pipeline_schedule=interleaved",
+                                    "training.global_batch_size=256"});
+  CHECK(inter.iteration_time_s > 0);
+  const auto block = run(kDefault, {"training.recompute_granularity=full", "training.recompute_method=block",
+                                    "training.recompute_num_layers=2", "training.global_batch_size=128"});
+  CHECK(block.iteration_time_s > 0);
+}

@@ -1,0 +1,68 @@
+#include "models/memory_model.h"
+
+#include <doctest/doctest.h>
+
+#include "config/scenario.h"
+
+using namespace trainsim;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  std::int64_t h, a, layers;
+};
+// Korthikanti et al. 2022, Table 3: the model shapes of their evaluation (TP 8, s 2048).
+constexpr Shape kShapes[] = {{"22B", 6144, 64, 48}, {"175B", 12288, 96, 96}, {"530B", 20480, 128, 105}, {"1T", 25600, 160, 128}};
+
+models::LayerDims dims(const Shape& sh, bool sp, bool flash) {
+  models::ModelSpec m = config::load_model("gpt3-175b");
+  m.hidden_size = sh.h;
+  m.num_attention_heads = sh.a;
+  m.num_query_groups = sh.a;
+  m.ffn_hidden_size = 4 * sh.h;
+  m.num_layers = sh.layers;
+  models::ParallelSpec p;
+  p.tensor_model_parallel_size = 8;
+  p.sequence_parallel = sp;
+  models::TrainingSpec t;
+  t.micro_batch_size = 1;
+  t.attention_kernel = flash ? models::AttentionKernel::kFlash : models::AttentionKernel::kUnfused;
+  return models::layer_dims(m, p, t);
+}
+
+}  // namespace
+
+TEST_CASE("models/memory: activations per layer match Korthikanti et al. 2022 Table 2") {
+  for (const Shape& sh : kShapes) {
+    CAPTURE(sh.name);
+    const double s = 2048, b = 1, h = static_cast<double>(sh.h), a = static_cast<double>(sh.a), t = 8;
+    // Tensor parallel (baseline): sbh (10 + 24/t + 5as/(ht)).
+    CHECK(static_cast<double>(models::layer_activation_bytes(dims(sh, false, false), false)) ==
+          doctest::Approx(s * b * h * (10 + 24 / t + 5 * a * s / (h * t))).epsilon(0.01));
+    // Tensor + sequence parallel: sbh/t (34 + 5as/h).
+    CHECK(static_cast<double>(models::layer_activation_bytes(dims(sh, true, false), false)) ==
+          doctest::Approx(s * b * h / t * (34 + 5 * a * s / h)).epsilon(0.01));
+    // Tensor + sequence parallel + selective recomputation: 34 sbh/t.
+    CHECK(static_cast<double>(models::layer_activation_bytes(dims(sh, true, false), true)) ==
+          doctest::Approx(34 * s * b * h / t).epsilon(0.01));
+    // Full recomputation keeps the layer input: 2 sbh.
+    CHECK(static_cast<double>(models::layer_checkpoint_bytes(dims(sh, false, false))) ==
+          doctest::Approx(2 * s * b * h).epsilon(0.01));
+    // A fused (flash) attention kernel keeps no s^2 score matrix.
+    CHECK(static_cast<double>(models::layer_activation_bytes(dims(sh, true, true), false)) ==
+          doctest::Approx(34 * s * b * h / t).epsilon(0.01));
+  }
+}
+
+TEST_CASE("models/memory: the distributed optimizer shards optimizer state over data parallelism") {
+  models::ParallelSpec p;
+  models::TrainingSpec t;
+  const auto plain = models::static_memory(1'000'000, 8, p, t);
+  p.use_distributed_optimizer = true;
+  const auto sharded = models::static_memory(1'000'000, 8, p, t);
+  CHECK(plain.optimizer_states == 12'000'000);
+  CHECK(sharded.optimizer_states == 1'500'000);
+  CHECK(sharded.weights == plain.weights);
+  CHECK(plain.total() == 18'000'000);  // Megatron: 18 bytes per parameter without sharding
+}

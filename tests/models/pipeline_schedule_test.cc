@@ -1,0 +1,81 @@
+#include "models/pipeline_schedule.h"
+
+#include <doctest/doctest.h>
+#include <algorithm>
+#include <string>
+#include <vector>
+
+using namespace trainsim::models;
+
+namespace {
+
+// "F0.1" = forward of micro-batch 0, chunk 1; "B2.0" = backward of micro-batch 2, chunk 0.
+std::vector<std::string> compute_order(const std::vector<PipelineStep>& steps) {
+  std::vector<std::string> out;
+  for (const auto& s : steps) {
+    if (s.kind == PipelineStep::Kind::kCommunicate) continue;
+    std::string id = s.kind == PipelineStep::Kind::kForward ? "F" : "B";
+    id += std::to_string(s.microbatch);
+    id += '.';
+    id += std::to_string(s.chunk);
+    out.push_back(id);
+  }
+  return out;
+}
+
+int count(const std::vector<PipelineStep>& steps, bool send, bool forward) {
+  int n = 0;
+  for (const auto& s : steps) {
+    for (const auto& t : s.transfers) n += (t.is_send == send && t.forward == forward) ? 1 : 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("models/pipeline: 1F1B warms up with (stages - stage - 1) forwards") {
+  const auto s0 = compute_order(pipeline_steps(PipelineSchedule::k1F1B, 0, 4, 1, 8));
+  CHECK(s0 == std::vector<std::string>{"F0.0", "F1.0", "F2.0", "F3.0", "B0.0", "F4.0", "B1.0", "F5.0", "B2.0", "F6.0",
+                                       "B3.0", "F7.0", "B4.0", "B5.0", "B6.0", "B7.0"});
+  const auto last = compute_order(pipeline_steps(PipelineSchedule::k1F1B, 3, 4, 1, 8));
+  CHECK(last.front() == "F0.0");
+  CHECK(last[1] == "B0.0");  // the last stage alternates from the start
+}
+
+TEST_CASE("models/pipeline: GPipe runs every forward before any backward") {
+  const auto order = compute_order(pipeline_steps(PipelineSchedule::kGpipe, 1, 4, 1, 3));
+  CHECK(order == std::vector<std::string>{"F0.0", "F1.0", "F2.0", "B0.0", "B1.0", "B2.0"});
+}
+
+TEST_CASE("models/pipeline: interleaved order matches Megatron-Core's") {
+  // 2 stages, 2 model chunks, 4 micro-batches (forward_backward_pipelining_with_interleaving).
+  const auto s0 = compute_order(pipeline_steps(PipelineSchedule::kInterleaved, 0, 2, 2, 4));
+  CHECK(s0 == std::vector<std::string>{"F0.0", "F1.0", "F0.1", "F1.1", "F2.0", "B0.1", "F3.0", "B1.1", "F2.1", "B0.0",
+                                       "F3.1", "B1.0", "B2.1", "B3.1", "B2.0", "B3.0"});
+}
+
+TEST_CASE("models/pipeline: every stage's sends match its neighbour's receives") {
+  for (auto schedule : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved}) {
+    const std::int64_t stages = 4, chunks = schedule == PipelineSchedule::kInterleaved ? 3 : 1, mb = 8;
+    for (std::int64_t p = 0; p < stages; ++p) {
+      const auto mine = pipeline_steps(schedule, p, stages, chunks, mb);
+      const auto next = pipeline_steps(schedule, (p + 1) % stages, stages, chunks, mb);
+      // Activations this stage sends forward = activations the next stage receives.
+      if (schedule != PipelineSchedule::kInterleaved && p == stages - 1) continue;
+      CHECK(count(mine, true, true) == count(next, false, true));
+      CHECK(count(next, true, false) == count(mine, false, false));
+    }
+  }
+}
+
+TEST_CASE("models/pipeline: each micro-batch and chunk runs forward and backward exactly once") {
+  const auto steps = compute_order(pipeline_steps(PipelineSchedule::kInterleaved, 1, 4, 2, 8));
+  CHECK(steps.size() == 2 * 2 * 8);
+  for (int mb = 0; mb < 8; ++mb) {
+    for (int c = 0; c < 2; ++c) {
+      const std::string id = std::to_string(mb) + "." + std::to_string(c);
+      CHECK(std::count(steps.begin(), steps.end(), "F" + id) == 1);
+      CHECK(std::count(steps.begin(), steps.end(), "B" + id) == 1);
+    }
+  }
+}

@@ -1,0 +1,119 @@
+#include <doctest/doctest.h>
+#include <sstream>
+#include <string>
+
+#include "config/scenario.h"
+#include "report/simulation.h"
+#include "report/summary.h"
+#include "report/trace_writer.h"
+
+using namespace trainsim;
+
+namespace {
+
+const std::string kDefault = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json";
+// A small plan that exercises TP, PP and DP on two nodes.
+const std::vector<std::string> kSmall = {"model.preset=\"gpt3-1.7b\"", "cluster.num_nodes=4", "parallelism.tensor_model_parallel_size=2",
+                                         "parallelism.pipeline_model_parallel_size=4", "training.global_batch_size=32"};
+
+}  // namespace
+
+TEST_CASE("report/summary: every DESIGN.md field is present and physically sane") {
+  const report::RunResult r = report::simulate(config::load_scenario(kDefault));
+  const auto j = report::summary_json(r);
+  for (const char* key : {"iteration_time_s", "tokens_per_s", "model_flops_per_iteration", "model_tflops_per_gpu",
+                          "hardware_tflops_per_gpu", "mfu", "hfu", "num_gpus", "data_parallel_size", "memory", "breakdown",
+                          "time_to_train_days", "gpu_hours", "simulator"}) {
+    CAPTURE(key);
+    CHECK(j.contains(key));
+  }
+  for (const char* key : {"peak_bytes_per_gpu", "capacity_bytes_per_gpu", "fits", "stages"}) CHECK(j["memory"].contains(key));
+  for (const char* key : {"compute_s", "exposed_communication_s", "pipeline_bubble_s", "recompute_s"}) CHECK(j["breakdown"].contains(key));
+  for (const char* key : {"events", "ranks_simulated", "wall_s"}) CHECK(j["simulator"].contains(key));
+  CHECK(j["mfu"].get<double>() > 0);
+  CHECK(j["mfu"].get<double>() < 1);
+  CHECK(j["hfu"].get<double>() >= j["mfu"].get<double>());
+  CHECK(j["model_tflops_per_gpu"].get<double>() < 312);
+  CHECK(j["num_gpus"] == 1024);
+  CHECK(j["data_parallel_size"] == 8);
+  CHECK(j["memory"]["stages"].size() == 16);
+  CHECK(j["memory"]["fits"].get<bool>());
+  // The breakdown accounts for the whole iteration.
+  const auto& b = j["breakdown"];
+  const double sum = b["compute_s"].get<double>() + b["recompute_s"].get<double>() + b["optimizer_s"].get<double>() +
+                     b["exposed_communication_s"].get<double>() + b["pipeline_bubble_s"].get<double>() +
+                     b["synchronization_wait_s"].get<double>() + b["idle_s"].get<double>();
+  CHECK(sum == doctest::Approx(j["iteration_time_s"].get<double>()).epsilon(1e-6));
+  // Time to train: tokens / throughput.
+  CHECK(j["time_to_train_days"].get<double>() ==
+        doctest::Approx(3.0e11 / j["tokens_per_s"].get<double>() / 86400).epsilon(1e-9));
+}
+
+TEST_CASE("report/simulate: symmetric and full fidelity give the same iteration time") {
+  auto overrides = kSmall;
+  const report::RunResult sym = report::simulate(config::load_scenario(kDefault, overrides), {{}, false});
+  overrides.push_back("simulation.fidelity=\"full\"");
+  const report::RunResult full = report::simulate(config::load_scenario(kDefault, overrides), {{}, false});
+  CHECK(sym.engine.ranks.size() == 4);
+  CHECK(full.engine.ranks.size() == 32);
+  CHECK(sym.iteration_time_s == full.iteration_time_s);
+  CHECK(sym.peak_bytes_per_gpu == full.peak_bytes_per_gpu);
+  // And on the default 1,024-GPU scenario with interleaving and the distributed optimizer.
+  const std::vector<std::string> inter = {"parallelism.virtual_pipeline_model_parallel_size=2", "training.pipeline_schedule=interleaved",
+                                          "parallelism.use_distributed_optimizer=true", "training.global_batch_size=256"};
+  auto inter_full = inter;
+  inter_full.push_back("simulation.fidelity=\"full\"");
+  CHECK(report::simulate(config::load_scenario(kDefault, inter), {{}, false}).iteration_time_s ==
+        report::simulate(config::load_scenario(kDefault, inter_full), {{}, false}).iteration_time_s);
+}
+
+TEST_CASE("report/trace: Perfetto JSON with processes, threads and complete events") {
+  const report::RunResult r = report::simulate(config::load_scenario(kDefault, kSmall));
+  std::ostringstream out;
+  report::write_trace(r, out);
+  const auto trace = nlohmann::json::parse(out.str());
+  REQUIRE(trace.contains("traceEvents"));
+  int complete = 0, processes = 0, threads = 0, counters = 0;
+  bool saw_nccl = false, saw_p2p = false, saw_kernel = false;
+  for (const auto& e : trace["traceEvents"]) {
+    REQUIRE(e.contains("ph"));
+    REQUIRE(e.contains("pid"));
+    const std::string ph = e["ph"];
+    if (ph == "X") {
+      ++complete;
+      REQUIRE(e.contains("name"));
+      REQUIRE(e.contains("cat"));
+      REQUIRE(e["ts"].is_number());
+      REQUIRE(e["dur"].is_number());
+      REQUIRE(e["tid"].is_number_integer());
+      REQUIRE(e["dur"].get<double>() >= 0);
+      const std::string cat = e["cat"];
+      saw_nccl |= cat == "nccl";
+      saw_p2p |= cat == "p2p";
+      saw_kernel |= cat == "kernel";
+    } else if (ph == "M") {
+      processes += e["name"] == "process_name";
+      threads += e["name"] == "thread_name";
+    } else if (ph == "C") {
+      ++counters;
+    }
+  }
+  CHECK(complete > 1000);
+  CHECK(processes == 4);  // one per simulated pipeline stage
+  CHECK(threads == 4 * 5);
+  CHECK(counters > 0);
+  CHECK(saw_nccl);
+  CHECK(saw_p2p);
+  CHECK(saw_kernel);
+}
+
+TEST_CASE("report/determinism: the same scenario gives the same bytes") {
+  const config::Scenario s = config::load_scenario(kDefault, kSmall);
+  const report::RunResult a = report::simulate(s);
+  const report::RunResult b = report::simulate(s);
+  CHECK(report::summary_json(a, false).dump() == report::summary_json(b, false).dump());
+  std::ostringstream ta, tb;
+  report::write_trace(a, ta);
+  report::write_trace(b, tb);
+  CHECK(ta.str() == tb.str());
+}

@@ -1,0 +1,248 @@
+#include "sim/engine.h"
+
+#include <doctest/doctest.h>
+#include <string>
+
+using namespace trainsim::sim;
+
+namespace {
+
+// Kernels take `flops` nanoseconds; communication takes 1 us plus bytes at 1 GB/s (1 ns/byte).
+class FakeTiming final : public TimingModel {
+ public:
+  Duration kernel_time(const Kernel& k) override { return Duration::from_ns(static_cast<std::int64_t>(k.flops.count())); }
+  CommCost collective_cost(const CommOp& op, CommId, bool) override { return cost(op.bytes); }
+  CommCost transfer_cost(Bytes b, RankId, RankId, std::uint16_t, bool) override { return cost(b); }
+  std::vector<Bandwidth> resource_capacities() override { return {}; }
+
+ private:
+  static CommCost cost(Bytes b) {
+    CommCost c;
+    c.latency = Duration::from_us(1);
+    c.volume = b.as_double();
+    c.max_rate = Bandwidth::gb_per_s(1);
+    return c;
+  }
+};
+
+Kernel work(double ns) {
+  Kernel k;
+  k.flops = Flops(ns);
+  return k;
+}
+
+// A graph with `ranks` ranks, two streams, one communicator slot and two peer slots.
+TaskGraph make_graph(std::uint32_t ranks) {
+  TaskGraph g(ranks, {"compute", "comm"}, {"all"}, {"next", "prev"});
+  g.set_reverse_peer_slot(0, 1);
+  g.set_reverse_peer_slot(1, 0);
+  return g;
+}
+
+TaskIndex compute(TaskGraph& g, std::uint32_t c, const std::string& name, double ns, std::vector<TaskIndex> deps = {},
+                  std::uint8_t stream = 0) {
+  Task t;
+  t.kind = TaskKind::kCompute;
+  t.stream = stream;
+  t.payload = g.add_kernel(c, work(ns));
+  t.name = g.intern(name);
+  return g.add_task(c, t, deps);
+}
+
+TaskIndex collective(TaskGraph& g, std::uint32_t c, std::int64_t bytes, std::vector<TaskIndex> deps = {}) {
+  Task t;
+  t.kind = TaskKind::kCollective;
+  t.stream = 1;
+  t.slot = 0;
+  t.category = 4;
+  t.payload = g.add_comm_op(c, CommOp{CollectiveKind::kAllReduce, DataType::kBf16, Bytes(bytes)});
+  t.name = g.intern("all_reduce");
+  return g.add_task(c, t, deps);
+}
+
+TaskIndex p2p(TaskGraph& g, std::uint32_t c, std::vector<Transfer> transfers, std::vector<TaskIndex> deps = {}) {
+  Task t;
+  t.kind = TaskKind::kPointToPoint;
+  t.stream = 1;
+  t.payload = g.add_transfers(c, transfers);
+  t.payload_count = static_cast<std::uint32_t>(transfers.size());
+  t.name = g.intern("p2p");
+  return g.add_task(c, t, deps);
+}
+
+TimePoint end_of(const EngineResult& r, RankId rank, TaskIndex task) {
+  for (const TaskRecord& rec : r.records) {
+    if (rec.rank == rank && rec.task == task) return rec.end;
+  }
+  FAIL("task not recorded");
+  return {};
+}
+
+TimePoint start_of(const EngineResult& r, RankId rank, TaskIndex task) {
+  for (const TaskRecord& rec : r.records) {
+    if (rec.rank == rank && rec.task == task) return rec.start;
+  }
+  FAIL("task not recorded");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("sim/Engine: streams run in order and wait for cross-stream dependencies") {
+  TaskGraph g = make_graph(1);
+  const auto c = g.add_class("only");
+  const auto a = compute(g, c, "a", 100);
+  const auto b = compute(g, c, "b", 50, {a}, 1);       // other stream, after a
+  const auto d = compute(g, c, "d", 10, {}, 0);        // same stream as a: after a
+  const auto e = compute(g, c, "e", 10, {b}, 0);       // after d (stream) and b (dependency)
+  g.set_simulated({RankId{0}});
+  FakeTiming timing;
+  Engine engine(g, timing, EngineOptions{true, {RankId{0}}, 0});
+  const EngineResult r = engine.run();
+  CHECK(end_of(r, RankId{0}, a).ps() == 100'000);
+  CHECK(start_of(r, RankId{0}, b).ps() == 100'000);
+  CHECK(end_of(r, RankId{0}, d).ps() == 110'000);
+  CHECK(start_of(r, RankId{0}, e).ps() == 150'000);
+  CHECK(r.makespan.ps() == 160'000);
+  CHECK(r.tasks_executed == 4);
+}
+
+TEST_CASE("sim/Engine: a collective starts when its last member arrives") {
+  TaskGraph g = make_graph(2);
+  const auto c0 = g.add_class("slow");
+  const auto c1 = g.add_class("fast");
+  const auto w = compute(g, c0, "work", 5000);
+  const auto ar0 = collective(g, c0, 1000, {w});
+  const auto ar1 = collective(g, c1, 1000);
+  g.set_class_of(RankId{0}, c0);
+  g.set_class_of(RankId{1}, c1);
+  Communicator comm;
+  comm.members = {RankId{0}, RankId{1}};
+  const CommId id = g.add_communicator(comm);
+  g.set_comm(RankId{0}, 0, id);
+  g.set_comm(RankId{1}, 0, id);
+  g.set_simulated({RankId{0}, RankId{1}});
+  FakeTiming timing;
+  Engine engine(g, timing, EngineOptions{false, {RankId{0}, RankId{1}}, 0});
+  const EngineResult r = engine.run();
+  // Both start at 5 us (rank 0's arrival) and take 1 us + 1000 ns.
+  CHECK(start_of(r, RankId{0}, ar0).ps() == 5'000'000);
+  CHECK(start_of(r, RankId{1}, ar1).ps() == 5'000'000);
+  CHECK(end_of(r, RankId{1}, ar1).ps() == 7'000'000);
+  CHECK(end_of(r, RankId{0}, ar0).ps() == 7'000'000);
+}
+
+TEST_CASE("sim/Engine: batched sends and receives in both directions do not deadlock") {
+  // Rank 0 sends to rank 1 and receives from it in one batch; rank 1 does the mirror.
+  TaskGraph g = make_graph(2);
+  const auto c0 = g.add_class("r0");
+  const auto c1 = g.add_class("r1");
+  const auto t0 = p2p(g, c0, {Transfer{true, 0, Bytes(100)}, Transfer{false, 0, Bytes(200)}});
+  const auto t1 = p2p(g, c1, {Transfer{false, 1, Bytes(100)}, Transfer{true, 1, Bytes(200)}});
+  g.set_class_of(RankId{0}, c0);
+  g.set_class_of(RankId{1}, c1);
+  g.set_peer(RankId{0}, 0, RankId{1});
+  g.set_peer(RankId{1}, 1, RankId{0});
+  g.set_simulated({RankId{0}, RankId{1}});
+  FakeTiming timing;
+  Engine engine(g, timing, EngineOptions{false, {RankId{0}, RankId{1}}, 0});
+  const EngineResult r = engine.run();
+  CHECK(end_of(r, RankId{0}, t0).ps() == 1'200'000);  // the longer transfer: 1 us + 200 ns
+  CHECK(end_of(r, RankId{1}, t1).ps() == 1'200'000);
+}
+
+TEST_CASE("sim/Engine: an unmatched receive is reported as a deadlock naming the task") {
+  TaskGraph g = make_graph(2);
+  const auto c0 = g.add_class("r0");
+  const auto c1 = g.add_class("r1");
+  compute(g, c0, "lonely_compute", 10);
+  Task t;
+  t.kind = TaskKind::kPointToPoint;
+  t.stream = 1;
+  const Transfer recv{false, 1, Bytes(64)};
+  t.payload = g.add_transfers(c1, {&recv, 1});
+  t.payload_count = 1;
+  t.name = g.intern("recv_activation");
+  g.add_task(c1, t, {});
+  compute(g, c1, "needs_input", 10, {0});
+  g.set_class_of(RankId{0}, c0);
+  g.set_class_of(RankId{1}, c1);
+  g.set_peer(RankId{1}, 1, RankId{0});
+  g.set_peer(RankId{0}, 0, RankId{1});
+  g.set_simulated({RankId{0}, RankId{1}});
+  FakeTiming timing;
+  Engine engine(g, timing, EngineOptions{false, {}, 0});
+  try {
+    engine.run();
+    FAIL("expected a deadlock");
+  } catch (const DeadlockError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("recv_activation") != std::string::npos);
+    CHECK(msg.find("needs_input") != std::string::npos);
+    CHECK(msg.find("rank 1") != std::string::npos);
+  }
+}
+
+TEST_CASE("sim/Engine: symmetric and full fidelity agree on a symmetric graph") {
+  // Four ranks of one class: compute, then an all-reduce over all four, then compute.
+  auto build = []() {
+    TaskGraph g = make_graph(4);
+    const auto c = g.add_class("all");
+    const auto a = compute(g, c, "fwd", 300);
+    const auto ar = collective(g, c, 4096, {a});
+    compute(g, c, "bwd", 200, {ar});
+    Communicator comm;
+    comm.members = {RankId{0}, RankId{1}, RankId{2}, RankId{3}};
+    const CommId id = g.add_communicator(comm);
+    for (std::uint32_t r = 0; r < 4; ++r) {
+      g.set_class_of(RankId{r}, c);
+      g.set_comm(RankId{r}, 0, id);
+    }
+    g.set_simulated({RankId{0}});
+    return g;
+  };
+  const TaskGraph g = build();
+  FakeTiming t1, t2;
+  Engine sym(g, t1, EngineOptions{true, {}, 0});
+  Engine full(g, t2, EngineOptions{false, {}, 0});
+  const EngineResult a = sym.run();
+  const EngineResult b = full.run();
+  CHECK(a.ranks.size() == 1);
+  CHECK(b.ranks.size() == 4);
+  CHECK(a.makespan == b.makespan);
+  CHECK(a.makespan.ps() == (300 + 1000 + 4096 + 200) * 1000);
+}
+
+TEST_CASE("sim/Engine: memory follows allocations and frees, and the peak is kept") {
+  TaskGraph g = make_graph(1);
+  const auto c = g.add_class("only");
+  g.rank_class(c).static_memory_bytes = 1000;
+  const auto a = compute(g, c, "a", 10);
+  g.rank_class(c).tasks[a].alloc_bytes = 500;
+  const auto b = compute(g, c, "b", 10);
+  g.rank_class(c).tasks[b].alloc_bytes = 300;
+  g.rank_class(c).tasks[b].free_bytes = 800;
+  g.set_simulated({RankId{0}});
+  FakeTiming timing;
+  Engine engine(g, timing, EngineOptions{true, {RankId{0}}, 0});
+  const EngineResult r = engine.run();
+  CHECK(r.accounts[0].peak_memory_bytes == 1800);
+  CHECK(r.memory.back().bytes == 1000);
+}
+
+TEST_CASE("sim/Engine: idle time of the primary stream is attributed to what it waited for") {
+  TaskGraph g = make_graph(1);
+  const auto c = g.add_class("only");
+  const auto a = compute(g, c, "a", 1000);
+  const auto ar = collective(g, c, 2000, {a});   // 1 us + 2 us, category 4
+  compute(g, c, "b", 100, {ar});
+  g.set_simulated({RankId{0}});
+  Communicator comm;
+  comm.members = {RankId{0}};
+  g.set_comm(RankId{0}, 0, g.add_communicator(comm));
+  FakeTiming timing;
+  Engine engine(g, timing, EngineOptions{true, {}, 0});
+  const EngineResult r = engine.run();
+  CHECK(r.accounts[0].gap_exposed[4].ps() == 3'000'000);
+  CHECK(r.accounts[0].busy[0].ps() == 1'100'000);
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# tools/setup.sh demo | test
+#   demo: install missing Debian packages, build, and run the default scenario.
+#   test: install missing Debian packages, build, and run every test.
+# Environment: TRAINSIM_BUILD_DIR (default build), TRAINSIM_WERROR=ON (warnings are errors),
+# TRAINSIM_SANITIZE=ON (AddressSanitizer + UndefinedBehaviorSanitizer).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-}
+case "$mode" in
+  demo|test) ;;
+  *) echo "usage: tools/setup.sh demo|test" >&2; exit 2 ;;
+esac
+
+packages=(g++ cmake ninja-build libboost-graph-dev libeigen3-dev nlohmann-json3-dev libcli11-dev doctest-dev zlib1g-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing Debian packages: ${missing[*]}" >&2
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build=${TRAINSIM_BUILD_DIR:-build}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DTRAINSIM_WERROR="${TRAINSIM_WERROR:-OFF}" -DTRAINSIM_SANITIZE="${TRAINSIM_SANITIZE:-OFF}" >/dev/null
+cmake --build "$build" -j "$(nproc)"
+
+if [ "$mode" = demo ]; then
+  "$build/cli/trainsim" run scenarios/gpt3-175b-1024xa100.json
+else
+  ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
+fi

@@ -1,0 +1,182 @@
+#include "topologies/cluster_timing.h"
+
+#include <algorithm>
+#include <set>
+
+#include "sim/check.h"
+
+namespace trainsim::topo {
+
+using sim::CollectiveKind;
+using sim::CommId;
+using sim::RankId;
+
+ClusterTiming::ClusterTiming(const Cluster& cluster, const sim::TaskGraph& graph, std::vector<double> slowdown)
+    : cluster_(cluster),
+      graph_(graph),
+      compute_(cluster.spec().gpu),
+      collective_(cluster.spec()),
+      slowdown_(std::move(slowdown)) {
+  TRAINSIM_CHECK(static_cast<int>(graph_.num_ranks()) <= cluster_.num_gpus(), "more ranks than GPUs");
+  for (std::uint32_t c = 0; c < graph_.num_communicators(); ++c) {
+    comms_by_class_[graph_.communicator(CommId{c}).symmetry_class].push_back(CommId{c});
+  }
+  ranks_by_class_.resize(graph_.num_classes());
+  for (std::uint32_t r = 0; r < graph_.num_ranks(); ++r) ranks_by_class_[graph_.class_of(RankId{r})].push_back(RankId{r});
+}
+
+double ClusterTiming::compute_slowdown(RankId rank) {
+  return sim::index(rank) < slowdown_.size() ? slowdown_[sim::index(rank)] : 1.0;
+}
+
+std::vector<Bandwidth> ClusterTiming::resource_capacities() {
+  std::vector<Bandwidth> caps;
+  caps.reserve(cluster_.num_links());
+  for (std::size_t l = 0; l < cluster_.num_links(); ++l) {
+    caps.push_back(cluster_.link_capacity(ResourceId{static_cast<std::uint32_t>(l)}));
+  }
+  return caps;
+}
+
+const char* ClusterTiming::algorithm_name(std::uint8_t a) const { return to_string(static_cast<Algorithm>(a)); }
+const char* ClusterTiming::protocol_name(std::uint8_t p) const { return to_string(static_cast<Protocol>(p)); }
+
+GroupShape ClusterTiming::shape_of(CommId comm) const {
+  const auto& members = graph_.communicator(comm).members;
+  std::map<int, std::pair<int, std::set<int>>> per_node;  // node -> (members, NICs)
+  for (RankId m : members) {
+    auto& entry = per_node[cluster_.node_of(static_cast<int>(sim::index(m)))];
+    ++entry.first;
+    entry.second.insert(cluster_.nic_of(static_cast<int>(sim::index(m))));
+  }
+  GroupShape s;
+  s.ranks = static_cast<int>(members.size());
+  s.nodes = static_cast<int>(per_node.size());
+  s.ranks_per_node = 1;
+  s.nics_per_node = 1;
+  for (const auto& [node, entry] : per_node) {
+    s.ranks_per_node = std::max(s.ranks_per_node, entry.first);
+    s.nics_per_node = std::max(s.nics_per_node, static_cast<int>(entry.second.size()));
+  }
+  return s;
+}
+
+void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm, const std::vector<RankId>& members,
+                                        std::map<std::uint32_t, double>& load) const {
+  const double n = static_cast<double>(members.size());
+  if (members.size() < 2) return;
+  auto add_route = [&](int a, int b, double c) {
+    route_scratch_.clear();
+    cluster_.route(a, b, route_scratch_);
+    for (ResourceId r : route_scratch_) load[sim::index(r)] += c;
+  };
+  if (kind == CollectiveKind::kAllToAll) {
+    // Every rank sends 1/n of its buffer to every other rank.
+    for (RankId a : members) {
+      for (RankId b : members) {
+        if (a != b) add_route(static_cast<int>(sim::index(a)), static_cast<int>(sim::index(b)), 1.0 / n);
+      }
+    }
+    return;
+  }
+  // Bytes each ring edge carries per byte of the operation. Tree and NVLS move each byte about
+  // once per direction per GPU; the ring moves it nsteps/n times.
+  double per_edge = 1.0;
+  if (algorithm == Algorithm::kRing || algorithm == Algorithm::kPat) {
+    per_edge = CollectiveModel::bus_factor(kind, static_cast<int>(members.size()));
+  }
+  // Ring order: members grouped by node in order of appearance (NCCL orders rings node by node).
+  std::vector<std::vector<int>> nodes;
+  std::map<int, std::size_t> node_slot;
+  for (RankId m : members) {
+    const int g = static_cast<int>(sim::index(m));
+    auto [it, fresh] = node_slot.emplace(cluster_.node_of(g), nodes.size());
+    if (fresh) nodes.emplace_back();
+    nodes[it->second].push_back(g);
+  }
+  for (const auto& local : nodes) {
+    if (local.size() < 2) continue;
+    for (std::size_t i = 0; i < local.size(); ++i) add_route(local[i], local[(i + 1) % local.size()], per_edge);
+  }
+  if (nodes.size() < 2) return;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const auto& from = nodes[i];
+    const auto& to = nodes[(i + 1) % nodes.size()];
+    // Channels leave through the NICs of the node's members (one NIC per GPU on DGX systems).
+    std::set<int> nics;
+    for (int g : from) nics.insert(cluster_.nic_of(g));
+    const std::size_t k = std::max<std::size_t>(1, std::min({from.size(), to.size(), nics.size()}));
+    for (std::size_t j = 0; j < k; ++j) add_route(from[j], to[j], per_edge / static_cast<double>(k));
+  }
+}
+
+std::vector<sim::Demand> ClusterTiming::to_demands(const std::map<std::uint32_t, double>& load) {
+  std::vector<sim::Demand> out;
+  out.reserve(load.size());
+  for (const auto& [r, c] : load) {
+    if (c > 0) out.push_back(sim::Demand{ResourceId{r}, c});
+  }
+  return out;
+}
+
+sim::CommCost ClusterTiming::collective_cost(const sim::CommOp& op, CommId comm, bool symmetric) {
+  const sim::Communicator& cm = graph_.communicator(comm);
+  const std::uint32_t key_id = symmetric ? cm.symmetry_class : sim::index(comm);
+  const auto key = std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), op.bytes.count());
+  auto it = collective_cache_.find(key);
+  if (it != collective_cache_.end()) return it->second;
+
+  sim::CommCost cost;
+  if (cm.members.size() >= 2 && op.bytes.count() > 0) {
+    const CollectivePrediction p = collective_.predict(op.kind, op.bytes, shape_of(comm));
+    cost.latency = Duration::from_seconds(p.latency_us * 1e-6);
+    cost.volume = op.bytes.as_double();
+    cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
+    cost.algorithm = static_cast<std::uint8_t>(p.algorithm);
+    cost.protocol = static_cast<std::uint8_t>(p.protocol);
+    std::map<std::uint32_t, double> load;
+    if (symmetric) {
+      for (CommId image : comms_by_class_.at(cm.symmetry_class)) {
+        add_collective_load(op.kind, p.algorithm, graph_.communicator(image).members, load);
+      }
+    } else {
+      add_collective_load(op.kind, p.algorithm, cm.members, load);
+    }
+    cost.demands = to_demands(load);
+  }
+  return collective_cache_.emplace(key, std::move(cost)).first->second;
+}
+
+sim::CommCost ClusterTiming::transfer_cost(Bytes bytes, RankId src, RankId dst, std::uint16_t src_slot,
+                                           bool symmetric) {
+  const std::uint32_t key_id = symmetric ? graph_.class_of(src) : sim::index(src);
+  const auto key = std::make_tuple(key_id, src_slot, symmetric, bytes.count());
+  auto it = transfer_cache_.find(key);
+  if (it != transfer_cache_.end()) return it->second;
+
+  sim::CommCost cost;
+  const int a = static_cast<int>(sim::index(src)), b = static_cast<int>(sim::index(dst));
+  if (a != b && bytes.count() > 0) {
+    const CollectivePrediction p = collective_.predict_p2p(bytes, cluster_.node_of(a) == cluster_.node_of(b));
+    cost.latency = Duration::from_seconds(p.latency_us * 1e-6);
+    cost.volume = bytes.as_double();
+    cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
+    std::map<std::uint32_t, double> load;
+    auto add = [&](int x, int y) {
+      route_scratch_.clear();
+      cluster_.route(x, y, route_scratch_);
+      for (ResourceId r : route_scratch_) load[sim::index(r)] += 1.0;
+    };
+    if (symmetric) {
+      for (RankId x : ranks_by_class_[graph_.class_of(src)]) {
+        if (graph_.has_peer(x, src_slot)) add(static_cast<int>(sim::index(x)), static_cast<int>(sim::index(graph_.peer(x, src_slot))));
+      }
+    } else {
+      add(a, b);
+    }
+    cost.demands = to_demands(load);
+  }
+  return transfer_cache_.emplace(key, std::move(cost)).first->second;
+}
+
+}  // namespace trainsim::topo

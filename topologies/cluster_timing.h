@@ -1,0 +1,57 @@
+#pragma once
+// ClusterTiming: the TimingModel of a concrete cluster. Kernels are priced by the ComputeModel,
+// collectives and point-to-point messages by the CollectiveModel (NCCL's choice of algorithm
+// and protocol, its latency and bandwidth when alone) and mapped onto the cluster's links, so
+// the engine's flow network can share them with concurrent traffic. Rank r runs on GPU r
+// (Megatron's rank order fills a node before the next). Results are cached per communicator
+// (or per symmetry class) and message.
+
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "sim/task_graph.h"
+#include "sim/timing_model.h"
+#include "topologies/cluster.h"
+#include "topologies/collective_model.h"
+#include "topologies/compute_model.h"
+
+namespace trainsim::topo {
+
+class ClusterTiming final : public sim::TimingModel {
+ public:
+  // `slowdown` has one factor per rank (empty: all 1).
+  ClusterTiming(const Cluster& cluster, const sim::TaskGraph& graph, std::vector<double> slowdown = {});
+
+  Duration kernel_time(const sim::Kernel& kernel) override { return compute_.kernel_time(kernel); }
+  double compute_slowdown(sim::RankId rank) override;
+  sim::CommCost collective_cost(const sim::CommOp& op, sim::CommId comm, bool symmetric) override;
+  sim::CommCost transfer_cost(Bytes bytes, sim::RankId src, sim::RankId dst, std::uint16_t src_slot,
+                              bool symmetric) override;
+  std::vector<Bandwidth> resource_capacities() override;
+  const char* algorithm_name(std::uint8_t a) const override;
+  const char* protocol_name(std::uint8_t p) const override;
+
+  const CollectiveModel& collective_model() const { return collective_; }
+  const ComputeModel& compute_model() const { return compute_; }
+  GroupShape shape_of(sim::CommId comm) const;
+
+ private:
+  // Adds the link load of `kind` with `algorithm` on one communicator to `load`.
+  void add_collective_load(sim::CollectiveKind kind, Algorithm algorithm, const std::vector<sim::RankId>& members,
+                           std::map<std::uint32_t, double>& load) const;
+  static std::vector<sim::Demand> to_demands(const std::map<std::uint32_t, double>& load);
+
+  const Cluster& cluster_;
+  const sim::TaskGraph& graph_;
+  ComputeModel compute_;
+  CollectiveModel collective_;
+  std::vector<double> slowdown_;
+  std::map<std::uint32_t, std::vector<sim::CommId>> comms_by_class_;
+  std::vector<std::vector<sim::RankId>> ranks_by_class_;
+  std::map<std::tuple<std::uint32_t, bool, std::uint8_t, std::int64_t>, sim::CommCost> collective_cache_;
+  std::map<std::tuple<std::uint32_t, std::uint16_t, bool, std::int64_t>, sim::CommCost> transfer_cache_;
+  mutable std::vector<ResourceId> route_scratch_;
+};
+
+}  // namespace trainsim::topo

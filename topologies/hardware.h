@@ -1,0 +1,126 @@
+#pragma once
+// Hardware descriptions: GPUs, nodes, networks, and the calibration parameters of the compute
+// and collective models. Plain value types, validated once when they are read (config/), then
+// immutable. Every number in the shipped presets cites its source there, not here.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/task_graph.h"
+#include "sim/units.h"
+
+namespace trainsim::topo {
+
+using sim::Bandwidth;
+using sim::Bytes;
+using sim::DataType;
+using sim::Duration;
+using sim::FlopRate;
+
+enum class Architecture : std::uint8_t { kAmpere, kHopper, kBlackwell };
+const char* to_string(Architecture a);
+
+// GEMM model parameters for one data type (see ComputeModel).
+struct GemmCalibration {
+  double max_efficiency = 0.8;    // sustained fraction of the dense peak inside a full wave
+  Duration wave_overhead;         // fixed cost per wave of tiles (prologue, epilogue, sync)
+  Duration launch_overhead;       // per kernel
+  std::vector<std::array<std::int64_t, 2>> tiles{{128, 128}};  // candidate CTA tiles (m, n)
+  bool operator==(const GemmCalibration&) const = default;
+};
+
+struct ComputeCalibration {
+  GemmCalibration gemm_16bit;           // bf16 / fp16
+  GemmCalibration gemm_fp8;             // fp8 (Transformer Engine)
+  GemmCalibration gemm_tf32;            // fp32 inputs on tensor cores
+  double flash_forward_efficiency = 0.6;   // of the dense 16-bit peak
+  double flash_backward_efficiency = 0.5;
+  double memory_efficiency = 0.85;         // fraction of HBM bandwidth for memory-bound kernels
+  Duration memory_kernel_overhead;         // per memory-bound kernel
+  double optimizer_efficiency = 0.8;       // fraction of HBM bandwidth for the optimizer step
+  std::string source;                      // where these numbers were fitted from
+  bool operator==(const ComputeCalibration&) const = default;
+};
+
+struct GpuSpec {
+  std::string name;
+  Architecture architecture = Architecture::kAmpere;
+  FlopRate dense_16bit;  // bf16/fp16 tensor core, dense
+  FlopRate dense_tf32;
+  FlopRate dense_fp8;    // zero when the GPU has no FP8 tensor cores
+  FlopRate fp32;         // non-tensor
+  Bytes memory;
+  Bandwidth memory_bandwidth;
+  std::int64_t sm_count = 0;
+  Bytes l2_cache;
+  int nvlink_generation = 0;
+  int nvlink_links = 0;
+  Bandwidth nvlink_bandwidth;  // per direction, all links together (line rate)
+  ComputeCalibration calibration;
+  FlopRate peak(DataType t) const;
+};
+
+// NCCL's tuning model (src/graph/tuning.cc), as data. Indices: algorithm (Tree, Ring,
+// CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT), protocol (LL, LL128, Simple), link class
+// (NVLink, PCI, Net), architecture row (Volta, Ampere, Hopper, Blackwell), scale (1 node,
+// 2 nodes, more).
+struct NcclCalibration {
+  static constexpr int kAlgorithms = 7, kProtocols = 3, kLinks = 3, kArchs = 4, kScales = 3;
+  std::array<std::array<double, kProtocols>, kAlgorithms> base_latency_us{};
+  std::array<std::array<std::array<double, kProtocols>, kAlgorithms>, kLinks> hw_latency_us{};
+  std::array<std::array<double, kScales>, kArchs> ll_max_bw{};
+  std::array<std::array<double, kScales>, kArchs> per_ch_max_ring_ll128_bw{};
+  std::array<std::array<double, kScales>, kArchs> per_ch_max_tree_ll128_bw{};
+  std::array<std::array<double, kScales>, kArchs> per_ch_max_tree_bw{};
+  std::array<std::array<double, kScales>, kArchs> per_ch_max_nvls_tree_bw{};
+  std::array<std::array<double, 24>, kProtocols> tree_correction{};
+  std::array<double, kArchs> nvls_efficiency{};
+  std::array<double, kArchs> nvlink_link_bw{};  // effective GB/s per NVLink link, per direction
+  std::vector<double> intra_speeds_pre_hopper, inter_speeds_pre_hopper;  // graph search steps
+  std::vector<double> intra_speeds_hopper, inter_speeds_hopper;
+  std::vector<double> intra_speeds_blackwell, inter_speeds_blackwell;
+  double net_overhead_us = 1.0;       // per network step (Intel CPUs)
+  double plateau_factor = 1.4;        // multi-node ring/simple latency multiplier (Ampere+)
+  double ll128_efficiency = 0.92;
+  double tree_efficiency = 0.92;
+  double tree_ll_divisor = 3.8;
+  double p2p_nvlink_efficiency = 0.8;  // point-to-point share of the NVLink effective bandwidth
+  double p2p_net_efficiency = 0.96;    // point-to-point share of a NIC's line rate
+  double p2p_latency_us = 8.0;
+  std::string source;
+};
+
+struct IntraNodeSpec {
+  std::string fabric = "nvswitch";  // "nvswitch" | "pcie"
+  int nvswitch_generation = 0;
+  bool nvls = false;           // NVLink SHARP (in-switch reduction), NVSwitch gen3+
+  Bandwidth bandwidth;         // per GPU, per direction (line rate)
+  Duration latency;
+};
+
+struct InterNodeSpec {
+  std::string topology = "rail_optimized";  // "rail_optimized" | "fat_tree"
+  int nics_per_node = 8;
+  Bandwidth nic_bandwidth;        // per NIC, per direction (line rate)
+  double oversubscription = 1.0;  // leaf downlink capacity / uplink capacity
+  int nodes_per_leaf = 32;        // rail-optimized: nodes per scalable unit; fat-tree: per leaf
+  Duration latency;               // one switch hop
+  bool sharp = false;             // in-network reduction (CollNet) available
+};
+
+struct ClusterSpec {
+  std::string name;
+  GpuSpec gpu;
+  int gpus_per_node = 8;
+  int num_nodes = 1;
+  IntraNodeSpec intra_node;
+  InterNodeSpec inter_node;
+  int pcie_generation = 4;
+  std::string cpu_vendor = "intel";  // NCCL's multi-node LL bandwidth row
+  NcclCalibration nccl;
+  int num_gpus() const { return gpus_per_node * num_nodes; }
+};
+
+}  // namespace trainsim::topo
