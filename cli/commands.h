@@ -1,9 +1,13 @@
 #pragma once
-// The subcommands of the trainsim CLI. Each add_* function registers its options on `app` and
-// returns the action to run when that subcommand is chosen; actions return the exit code and
-// throw InputError for bad input (main maps it to exit code 2).
+// The subcommands of the trainsim CLI. Each add_*_command function registers its options (and
+// nested subcommands) on the CLI and its action in the Registry; main runs the action of the
+// deepest subcommand the user chose. Actions return the exit code and throw InputError for bad
+// input (main maps it to exit code 2).
 
 #include <functional>
+#include <map>
+#include <ostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -11,7 +15,21 @@ namespace trainsim::cli {
 
 using Action = std::function<int()>;
 
-Action add_run_command(CLI::App& app);
+class Registry {
+ public:
+  void add(CLI::App* command, Action action) { actions_[command] = std::move(action); }
+  // The action of the deepest chosen subcommand that has one; null when none was chosen.
+  const Action* chosen(const CLI::App& app) const;
+
+ private:
+  std::map<const CLI::App*, Action> actions_;
+};
+
+// The subcommand `name` of `parent`, created (with `description`) if it does not exist yet, so
+// several files can add nested commands to one group (e.g. `validate`).
+CLI::App* subcommand(CLI::App& parent, const std::string& name, const std::string& description);
+
+void add_run_command(CLI::App& app, Registry& registry);
 
 // Opens `path` for writing ("-" is stdout) and calls `write`. Throws InputError when the file
 // cannot be written.

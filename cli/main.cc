@@ -3,7 +3,6 @@
 // expected), 1 internal error.
 
 #include <iostream>
-#include <map>
 
 #include "cli/commands.h"
 #include "sim/error.h"
@@ -12,9 +11,8 @@ int main(int argc, char** argv) {
   CLI::App app{"trainsim: simulate distributed Transformer training (Megatron plans on A100/H100/H200/B200 clusters)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "trainsim 0.1.0");
-  std::map<CLI::App*, trainsim::cli::Action> actions;
-  auto add = [&](trainsim::cli::Action action) { actions[app.get_subcommands({}).back()] = std::move(action); };
-  add(trainsim::cli::add_run_command(app));
+  trainsim::cli::Registry registry;
+  trainsim::cli::add_run_command(app, registry);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -28,12 +26,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    for (CLI::App* sub : app.get_subcommands()) {
-      auto it = actions.find(sub);
-      if (it != actions.end()) return it->second();
+    const trainsim::cli::Action* action = registry.chosen(app);
+    if (action == nullptr) {
+      std::cerr << "trainsim: choose a subcommand (try --help)\n";
+      return 2;
     }
-    std::cerr << "trainsim: no command given (try --help)\n";
-    return 2;
+    return (*action)();
   } catch (const trainsim::InputError& e) {
     std::cerr << "trainsim: error: " << e.what() << "\n";
     return 2;

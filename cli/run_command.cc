@@ -37,16 +37,16 @@ int run(const RunArgs& a) {
 
 }  // namespace
 
-Action add_run_command(CLI::App& app) {
+void add_run_command(CLI::App& app, Registry& registry) {
   auto args = std::make_shared<RunArgs>();
-  CLI::App* cmd = app.add_subcommand("run", "Simulate one training iteration of a scenario and report it");
+  CLI::App* cmd = subcommand(app, "run", "Simulate one training iteration of a scenario and report it");
   cmd->add_option("scenario", args->scenario, "Scenario file (JSON; // comments allowed)")->required();
   cmd->add_option("--set", args->overrides, "Override a scenario value: key.path=value (repeatable)");
   cmd->add_option("--json", args->json, "Write the summary as JSON to FILE ('-' for stdout, replacing the text)");
   cmd->add_option("--trace", args->trace, "Write a Chrome/Perfetto trace (JSON) to FILE");
   cmd->add_option("--trace-ranks", args->trace_ranks, "Ranks to put in the trace (default: one per pipeline stage)");
   cmd->footer("Example: trainsim run scenarios/gpt3-175b-1024xa100.json --set training.micro_batch_size=2 --json -");
-  return [args]() { return run(*args); };
+  registry.add(cmd, [args]() { return run(*args); });
 }
 
 }  // namespace trainsim::cli
