@@ -70,7 +70,7 @@ EngineResult Engine::run() {
       case EventKind::kFlowStart: {
         Instance& in = instances_[ev.payload.a];
         const FlowNetwork::FlowId f =
-            network_.add(queue_.now(), in.cost.volume, in.cost.max_rate, in.cost.demands, reschedules_);
+            network_.add(queue_.now(), in.cost->volume, in.cost->max_rate, in.cost->demands, reschedules_);
         if (flow_instance_.size() <= f) flow_instance_.resize(f + 1, kNoInstance);
         flow_instance_[f] = ev.payload.a;
         schedule_flows();
@@ -199,7 +199,7 @@ void Engine::post_collective(std::uint32_t rank, std::uint32_t s, const Task& ta
   const std::uint32_t inst = rv.instance;
   rv.arrived = 0;
   rv.instance = kNoInstance;
-  instances_[inst].cost = timing_.collective_cost(op, comm, options_.symmetric);
+  instances_[inst].cost = &timing_.collective_cost(op, comm, options_.symmetric);
   start_instance(inst);
 }
 
@@ -212,7 +212,7 @@ void Engine::post_transfer(std::uint32_t rank, std::uint32_t s, const Transfer& 
   if (account_of_[index(peer)] == kNoInstance) {  // peer not simulated: it mirrors this rank
     const std::uint32_t inst = new_instance();
     instances_[inst].waiters.push_back(me);
-    instances_[inst].cost = timing_.transfer_cost(t.bytes, src, dst, send_slot, options_.symmetric);
+    instances_[inst].cost = &timing_.transfer_cost(t.bytes, src, dst, send_slot, options_.symmetric);
     start_instance(inst);
     return;
   }
@@ -231,7 +231,7 @@ void Engine::post_transfer(std::uint32_t rank, std::uint32_t s, const Transfer& 
   if (!(ch.has_send && ch.has_recv)) return;
   const std::uint32_t inst = ch.instance;
   ch = Rendezvous{};
-  instances_[inst].cost = timing_.transfer_cost(t.bytes, src, dst, send_slot, options_.symmetric);
+  instances_[inst].cost = &timing_.transfer_cost(t.bytes, src, dst, send_slot, options_.symmetric);
   start_instance(inst);
 }
 
@@ -255,17 +255,16 @@ void Engine::start_instance(std::uint32_t inst) {
   for (const Waiter& w : in.waiters) {
     StreamState& st = stream_state(w.rank, w.stream);
     st.transfer_start = now;
-    st.algorithm = in.cost.algorithm;
-    st.protocol = in.cost.protocol;
+    st.algorithm = in.cost->algorithm;
+    st.protocol = in.cost->protocol;
   }
-  if (in.cost.volume <= 0 || in.cost.demands.empty()) {
-    Duration d = in.cost.latency;
-    if (in.cost.volume > 0) {
-      d += Duration::from_seconds(in.cost.volume / in.cost.max_rate.bytes_per_second());
-    }
+  const CommCost& cost = *in.cost;
+  if (cost.volume <= 0 || cost.demands.empty()) {
+    Duration d = cost.latency;
+    if (cost.volume > 0) d += Duration::from_seconds(cost.volume / cost.max_rate.bytes_per_second());
     queue_.push(now + d, 0, EventPayload{EventKind::kInstanceDone, inst, 0});
   } else {
-    queue_.push(now + in.cost.latency, 1, EventPayload{EventKind::kFlowStart, inst, 0});
+    queue_.push(now + cost.latency, 1, EventPayload{EventKind::kFlowStart, inst, 0});
   }
 }
 

@@ -111,7 +111,7 @@ class Engine {
   };
   struct Instance {  // a started (or forming) communication operation
     std::vector<Waiter> waiters;
-    CommCost cost;
+    const CommCost* cost = nullptr;  // owned by the timing model
     bool active = false;
   };
   struct Rendezvous {  // a collective or channel being formed

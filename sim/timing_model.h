@@ -31,11 +31,12 @@ class TimingModel {
   virtual double compute_slowdown([[maybe_unused]] RankId rank) { return 1.0; }
   // A collective on `comm`. With `symmetric`, the operation stands for every communicator of
   // the same symmetry class running it at the same time (their traffic shares the links).
-  virtual CommCost collective_cost(const CommOp& op, CommId comm, bool symmetric) = 0;
+  // The reference stays valid for the model's lifetime (implementations cache costs).
+  virtual const CommCost& collective_cost(const CommOp& op, CommId comm, bool symmetric) = 0;
   // A point-to-point message from src to its peer in `src_slot` (dst). With `symmetric` it stands
   // for the same message sent by every rank of src's class to its peer in that slot.
-  virtual CommCost transfer_cost(Bytes bytes, RankId src, RankId dst, std::uint16_t src_slot,
-                                 bool symmetric) = 0;
+  virtual const CommCost& transfer_cost(Bytes bytes, RankId src, RankId dst, std::uint16_t src_slot,
+                                        bool symmetric) = 0;
   // Network resources (links) and their capacities, for the flow network.
   virtual std::vector<Bandwidth> resource_capacities() = 0;
   // Names for the algorithm / protocol labels of CommCost.

@@ -110,16 +110,17 @@ void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm
   }
 }
 
-std::vector<sim::Demand> ClusterTiming::to_demands(const std::map<std::uint32_t, double>& load) {
+std::vector<sim::Demand> ClusterTiming::to_demands(const std::map<std::uint32_t, double>& load,
+                                                   const std::map<std::uint32_t, double>* own) {
   std::vector<sim::Demand> out;
-  out.reserve(load.size());
+  out.reserve(own != nullptr ? own->size() : load.size());
   for (const auto& [r, c] : load) {
-    if (c > 0) out.push_back(sim::Demand{ResourceId{r}, c});
+    if (c > 0 && (own == nullptr || own->count(r) != 0)) out.push_back(sim::Demand{ResourceId{r}, c});
   }
   return out;
 }
 
-sim::CommCost ClusterTiming::collective_cost(const sim::CommOp& op, CommId comm, bool symmetric) {
+const sim::CommCost& ClusterTiming::collective_cost(const sim::CommOp& op, CommId comm, bool symmetric) {
   const sim::Communicator& cm = graph_.communicator(comm);
   const std::uint32_t key_id = symmetric ? cm.symmetry_class : sim::index(comm);
   const auto key = std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), op.bytes.count());
@@ -134,21 +135,23 @@ sim::CommCost ClusterTiming::collective_cost(const sim::CommOp& op, CommId comm,
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
     cost.algorithm = static_cast<std::uint8_t>(p.algorithm);
     cost.protocol = static_cast<std::uint8_t>(p.protocol);
-    std::map<std::uint32_t, double> load;
+    std::map<std::uint32_t, double> own;
+    add_collective_load(op.kind, p.algorithm, cm.members, own);
     if (symmetric) {
+      std::map<std::uint32_t, double> load;
       for (CommId image : comms_by_class_.at(cm.symmetry_class)) {
         add_collective_load(op.kind, p.algorithm, graph_.communicator(image).members, load);
       }
+      cost.demands = to_demands(load, &own);
     } else {
-      add_collective_load(op.kind, p.algorithm, cm.members, load);
+      cost.demands = to_demands(own);
     }
-    cost.demands = to_demands(load);
   }
   return collective_cache_.emplace(key, std::move(cost)).first->second;
 }
 
-sim::CommCost ClusterTiming::transfer_cost(Bytes bytes, RankId src, RankId dst, std::uint16_t src_slot,
-                                           bool symmetric) {
+const sim::CommCost& ClusterTiming::transfer_cost(Bytes bytes, RankId src, RankId dst, std::uint16_t src_slot,
+                                                  bool symmetric) {
   const std::uint32_t key_id = symmetric ? graph_.class_of(src) : sim::index(src);
   const auto key = std::make_tuple(key_id, src_slot, symmetric, bytes.count());
   auto it = transfer_cache_.find(key);
@@ -161,20 +164,24 @@ sim::CommCost ClusterTiming::transfer_cost(Bytes bytes, RankId src, RankId dst, 
     cost.latency = Duration::from_seconds(p.latency_us * 1e-6);
     cost.volume = bytes.as_double();
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
-    std::map<std::uint32_t, double> load;
-    auto add = [&](int x, int y) {
+    auto add = [&](int x, int y, std::map<std::uint32_t, double>& load) {
       route_scratch_.clear();
       cluster_.route(x, y, route_scratch_);
       for (ResourceId r : route_scratch_) load[sim::index(r)] += 1.0;
     };
+    std::map<std::uint32_t, double> own;
+    add(a, b, own);
     if (symmetric) {
+      std::map<std::uint32_t, double> load;
       for (RankId x : ranks_by_class_[graph_.class_of(src)]) {
-        if (graph_.has_peer(x, src_slot)) add(static_cast<int>(sim::index(x)), static_cast<int>(sim::index(graph_.peer(x, src_slot))));
+        if (graph_.has_peer(x, src_slot)) {
+          add(static_cast<int>(sim::index(x)), static_cast<int>(sim::index(graph_.peer(x, src_slot))), load);
+        }
       }
+      cost.demands = to_demands(load, &own);
     } else {
-      add(a, b);
+      cost.demands = to_demands(own);
     }
-    cost.demands = to_demands(load);
   }
   return transfer_cache_.emplace(key, std::move(cost)).first->second;
 }

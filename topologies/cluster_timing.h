@@ -25,9 +25,9 @@ class ClusterTiming final : public sim::TimingModel {
 
   Duration kernel_time(const sim::Kernel& kernel) override { return compute_.kernel_time(kernel); }
   double compute_slowdown(sim::RankId rank) override;
-  sim::CommCost collective_cost(const sim::CommOp& op, sim::CommId comm, bool symmetric) override;
-  sim::CommCost transfer_cost(Bytes bytes, sim::RankId src, sim::RankId dst, std::uint16_t src_slot,
-                              bool symmetric) override;
+  const sim::CommCost& collective_cost(const sim::CommOp& op, sim::CommId comm, bool symmetric) override;
+  const sim::CommCost& transfer_cost(Bytes bytes, sim::RankId src, sim::RankId dst, std::uint16_t src_slot,
+                                     bool symmetric) override;
   std::vector<Bandwidth> resource_capacities() override;
   const char* algorithm_name(std::uint8_t a) const override;
   const char* protocol_name(std::uint8_t p) const override;
@@ -40,7 +40,10 @@ class ClusterTiming final : public sim::TimingModel {
   // Adds the link load of `kind` with `algorithm` on one communicator to `load`.
   void add_collective_load(sim::CollectiveKind kind, Algorithm algorithm, const std::vector<sim::RankId>& members,
                            std::map<std::uint32_t, double>& load) const;
-  static std::vector<sim::Demand> to_demands(const std::map<std::uint32_t, double>& load);
+  // Demands from link loads. With `own`, only the links in `own` are kept: under symmetry the
+  // other images' private links mirror the representative's, and shared links appear in both.
+  static std::vector<sim::Demand> to_demands(const std::map<std::uint32_t, double>& load,
+                                             const std::map<std::uint32_t, double>* own = nullptr);
 
   const Cluster& cluster_;
   const sim::TaskGraph& graph_;

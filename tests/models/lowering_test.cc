@@ -21,9 +21,12 @@ class ComputeOnly final : public sim::TimingModel {
     }
     return sim::Duration::zero();
   }
-  sim::CommCost collective_cost(const sim::CommOp&, sim::CommId, bool) override { return {}; }
-  sim::CommCost transfer_cost(sim::Bytes, sim::RankId, sim::RankId, std::uint16_t, bool) override { return {}; }
+  const sim::CommCost& collective_cost(const sim::CommOp&, sim::CommId, bool) override { return free_; }
+  const sim::CommCost& transfer_cost(sim::Bytes, sim::RankId, sim::RankId, std::uint16_t, bool) override { return free_; }
   std::vector<sim::Bandwidth> resource_capacities() override { return {}; }
+
+ private:
+  sim::CommCost free_;
 };
 
 models::ModelSpec uniform_model() {

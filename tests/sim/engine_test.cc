@@ -1,6 +1,7 @@
 #include "sim/engine.h"
 
 #include <doctest/doctest.h>
+#include <map>
 #include <string>
 
 using namespace trainsim::sim;
@@ -11,18 +12,19 @@ namespace {
 class FakeTiming final : public TimingModel {
  public:
   Duration kernel_time(const Kernel& k) override { return Duration::from_ns(static_cast<std::int64_t>(k.flops.count())); }
-  CommCost collective_cost(const CommOp& op, CommId, bool) override { return cost(op.bytes); }
-  CommCost transfer_cost(Bytes b, RankId, RankId, std::uint16_t, bool) override { return cost(b); }
+  const CommCost& collective_cost(const CommOp& op, CommId, bool) override { return cost(op.bytes); }
+  const CommCost& transfer_cost(Bytes b, RankId, RankId, std::uint16_t, bool) override { return cost(b); }
   std::vector<Bandwidth> resource_capacities() override { return {}; }
 
  private:
-  static CommCost cost(Bytes b) {
-    CommCost c;
+  const CommCost& cost(Bytes b) {
+    CommCost& c = cache_[b.count()];
     c.latency = Duration::from_us(1);
     c.volume = b.as_double();
     c.max_rate = Bandwidth::gb_per_s(1);
     return c;
   }
+  std::map<std::int64_t, CommCost> cache_;
 };
 
 Kernel work(double ns) {
