@@ -46,9 +46,20 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
   channels_.resize(static_cast<std::size_t>(n) * graph_.num_peer_slots());
 
   kernel_time_.resize(graph_.num_classes());
+  dependent_streams_.resize(graph_.num_classes());
   for (std::uint32_t c = 0; c < graph_.num_classes(); ++c) {
-    for (const Kernel& k : graph_.rank_class(c).kernels) kernel_time_[c].push_back(timing_.kernel_time(k));
+    const RankClass& rc = graph_.rank_class(c);
+    for (const Kernel& k : rc.kernels) kernel_time_[c].push_back(timing_.kernel_time(k));
+    auto& masks = dependent_streams_[c];
+    masks.assign(rc.tasks.size(), 0);
+    for (const Task& t : rc.tasks) {
+      for (std::uint32_t i = 0; i < t.deps_count; ++i) {
+        masks[rc.deps[t.deps_begin + i]] |= static_cast<std::uint16_t>(1u << t.stream);
+      }
+    }
   }
+  class_of_rank_.resize(n);
+  for (std::uint32_t r = 0; r < n; ++r) class_of_rank_[r] = &graph_.rank_class(graph_.class_of(RankId{r}));
 }
 
 EngineResult Engine::run() {
@@ -60,25 +71,25 @@ EngineResult Engine::run() {
   while (!queue_.empty()) {
     const auto ev = queue_.pop();
     ++result_.events;
-    switch (ev.payload.kind) {
+    switch (ev.payload.kind()) {
       case EventKind::kTaskDone:
-        complete_task(ev.payload.a, ev.payload.b);
+        complete_task(ev.payload.a(), ev.payload.b());
         break;
       case EventKind::kInstanceDone:
-        finish_instance(ev.payload.a);
+        finish_instance(ev.payload.a());
         break;
       case EventKind::kFlowStart: {
-        Instance& in = instances_[ev.payload.a];
+        Instance& in = instances_[ev.payload.a()];
         const FlowNetwork::FlowId f =
             network_.add(queue_.now(), in.cost->volume, in.cost->max_rate, in.cost->demands, reschedules_);
         if (flow_instance_.size() <= f) flow_instance_.resize(f + 1, kNoInstance);
-        flow_instance_[f] = ev.payload.a;
+        flow_instance_[f] = ev.payload.a();
         schedule_flows();
         break;
       }
       case EventKind::kFlowDone: {
-        const FlowNetwork::FlowId f = ev.payload.a;
-        if (!network_.is_current(f, ev.payload.b)) break;  // rescheduled since
+        const FlowNetwork::FlowId f = ev.payload.a();
+        if (!network_.is_current(f, ev.payload.b())) break;  // rescheduled since
         const std::uint32_t inst = flow_instance_[f];
         Instance& in = instances_[inst];
         const double fraction = network_.speed_fraction(f);
@@ -119,10 +130,18 @@ void Engine::try_start_all(std::uint32_t rank) {
   for (std::uint32_t s = 0; s < num_streams_; ++s) try_start(rank, s);
 }
 
+void Engine::try_start_streams(std::uint32_t rank, std::uint32_t mask) {
+  while (mask != 0) {
+    const auto s = static_cast<std::uint32_t>(__builtin_ctz(mask));
+    mask &= mask - 1;
+    try_start(rank, s);
+  }
+}
+
 void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   StreamState& st = stream_state(rank, s);
   if (st.busy) return;
-  const RankClass& rc = graph_.rank_class(graph_.class_of(RankId{rank}));
+  const RankClass& rc = *class_of_rank_[rank];
   const auto& order = rc.stream_tasks[s];
   if (st.next >= order.size()) return;
   const Task& task = rc.tasks[order[st.next]];
@@ -272,7 +291,7 @@ void Engine::finish_instance(std::uint32_t inst) {
   Instance& in = instances_[inst];
   for (const Waiter& w : in.waiters) {
     StreamState& st = stream_state(w.rank, w.stream);
-    const RankClass& rc = graph_.rank_class(graph_.class_of(RankId{w.rank}));
+    const RankClass& rc = *class_of_rank_[w.rank];
     const Task& task = rc.tasks[rc.stream_tasks[w.stream][st.next - 1]];
     if (task.kind == TaskKind::kPointToPoint && --st.pending > 0) continue;
     complete_task(w.rank, w.stream);
@@ -285,7 +304,7 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   const TimePoint now = queue_.now();
   StreamState& st = stream_state(rank, s);
   TRAINSIM_CHECK(st.busy, "completing a task on an idle stream");
-  const RankClass& rc = graph_.rank_class(graph_.class_of(RankId{rank}));
+  const RankClass& rc = *class_of_rank_[rank];
   const TaskIndex ti = rc.stream_tasks[s][st.next - 1];
   const Task& task = rc.tasks[ti];
   st.busy = false;
@@ -304,7 +323,8 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
     result_.records.push_back(TaskRecord{RankId{rank}, ti, st.posted, st.transfer_start, now,
                                          st.algorithm, st.protocol, st.speed_fraction});
   }
-  try_start_all(rank);
+  // Only this stream and the streams with a task depending on this one can start something.
+  try_start_streams(rank, (1u << s) | dependent_streams_[graph_.class_of(RankId{rank})][ti]);
 }
 
 void Engine::change_memory(std::uint32_t rank, std::int64_t delta) {

@@ -89,9 +89,15 @@ class Engine {
 
  private:
   enum class EventKind : std::uint8_t { kTaskDone, kInstanceDone, kFlowStart, kFlowDone };
+  // kind in the low 2 bits, `b` in the next 30, `a` in the high 32 (8 bytes keep the heap small).
   struct EventPayload {
-    EventKind kind = EventKind::kTaskDone;
-    std::uint32_t a = 0, b = 0;
+    std::uint64_t bits = 0;
+    EventPayload() = default;
+    EventPayload(EventKind kind, std::uint32_t a, std::uint32_t b)
+        : bits((std::uint64_t{a} << 32) | (std::uint64_t{b & 0x3fffffffu} << 2) | static_cast<std::uint64_t>(kind)) {}
+    EventKind kind() const { return static_cast<EventKind>(bits & 3u); }
+    std::uint32_t a() const { return static_cast<std::uint32_t>(bits >> 32); }
+    std::uint32_t b() const { return static_cast<std::uint32_t>((bits >> 2) & 0x3fffffffu); }
   };
   struct StreamState {
     std::uint32_t next = 0;      // position of the next task to start
@@ -128,6 +134,8 @@ class Engine {
   }
   bool dep_done(std::uint32_t rank, const RankClass& rc, TaskIndex dep);
   void try_start_all(std::uint32_t rank);
+  // Streams of `rank` whose head may have become startable: `mask` has one bit per stream.
+  void try_start_streams(std::uint32_t rank, std::uint32_t mask);
   void try_start(std::uint32_t rank, std::uint32_t s);
   void attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& task, StreamState& st);
   void post_collective(std::uint32_t rank, std::uint32_t s, const Task& task, const RankClass& rc);
@@ -149,6 +157,8 @@ class Engine {
   std::vector<FlowNetwork::Reschedule> reschedules_;
   std::vector<std::uint32_t> flow_instance_;  // flow id -> instance
   std::vector<std::vector<Duration>> kernel_time_;  // per class, per kernel
+  std::vector<std::vector<std::uint16_t>> dependent_streams_;  // per class, per task: streams waiting on it
+  std::vector<const RankClass*> class_of_rank_;
   std::vector<StreamState> streams_;                // [rank * streams + stream]
   std::vector<std::uint32_t> account_of_;           // rank -> index into result accounts
   std::vector<std::int64_t> memory_;                // per rank, current bytes

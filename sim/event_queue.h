@@ -18,15 +18,17 @@ class EventQueue {
  public:
   struct Event {
     TimePoint time;
-    std::uint32_t priority = 0;  // lower pops first among events at the same time
-    std::uint64_t sequence = 0;  // insertion order; breaks all remaining ties
+    std::uint64_t order = 0;  // priority in the top 8 bits, insertion sequence below
     Payload payload{};
+    std::uint32_t priority() const { return static_cast<std::uint32_t>(order >> 56); }
+    std::uint64_t sequence() const { return order & ((std::uint64_t{1} << 56) - 1); }
   };
 
-  // REQUIRES: time is not before the time of the last popped event.
+  // REQUIRES: time is not before the time of the last popped event; priority < 256.
   void push(TimePoint time, std::uint32_t priority, const Payload& payload) {
     TRAINSIM_CHECK(time >= now_, "event scheduled in the past");
-    heap_.push_back(Event{time, priority, next_sequence_++, payload});
+    TRAINSIM_ASSERT(priority < 256, "event priority out of range");
+    heap_.push_back(Event{time, (std::uint64_t{priority} << 56) | next_sequence_++, payload});
     sift_up(heap_.size() - 1);
   }
   bool empty() const { return heap_.empty(); }
@@ -50,8 +52,7 @@ class EventQueue {
  private:
   static bool before(const Event& a, const Event& b) {
     if (a.time != b.time) return a.time < b.time;
-    if (a.priority != b.priority) return a.priority < b.priority;
-    return a.sequence < b.sequence;
+    return a.order < b.order;
   }
   void sift_up(std::size_t i) {
     Event e = heap_[i];

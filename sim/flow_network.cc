@@ -40,7 +40,7 @@ FlowNetwork::FlowId FlowNetwork::add(TimePoint now, double volume, Bandwidth max
   f.fraction = 1;
   f.updated = now;
   f.active = true;
-  ++f.version;
+  f.version = (f.version + 1) & kVersionMask;
   f.demands.assign(demands.begin(), demands.end());
   ++active_count_;
 
@@ -177,7 +177,7 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, 
     const FlowId g = comp_flows_[i];
     Flow& fl = flows_[g];
     if (g != added && fl.fraction == old_fraction[i]) continue;
-    ++fl.version;
+    fl.version = (fl.version + 1) & kVersionMask;
     out.push_back({g, fl.version, finish_time(now, fl)});
   }
 }

@@ -28,6 +28,8 @@ struct Demand {
 class FlowNetwork {
  public:
   using FlowId = std::uint32_t;
+  // Versions wrap at 2^30 so an event can carry them in 30 bits.
+  static constexpr std::uint32_t kVersionMask = (1u << 30) - 1;
 
   // A flow whose finish time changed; its previous finish (if any) is stale.
   struct Reschedule {

@@ -3,6 +3,7 @@
 // `sim` (by the hardware models); the engine only asks.
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "sim/flow_network.h"
@@ -17,7 +18,7 @@ struct CommCost {
   Duration latency;
   double volume = 0;  // bytes; zero means latency only
   Bandwidth max_rate;
-  std::vector<Demand> demands;  // empty: contention-free
+  std::span<const Demand> demands;  // owned by the timing model; empty: contention-free
   std::uint8_t algorithm = 0;   // labels for reports (meaning defined by the model)
   std::uint8_t protocol = 0;
 };

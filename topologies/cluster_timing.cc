@@ -135,17 +135,24 @@ const sim::CommCost& ClusterTiming::collective_cost(const sim::CommOp& op, CommI
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
     cost.algorithm = static_cast<std::uint8_t>(p.algorithm);
     cost.protocol = static_cast<std::uint8_t>(p.protocol);
-    std::map<std::uint32_t, double> own;
-    add_collective_load(op.kind, p.algorithm, cm.members, own);
-    if (symmetric) {
-      std::map<std::uint32_t, double> load;
-      for (CommId image : comms_by_class_.at(cm.symmetry_class)) {
-        add_collective_load(op.kind, p.algorithm, graph_.communicator(image).members, load);
+    const auto demand_key = std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), cost.algorithm);
+    auto d = collective_demands_.find(demand_key);
+    if (d == collective_demands_.end()) {
+      std::map<std::uint32_t, double> own;
+      add_collective_load(op.kind, p.algorithm, cm.members, own);
+      std::vector<sim::Demand> demands;
+      if (symmetric) {
+        std::map<std::uint32_t, double> load;
+        for (CommId image : comms_by_class_.at(cm.symmetry_class)) {
+          add_collective_load(op.kind, p.algorithm, graph_.communicator(image).members, load);
+        }
+        demands = to_demands(load, &own);
+      } else {
+        demands = to_demands(own);
       }
-      cost.demands = to_demands(load, &own);
-    } else {
-      cost.demands = to_demands(own);
+      d = collective_demands_.emplace(demand_key, std::move(demands)).first;
     }
+    cost.demands = d->second;
   }
   return collective_cache_.emplace(key, std::move(cost)).first->second;
 }
@@ -164,24 +171,31 @@ const sim::CommCost& ClusterTiming::transfer_cost(Bytes bytes, RankId src, RankI
     cost.latency = Duration::from_seconds(p.latency_us * 1e-6);
     cost.volume = bytes.as_double();
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
-    auto add = [&](int x, int y, std::map<std::uint32_t, double>& load) {
-      route_scratch_.clear();
-      cluster_.route(x, y, route_scratch_);
-      for (ResourceId r : route_scratch_) load[sim::index(r)] += 1.0;
-    };
-    std::map<std::uint32_t, double> own;
-    add(a, b, own);
-    if (symmetric) {
-      std::map<std::uint32_t, double> load;
-      for (RankId x : ranks_by_class_[graph_.class_of(src)]) {
-        if (graph_.has_peer(x, src_slot)) {
-          add(static_cast<int>(sim::index(x)), static_cast<int>(sim::index(graph_.peer(x, src_slot))), load);
+    const auto demand_key = std::make_tuple(key_id, src_slot, symmetric);
+    auto d = transfer_demands_.find(demand_key);
+    if (d == transfer_demands_.end()) {
+      auto add = [&](int x, int y, std::map<std::uint32_t, double>& load) {
+        route_scratch_.clear();
+        cluster_.route(x, y, route_scratch_);
+        for (ResourceId r : route_scratch_) load[sim::index(r)] += 1.0;
+      };
+      std::map<std::uint32_t, double> own;
+      add(a, b, own);
+      std::vector<sim::Demand> demands;
+      if (symmetric) {
+        std::map<std::uint32_t, double> load;
+        for (RankId x : ranks_by_class_[graph_.class_of(src)]) {
+          if (graph_.has_peer(x, src_slot)) {
+            add(static_cast<int>(sim::index(x)), static_cast<int>(sim::index(graph_.peer(x, src_slot))), load);
+          }
         }
+        demands = to_demands(load, &own);
+      } else {
+        demands = to_demands(own);
       }
-      cost.demands = to_demands(load, &own);
-    } else {
-      cost.demands = to_demands(own);
+      d = transfer_demands_.emplace(demand_key, std::move(demands)).first;
     }
+    cost.demands = d->second;
   }
   return transfer_cache_.emplace(key, std::move(cost)).first->second;
 }

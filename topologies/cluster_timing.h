@@ -53,7 +53,10 @@ class ClusterTiming final : public sim::TimingModel {
   std::map<std::uint32_t, std::vector<sim::CommId>> comms_by_class_;
   std::vector<std::vector<sim::RankId>> ranks_by_class_;
   std::map<std::tuple<std::uint32_t, bool, std::uint8_t, std::int64_t>, sim::CommCost> collective_cache_;
+  // Link loads depend on the communicator and the algorithm, not on the message size.
+  std::map<std::tuple<std::uint32_t, bool, std::uint8_t, std::uint8_t>, std::vector<sim::Demand>> collective_demands_;
   std::map<std::tuple<std::uint32_t, std::uint16_t, bool, std::int64_t>, sim::CommCost> transfer_cache_;
+  std::map<std::tuple<std::uint32_t, std::uint16_t, bool>, std::vector<sim::Demand>> transfer_demands_;
   mutable std::vector<ResourceId> route_scratch_;
 };
 
