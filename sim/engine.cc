@@ -65,7 +65,7 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
 EngineResult Engine::run() {
   for (std::size_t i = 0; i < result_.ranks.size(); ++i) {
     const std::uint32_t r = index(result_.ranks[i]);
-    change_memory(r, graph_.rank_class(graph_.class_of(result_.ranks[i])).static_memory_bytes);
+    change_memory(r, graph_.rank_class(graph_.class_of(result_.ranks[i])).static_memory_bytes, queue_.now());
   }
   for (RankId r : result_.ranks) try_start_all(index(r));
   while (!queue_.empty()) {
@@ -156,14 +156,11 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   st.transfer_start = now;
   st.algorithm = st.protocol = 0;
   st.speed_fraction = 1;
-  if (task.alloc_bytes != 0) change_memory(rank, task.alloc_bytes);
+  if (task.alloc_bytes != 0) change_memory(rank, task.alloc_bytes, now);
   switch (task.kind) {
-    case TaskKind::kCompute: {
-      Duration d = kernel_time_[graph_.class_of(RankId{rank})][task.payload];
-      if (slowdown_[rank] != 1.0) d = d.scaled(slowdown_[rank]);
-      queue_.push(now + d, 0, EventPayload{EventKind::kTaskDone, rank, s});
+    case TaskKind::kCompute:
+      start_compute_chain(rank, s, rc, order[st.next - 1]);
       break;
-    }
     case TaskKind::kCollective:
       post_collective(rank, s, task, rc);
       break;
@@ -175,6 +172,53 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
       }
       break;
   }
+}
+
+Duration Engine::compute_duration(std::uint32_t rank, std::uint32_t cls, const Task& task) const {
+  Duration d = kernel_time_[cls][task.payload];
+  if (slowdown_[rank] != 1.0) d = d.scaled(slowdown_[rank]);
+  return d;
+}
+
+// Runs compute task `first` and, without further events, the compute tasks that follow it on
+// the stream as long as nothing else waits for the one before and the next one's dependencies
+// are already done: their start times are then fixed (each starts when its predecessor ends),
+// so one completion event at the end of the chain is exact.
+void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const RankClass& rc, TaskIndex first) {
+  StreamState& st = stream_state(rank, s);
+  const std::uint32_t cls = graph_.class_of(RankId{rank});
+  const auto& order = rc.stream_tasks[s];
+  const auto& dependents = dependent_streams_[cls];
+  TaskIndex current = first;
+  TimePoint start = queue_.now();
+  TimePoint end = start + compute_duration(rank, cls, rc.tasks[current]);
+  while (dependents[current] == 0 && st.next < order.size()) {
+    const TaskIndex next = order[st.next];
+    const Task& nt = rc.tasks[next];
+    if (nt.kind != TaskKind::kCompute) break;
+    bool ready = true;
+    for (std::uint32_t i = 0; i < nt.deps_count && ready; ++i) ready = dep_done(rank, rc, rc.deps[nt.deps_begin + i]);
+    if (!ready) break;
+    // `current` ends at `end`; `next` starts then.
+    finish_compute(rank, rc.tasks[current], current, start, end);
+    ++st.next;
+    if (nt.alloc_bytes != 0) change_memory(rank, nt.alloc_bytes, end);
+    current = next;
+    start = end;
+    end = start + compute_duration(rank, cls, nt);
+  }
+  st.posted = start;
+  st.transfer_start = start;
+  queue_.push(end, 0, EventPayload{EventKind::kTaskDone, rank, s});
+}
+
+// Book-keeping of a compute task that ended inside a chain (no event of its own).
+void Engine::finish_compute(std::uint32_t rank, const Task& task, TaskIndex index, TimePoint start, TimePoint end) {
+  ++result_.tasks_executed;
+  if (task.free_bytes != 0) change_memory(rank, -task.free_bytes, end);
+  RankAccount& acc = result_.accounts[account_of_[rank]];
+  acc.busy[task.category] += end - start;
+  if (recorded_[rank]) result_.records.push_back(TaskRecord{RankId{rank}, index, start, start, end, 0, 0, 1});
 }
 
 void Engine::attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& task,
@@ -312,7 +356,7 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   st.last_end = now;
   st.last_transfer_start = st.transfer_start;
   ++result_.tasks_executed;
-  if (task.free_bytes != 0) change_memory(rank, -task.free_bytes);
+  if (task.free_bytes != 0) change_memory(rank, -task.free_bytes, now);
   RankAccount& acc = result_.accounts[account_of_[rank]];
   acc.busy[task.category] += now - st.transfer_start;
   acc.finish = now;
@@ -327,20 +371,19 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   try_start_streams(rank, (1u << s) | dependent_streams_[graph_.class_of(RankId{rank})][ti]);
 }
 
-void Engine::change_memory(std::uint32_t rank, std::int64_t delta) {
+void Engine::change_memory(std::uint32_t rank, std::int64_t delta, TimePoint at) {
   std::int64_t& m = memory_[rank];
   m += delta;
   RankAccount& acc = result_.accounts[account_of_[rank]];
   if (m > acc.peak_memory_bytes) {
     acc.peak_memory_bytes = m;
-    acc.peak_memory_time = queue_.now();
+    acc.peak_memory_time = at;
   }
   if (recorded_[rank]) {
-    if (!result_.memory.empty() && result_.memory.back().rank == RankId{rank} &&
-        result_.memory.back().time == queue_.now()) {
+    if (!result_.memory.empty() && result_.memory.back().rank == RankId{rank} && result_.memory.back().time == at) {
       result_.memory.back().bytes = m;
     } else {
-      result_.memory.push_back(MemorySample{RankId{rank}, queue_.now(), m});
+      result_.memory.push_back(MemorySample{RankId{rank}, at, m});
     }
   }
 }

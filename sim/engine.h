@@ -145,7 +145,10 @@ class Engine {
   void finish_instance(std::uint32_t inst);
   void complete_task(std::uint32_t rank, std::uint32_t s);
   void schedule_flows();
-  void change_memory(std::uint32_t rank, std::int64_t delta);
+  void change_memory(std::uint32_t rank, std::int64_t delta, TimePoint at);
+  Duration compute_duration(std::uint32_t rank, std::uint32_t cls, const Task& task) const;
+  void start_compute_chain(std::uint32_t rank, std::uint32_t s, const RankClass& rc, TaskIndex first);
+  void finish_compute(std::uint32_t rank, const Task& task, TaskIndex index, TimePoint start, TimePoint end);
   [[noreturn]] void report_deadlock();
 
   const TaskGraph& graph_;
