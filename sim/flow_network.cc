@@ -102,8 +102,8 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, 
       }
     }
   }
-  std::sort(comp_flows_.begin(), comp_flows_.end());
-  std::sort(comp_resources_.begin(), comp_resources_.end());
+  // No sorting needed: the search visits resources and their users in insertion order, which
+  // is deterministic.
 
   // Bring every flow's remaining volume up to `now` at its old rate.
   std::vector<double> old_fraction;

@@ -6,8 +6,8 @@
 // share every resource max-min fairly in the fraction x_f of their own max_rate they achieve:
 // progressive filling raises all x together, freezing the flows of a resource when it saturates,
 // until every flow is frozen or at x = 1. Only the flows connected to a change (through shared
-// resources) are re-solved. Integer time; the solver visits flows and resources in id order, so
-// results are deterministic.
+// resources) are re-solved. Integer time; the solver visits flows and resources in a fixed
+// (insertion) order, so results are deterministic.
 
 #include <cstdint>
 #include <span>
