@@ -184,6 +184,30 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
     out.stages.push_back(std::move(sr));
   }
   out.fits = out.peak_bytes_per_gpu <= out.capacity_bytes_per_gpu;
+
+  if (s.simulation.full && out.engine.ranks.size() > 1) {
+    std::vector<double> work(out.engine.ranks.size());
+    for (std::size_t i = 0; i < work.size(); ++i) {
+      const TimeBreakdown b = breakdown_of(out.engine.accounts[i], out.engine.makespan);
+      work[i] = b.compute_s + b.recompute_s + b.optimizer_s + b.exposed_communication_s;
+    }
+    const std::size_t worst = static_cast<std::size_t>(std::max_element(work.begin(), work.end()) - work.begin());
+    Bottleneck bn;
+    bn.rank = sim::index(out.engine.ranks[worst]);
+    bn.coord = w.layout.coord(bn.rank);
+    bn.work_s = work[worst];
+    std::vector<double> sorted = work;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
+    bn.median_work_s = sorted[sorted.size() / 2];
+    out.bottleneck = bn;
+  }
+  if (!s.simulation.stragglers.empty() || !s.simulation.degraded_links.empty()) {
+    config::Scenario nominal = s;
+    nominal.simulation.stragglers.clear();
+    nominal.simulation.degraded_links.clear();
+    nominal.simulation.full = false;
+    out.nominal_iteration_time_s = simulate(nominal, RunOptions{{}, false}).iteration_time_s;
+  }
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,16 @@ struct TimeBreakdown {
   std::vector<std::pair<std::string, double>> communication_by_kind;
 };
 
+// The rank that bounds a full-fidelity iteration: the one with the most work of its own
+// (compute, recompute, optimizer and the communication it could not hide), which the others
+// end up waiting for at the next collective.
+struct Bottleneck {
+  std::int64_t rank = 0;
+  models::RankCoord coord;
+  double work_s = 0;
+  double median_work_s = 0;
+};
+
 struct StageReport {
   std::int64_t stage = 0;
   std::int64_t layers = 0;
@@ -67,6 +78,8 @@ struct RunResult {
   std::int64_t critical_rank = 0;
   TimeBreakdown breakdown;  // of the critical rank
   std::vector<StageReport> stages;
+  std::optional<Bottleneck> bottleneck;          // full fidelity only
+  std::optional<double> nominal_iteration_time_s;  // with stragglers/degraded links: the same plan without them
   std::int64_t peak_bytes_per_gpu = 0;
   std::int64_t capacity_bytes_per_gpu = 0;
   bool fits = true;

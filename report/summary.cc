@@ -110,6 +110,17 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
     per_stage.push_back(b);
   }
   j["stage_breakdown"] = per_stage;
+  if (r.bottleneck) {
+    const Bottleneck& b = *r.bottleneck;
+    Json bn{{"rank", b.rank},          {"tp", b.coord.tp},           {"cp", b.coord.cp},
+            {"dp", b.coord.dp},        {"pp", b.coord.pp},           {"work_s", tidy(b.work_s)},
+            {"median_work_s", tidy(b.median_work_s)}, {"excess_s", tidy(b.work_s - b.median_work_s)}};
+    if (r.nominal_iteration_time_s) {
+      bn["nominal_iteration_time_s"] = tidy(*r.nominal_iteration_time_s);
+      bn["slowdown_vs_nominal"] = tidy(r.iteration_time_s / *r.nominal_iteration_time_s - 1);
+    }
+    j["bottleneck"] = bn;
+  }
   if (s.training.train_tokens) {
     const double seconds = *s.training.train_tokens / r.tokens_per_s;
     j["train_tokens"] = *s.training.train_tokens;
@@ -170,6 +181,16 @@ std::string summary_text(const RunResult& r) {
   }
   if (b.synchronization_wait_s > 0) row("waiting for peers     ", b.synchronization_wait_s);
   row("idle                  ", b.idle_s);
+  if (r.bottleneck) {
+    const Bottleneck& bn = *r.bottleneck;
+    o << "\n  bounded by rank " << bn.rank << " (pp " << bn.coord.pp << ", dp " << bn.coord.dp << ", tp " << bn.coord.tp
+      << "): " << fmt("%.3f s", bn.work_s) << " of its own work vs " << fmt("%.3f s", bn.median_work_s) << " for the median rank";
+    if (r.nominal_iteration_time_s) {
+      o << "; iteration " << fmt("%+.1f%%", 100 * (r.iteration_time_s / *r.nominal_iteration_time_s - 1)) << " vs "
+        << fmt("%.3f s", *r.nominal_iteration_time_s) << " without stragglers/degraded links";
+    }
+    o << "\n";
+  }
   o << "\n  memory per GPU by pipeline stage (GiB)\n";
   o << "    stage  layers  weights  grads  optimizer  activations   peak\n";
   for (const StageReport& st : r.stages) {
