@@ -25,8 +25,18 @@ int compare(const CompareArgs& args) {
   std::vector<std::string> set_a = args.both, set_b = args.both;
   set_a.insert(set_a.end(), args.only_a.begin(), args.only_a.end());
   set_b.insert(set_b.end(), args.only_b.begin(), args.only_b.end());
-  const config::Scenario a = config::load_scenario(args.a, set_a);
-  const config::Scenario b = config::load_scenario(args.b, set_b);
+  // A scenario changed on the command line says so in its name (A and B may be one file).
+  auto load = [](const std::string& file, const std::vector<std::string>& overrides) {
+    config::Scenario s = config::load_scenario(file, overrides);
+    if (!overrides.empty()) {
+      s.name += " [";
+      for (std::size_t i = 0; i < overrides.size(); ++i) s.name += (i ? ", " : "") + overrides[i];
+      s.name += "]";
+    }
+    return s;
+  };
+  const config::Scenario a = load(args.a, set_a);
+  const config::Scenario b = load(args.b, set_b);
   report::RunOptions options;
   options.record = !args.svg.empty() || !args.html.empty();
   const report::RunResult ra = report::simulate(a, options);

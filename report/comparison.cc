@@ -19,8 +19,11 @@ std::string fmt(const char* f, double x) {
   return buf;
 }
 
-std::string upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+// "TP", "DP", ... for the parallelism kinds; other kinds ("embedding", "other") as they are.
+std::string kind_label(const std::string& kind) {
+  if (kind.size() != 2) return kind;
+  std::string s = kind;
+  for (char& c : s) c = static_cast<char>(c - 'a' + 'A');
   return s;
 }
 
@@ -65,7 +68,7 @@ Comparison compare_runs(const RunResult& a, const RunResult& b) {
   for (std::size_t i = 0; i < x.exposed_by_kind.size(); ++i) {
     const std::string& kind = x.exposed_by_kind[i].first;
     const double other = i < y.exposed_by_kind.size() ? y.exposed_by_kind[i].second : 0;
-    add("exposed_" + kind + "_communication", "exposed " + upper(kind) + " communication", x.exposed_by_kind[i].second, other);
+    add("exposed_" + kind + "_communication", "exposed " + kind_label(kind) + " communication", x.exposed_by_kind[i].second, other);
   }
   add("synchronization_wait", "waiting for peers", x.synchronization_wait_s, y.synchronization_wait_s);
   add("idle", "idle", x.idle_s, y.idle_s);
@@ -82,7 +85,7 @@ std::string comparison_text(const RunResult& a, const RunResult& b) {
   o << "B  " << b.scenario.name << "\n   " << plan_summary(b) << "\n\n";
   const std::size_t w = 14;
   auto row = [&](const std::string& label, const std::string& av, const std::string& bv, const std::string& change) {
-    o << "  " << label << std::string(label.size() < 24 ? 24 - label.size() : 1, ' ') << pad(av, w) << pad(bv, w) << "   "
+    o << "  " << label << std::string(label.size() < 34 ? 34 - label.size() : 1, ' ') << pad(av, w) << pad(bv, w) << "   "
       << change << "\n";
   };
   row("", "A", "B", "  B - A");
@@ -106,6 +109,7 @@ std::string comparison_text(const RunResult& a, const RunResult& b) {
       row(label, fmt("%.2f GiB", static_cast<double>(av) / gib), fmt("%.2f GiB", static_cast<double>(bv) / gib),
           signed_fmt("%.2f GiB", static_cast<double>(bv - av) / gib));
     };
+    row("  on pipeline stage", std::to_string(sa->stage), std::to_string(sb->stage), "");
     mem_row("  weights", sa->static_memory.weights, sb->static_memory.weights);
     mem_row("  gradients", sa->static_memory.gradients, sb->static_memory.gradients);
     mem_row("  optimizer states", sa->static_memory.optimizer_states, sb->static_memory.optimizer_states);
@@ -116,19 +120,28 @@ std::string comparison_text(const RunResult& a, const RunResult& b) {
       signed_fmt("%.1f", 100 * (bubble_fraction(b) - bubble_fraction(a))) + " points");
 
   const Comparison c = compare_runs(a, b);
+  // Shares of a change within the noise of the attribution are not worth printing.
+  const bool significant = std::abs(c.change_s) >= 0.005 * a.iteration_time_s;
   o << "\n  where the iteration time changed (A: rank " << a.critical_rank << ", B: rank " << b.critical_rank
     << ", the last to finish)\n";
-  row("", "A", "B", "  B - A     share of the change");
+  row("", "A", "B", significant ? "  B - A     share of the change" : "  B - A");
   for (const Cause& cause : c.causes) {
-    if (cause.a_s == 0 && cause.b_s == 0) continue;
+    if (std::abs(cause.a_s) < 5e-5 && std::abs(cause.b_s) < 5e-5) continue;  // 0.0000 s on both sides
     std::string change = signed_fmt("%.4f s", cause.change_s());
-    if (c.change_s != 0) change += "  " + pad(fmt("%.0f%%", 100 * cause.change_s() / c.change_s), 6);
+    if (significant) {
+      const double share = 100 * cause.change_s() / c.change_s;
+      change += "  " + pad(std::abs(share) < 0.5 ? "0%" : fmt("%.0f%%", share), 6);
+    }
     row("  " + cause.label, fmt("%.4f s", cause.a_s), fmt("%.4f s", cause.b_s), change);
   }
   row("  total", fmt("%.4f s", a.iteration_time_s), fmt("%.4f s", b.iteration_time_s), signed_fmt("%.4f s", c.change_s));
   const Cause& top = c.causes[c.largest];
-  o << "\n  largest cause: " << top.label << " (" << signed_fmt("%.4f s", top.change_s()) << " of "
-    << signed_fmt("%.4f s", c.change_s) << ")\n";
+  if (!significant) {
+    o << "\n  the iteration times differ by less than 0.5%: no cause to single out\n";
+  } else {
+    o << "\n  largest cause: " << top.label << " (" << signed_fmt("%.4f s", top.change_s()) << " of "
+      << signed_fmt("%.4f s", c.change_s) << ")\n";
+  }
   return o.str();
 }
 

@@ -64,8 +64,8 @@ void data_json(const std::vector<Timeline>& panels, const PictureLayout& L, doub
         << ",\"title\":" << js_string(t.title) << ",\"sectionY\":" << fixed(box.section_y - top, 1) << ",\"axisY\":" << fixed(box.axis_y - top, 1)
         << ",\"lanesTop\":" << fixed(box.lanes_top - top, 1) << ",\"memY\":" << fixed(box.memory_y - top, 1) << ",\"memH\":"
         << fixed(box.memory_height, 1) << ",\"makespan\":" << ns(t.makespan_ps) << ",\"capacity\":" << t.capacity_bytes
-        << ",\"memTop\":" << memory_top(t) << ",\"memTicks\":[";
-    const auto mticks = memory_ticks(memory_top(t));
+        << ",\"memTop\":" << memory_top(panels) << ",\"memTicks\":[";
+    const auto mticks = memory_ticks(memory_top(panels));
     for (std::size_t i = 0; i < mticks.size(); ++i) out << (i ? "," : "") << "[" << mticks[i].first << "," << js_string(mticks[i].second) << "]";
     out << "],\n\"names\":[";
     for (std::size_t i = 0; i < t.names.size(); ++i) out << (i ? "," : "") << js_string(t.names[i]);
@@ -241,6 +241,13 @@ constexpr const char* kScript = R"JS(
         el("text", { x: D.plotX + D.plotW - 4, y: P.memY - 3, "font-size": 9.5, fill: "#d62728", "text-anchor": "end" }, mg,
            "capacity " + (P.capacity / 1073741824).toFixed(1) + " GiB \u2191 above this scale");
       }
+      if (P.lanes.length <= 6) {
+        P.lanes.forEach(function (L, li) {
+          var ky = P.memY + 8 + 11 * li;
+          el("line", { x1: D.plotX + D.plotW + 6, x2: D.plotX + D.plotW + 16, y1: ky, y2: ky, stroke: L.color, "stroke-width": 2 }, mg);
+          el("text", { x: D.plotX + D.plotW + 19, y: ky + 3, "font-size": 9.5, fill: "#444" }, mg, L.label.split(" \u00b7 ")[0]);
+        });
+      }
       var clip = el("g", { "clip-path": "url(#plot)" }, mg);
       P.lanes.forEach(function (L) {
         var pts = [], m = L.mem, prev = m.length ? m[1] : 0;
@@ -309,6 +316,9 @@ constexpr const char* kScript = R"JS(
   document.getElementById("zout").onclick = function () { zoom(2, (t0 + t1) / 2); };
   document.getElementById("reset").onclick = function () { t0 = 0; t1 = D.axis; render(); };
   svg.addEventListener("dblclick", function () { t0 = 0; t1 = D.axis; render(); });
+  // A view to open with: page.html#t=START-END (nanoseconds).
+  var m = /#t=([0-9.]+)-([0-9.]+)/.exec(window.location.hash);
+  if (m && +m[2] > +m[1]) clampView(+m[1], +m[2]);
   render();
 })();
 )JS";

@@ -135,6 +135,12 @@ std::int64_t memory_top(const Timeline& t) {
   return std::max<std::int64_t>(1, top + top / 25);
 }
 
+std::int64_t memory_top(const std::vector<Timeline>& panels) {
+  std::int64_t top = 1;
+  for (const Timeline& t : panels) top = std::max(top, memory_top(t));
+  return top;
+}
+
 std::vector<std::pair<std::int64_t, std::string>> memory_ticks(std::int64_t top_bytes) {
   std::vector<std::pair<std::int64_t, std::string>> ticks;
   const double top = static_cast<double>(top_bytes) / 1073741824.0;

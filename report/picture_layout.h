@@ -68,6 +68,8 @@ std::vector<std::pair<std::int64_t, std::string>> memory_ticks(std::int64_t top_
 // Upper end of a panel's memory strip: above the capacity when the peak exceeds 40% of it,
 // otherwise 1.3x the peak (the capacity line is then off the strip).
 std::int64_t memory_top(const Timeline& t);
+// The same for several panels: one scale for all, so their strips compare at a glance.
+std::int64_t memory_top(const std::vector<Timeline>& panels);
 
 // Colour of lane i of n in the memory strip (dark blue for the first stage to light for the last).
 std::string lane_color(std::size_t i, std::size_t n);

@@ -198,7 +198,7 @@ class SvgWriter {
   }
 
   void memory(const Timeline& t, const PanelBox& box) {
-    const std::int64_t top = memory_top(t);
+    const std::int64_t top = memory_top(panels_);
     const double y0 = box.memory_y, h = box.memory_height;
     auto y_of = [&](std::int64_t bytes) { return y0 + h - static_cast<double>(bytes) / static_cast<double>(top) * h; };
     out_ << "<g class=\"memory\">\n";

@@ -117,7 +117,8 @@ std::string plan_summary(const RunResult& r) {
   if (s.parallel.use_distributed_optimizer) out += " +dist-opt";
   if (s.parallel.zero_stage > 0) out += " ZeRO-" + std::to_string(s.parallel.zero_stage);
   out += " \xc2\xb7 " + std::string(models::to_string(s.training.pipeline_schedule));
-  out += ", " + std::to_string(w.microbatches) + " micro-batches of " + std::to_string(s.training.micro_batch_size);
+  out += ", " + std::to_string(w.microbatches) + (w.microbatches == 1 ? " micro-batch of " : " micro-batches of ") +
+         std::to_string(s.training.micro_batch_size);
   if (s.training.recompute_granularity != models::RecomputeGranularity::kNone) {
     out += ", " + std::string(models::to_string(s.training.recompute_granularity)) + " recompute";
   }

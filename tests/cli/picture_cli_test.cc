@@ -52,7 +52,7 @@ std::string gunzip(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("cli: run --svg --html --trace write the pictures and the trace; .gz compresses") {
+TEST_CASE("cli: run --svg --html --trace write the pictures and the trace, and .gz compresses") {
   const TempDir dir;
   const Outcome o = trainsim("run " + kTeaching + "03b-pipeline-1f1b.json --svg " + (dir / "a.svg") + " --html " + (dir / "a.html") +
                              " --trace " + (dir / "a.json") + " --json " + (dir / "summary.json"));
@@ -100,7 +100,7 @@ TEST_CASE("cli: --trace-ranks takes ranks, ranges and 'all', and rejects the res
   }
 }
 
-TEST_CASE("cli: compare prints both summaries and attributes the change; --json and --svg") {
+TEST_CASE("cli: compare prints both summaries and attributes the change, with --json and --svg") {
   const TempDir dir;
   const Outcome o = trainsim("compare " + kTeaching + "03b-pipeline-1f1b.json " + kTeaching + "03c-pipeline-interleaved.json --svg " +
                              (dir / "c.svg") + " --json " + (dir / "c.json"));

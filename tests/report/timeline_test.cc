@@ -241,7 +241,7 @@ TEST_CASE("report/html: self-contained page with the data its script draws") {
   CHECK(data["kinds"].size() == report::kSliceKinds);
 }
 
-TEST_CASE("report/pictures: the same run gives the same bytes; two panels share one axis") {
+TEST_CASE("report/pictures: the same run gives the same bytes, and two panels share one axis") {
   const config::Scenario s = config::load_scenario(teaching("03c-pipeline-interleaved.json"));
   const report::Timeline a = report::build_timeline(report::simulate(s));
   const report::Timeline b = report::build_timeline(report::simulate(s));

@@ -94,7 +94,7 @@ TEST_CASE("report/trace: processes named by coordinates, flows from sends to rec
   CHECK(collective > 0);
 }
 
-TEST_CASE("report/trace: --trace-ranks picks the processes; bad ranks are input errors") {
+TEST_CASE("report/trace: --trace-ranks picks the processes, and bad ranks are input errors") {
   const auto trace = trace_of({}, {0, 6});
   std::set<int> pids;
   for (const auto& e : trace["traceEvents"]) pids.insert(e["pid"].get<int>());
