@@ -61,7 +61,7 @@ void data_json(const std::vector<Timeline>& panels, const PictureLayout& L, doub
     const Timeline& t = panels[p];
     const PanelBox& box = L.panels[p];
     out << (p ? ",\n" : "") << "{\"tag\":" << js_string(panels.size() > 1 ? std::string(1, static_cast<char>('A' + p % 26)) : "")
-        << ",\"title\":" << js_string(t.title) << ",\"sectionY\":" << fixed(box.section_y - top, 1) << ",\"axisY\":" << fixed(box.axis_y - top, 1)
+        << ",\"title\":" << js_string(t.title) << ",\"virtual\":" << t.virtual_stages << ",\"sectionY\":" << fixed(box.section_y - top, 1) << ",\"axisY\":" << fixed(box.axis_y - top, 1)
         << ",\"lanesTop\":" << fixed(box.lanes_top - top, 1) << ",\"memY\":" << fixed(box.memory_y - top, 1) << ",\"memH\":"
         << fixed(box.memory_height, 1) << ",\"makespan\":" << ns(t.makespan_ps) << ",\"capacity\":" << t.capacity_bytes
         << ",\"memTop\":" << memory_top(panels) << ",\"memTicks\":[";
@@ -235,7 +235,7 @@ constexpr const char* kScript = R"JS(
       });
       if (P.capacity <= P.memTop) {
         el("line", { x1: D.plotX, x2: D.plotX + D.plotW, y1: y(P.capacity).toFixed(1), y2: y(P.capacity).toFixed(1), stroke: "#d62728", "stroke-dasharray": "5 3" }, mg);
-        el("text", { x: D.plotX + D.plotW + 6, y: (y(P.capacity) + 3).toFixed(1), "font-size": 9.5, fill: "#d62728" }, mg,
+        el("text", { x: D.plotX + D.plotW - 4, y: (y(P.capacity) - 3).toFixed(1), "font-size": 9.5, fill: "#d62728", "text-anchor": "end" }, mg,
            "capacity " + (P.capacity / 1073741824).toFixed(1) + " GiB");
       } else {
         el("text", { x: D.plotX + D.plotW - 4, y: P.memY - 3, "font-size": 9.5, fill: "#d62728", "text-anchor": "end" }, mg,
@@ -269,7 +269,7 @@ constexpr const char* kScript = R"JS(
     var P = D.panels[b.panel], L = P.lanes[b.lane], R = L.rows[b.row], K = D.kinds[b.k];
     var lines = [(P.tag ? P.tag + " \u00b7 " : "") + L.label + " \u00b7 " + R.label, K.label + (b.nm >= 0 ? ": " + P.names[b.nm] : "")];
     if (b.mb >= 0) lines.push("micro-batch " + (b.mb + 1));
-    if (b.ch >= 0 && D.panels.length && b.ch >= 0) lines.push("model chunk " + b.ch);
+    if (b.ch >= 0 && P.virtual > 1) lines.push("model chunk " + (b.ch + 1) + " of " + P.virtual);
     if (b.l0 >= 0) lines.push(b.l0 === b.l1 ? "layer " + b.l0 : "layers " + b.l0 + "\u2013" + b.l1);
     lines.push(human(b.s) + " \u2192 " + human(b.e) + " (" + human(b.e - b.s) + ")");
     if (b.n > 1) lines.push(b.n + " tasks, busy " + human(b.busy) + " (" + (100 * b.busy / Math.max(1, b.e - b.s)).toFixed(0) + "% of the span)");

@@ -215,8 +215,8 @@ class SvgWriter {
     if (t.capacity_bytes <= top) {
       const std::string cap_y = fixed(y_of(t.capacity_bytes), 1);
       out_ << "<line class=\"cap\" x1=\"" << fixed(L_.plot_x, 1) << "\" x2=\"" << fixed(L_.plot_x + L_.plot_width, 1)
-           << "\" y1=\"" << cap_y << "\" y2=\"" << cap_y << "\"/><text class=\"stat\" style=\"fill:#d62728\" x=\""
-           << fixed(L_.plot_x + L_.plot_width + 6, 1) << "\" y=\"" << fixed(y_of(t.capacity_bytes) + 3, 1) << "\">capacity "
+           << "\" y1=\"" << cap_y << "\" y2=\"" << cap_y << "\"/><text class=\"stat\" style=\"fill:#d62728;text-anchor:end\" x=\""
+           << fixed(L_.plot_x + L_.plot_width - 4, 1) << "\" y=\"" << fixed(y_of(t.capacity_bytes) - 3, 1) << "\">capacity "
            << gib(t.capacity_bytes) << "</text>\n";
     } else {
       out_ << "<text class=\"stat\" style=\"fill:#d62728;text-anchor:end\" x=\"" << fixed(L_.plot_x + L_.plot_width - 4, 1)
