@@ -16,6 +16,6 @@ namespace trainsim::report {
 void write_svg(const std::vector<Timeline>& panels, std::ostream& out);
 
 // Upper bound on the blocks one picture draws; beyond it the resolution coarsens.
-inline constexpr std::size_t kMaxSvgBlocks = 20000;
+inline constexpr std::size_t kMaxSvgBlocks = 30000;
 
 }  // namespace trainsim::report

@@ -426,20 +426,30 @@ Timeline build_timeline(const RunResult& r) {
 }
 
 Timeline merge(const Timeline& t, std::int64_t resolution_ps, std::size_t max_slices) {
-  std::int64_t resolution = std::max<std::int64_t>(1, resolution_ps);
+  // Over budget, the communication rows coarsen first (up to 16x): the compute row's alternation
+  // of forward and backward passes is what a reader looks for.
+  const std::int64_t base = std::max<std::int64_t>(1, resolution_ps);
+  std::int64_t compute = base, comm = base;
   while (true) {
     Timeline out = t;
     std::size_t count = 0;
     for (Lane& lane : out.lanes) {
-      for (Row& row : lane.rows) {
+      for (std::size_t r = 0; r < lane.rows.size(); ++r) {
+        Row& row = lane.rows[r];
+        const std::int64_t resolution = r == 0 ? compute : comm;
         row.slices = merge_slices(row.slices, resolution);
         row.gaps = merge_slices(row.gaps, resolution);
         count += row.slices.size() + row.gaps.size();
       }
-      lane.memory = merge_memory(lane.memory, resolution);
+      lane.memory = merge_memory(lane.memory, compute);
     }
-    if (count <= max_slices || resolution > t.makespan_ps) return out;
-    resolution *= 2;
+    if (count <= max_slices || compute > t.makespan_ps) return out;
+    if (comm < 16 * base) {
+      comm *= 2;
+    } else {
+      compute *= 2;
+      comm *= 2;
+    }
   }
 }
 

@@ -99,8 +99,8 @@ inline constexpr std::size_t kMaxLanes = 64;  // more recorded ranks: the first 
 Timeline build_timeline(const RunResult& r);
 
 // `t` summarised at `resolution_ps`; when that leaves more than `max_slices` slices and gaps the
-// resolution doubles until it does not. Memory keeps, per resolution step, its maximum and last
-// value (so peaks survive).
+// resolution doubles until it does not, for the communication rows first (up to 16 times), then
+// for all. Memory keeps, per resolution step, its maximum and last value (so peaks survive).
 Timeline merge(const Timeline& t, std::int64_t resolution_ps, std::size_t max_slices);
 
 // The plan in one line: "TP 2 PP 4 DP 1 +SP · 1f1b, 8 micro-batches of 1, selective recompute".
