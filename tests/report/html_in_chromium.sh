@@ -4,7 +4,9 @@
 #   `chromium` package) and checks that its inline script drew what a reader needs: the DOM
 #   after the script ran must hold one lane per pipeline stage (4), a memory line per lane, the
 #   legend and a labelled time axis. Also writes a screenshot to PNG (default: a scratch file) so
-#   a person can look at it. Exits 77 (ctest: skipped) when chromium is not installed.
+#   a person can look at it. Where Node.js can speak the DevTools protocol (node >= 20 with
+#   --experimental-websocket), also hovers a block, zooms and pans (html_interaction.mjs).
+#   Exits 77 (ctest: skipped) when chromium is not installed.
 set -euo pipefail
 trainsim=$1
 png=${2:-}
@@ -33,6 +35,11 @@ echo "chromium drew: $lanes lanes, $memory memory lines, $legend legend entries,
   "zoomed to 2 ms: $zoomed_lanes lanes, $zoomed_ticks axis labels in µs"
 [ -s "$work/page.png" ] || { echo "FAIL: no screenshot"; exit 1; }
 if [ -n "$png" ]; then cp "$work/page.png" "$png"; echo "screenshot: $png"; fi
+if command -v node >/dev/null && node --experimental-websocket -e 'process.exit(typeof WebSocket === "function" ? 0 : 1)' 2>/dev/null; then
+  node --experimental-websocket "$(dirname "$0")/html_interaction.mjs" "$work/page.html" "$work/profile-interaction" 2>/dev/null
+else
+  echo "hover/zoom/pan check skipped: no node with --experimental-websocket"
+fi
 [ "$lanes" -eq 4 ] && [ "$memory" -eq 4 ] && [ "$legend" -ge 5 ] && [ "$ticks" -ge 10 ] && [ "$blocks" -ge 100 ] &&
   [ "$zoomed_lanes" -eq 4 ] && [ "$zoomed_ticks" -ge 10 ] ||
   { echo "FAIL: the page's script did not draw the lanes, legend and axis"; exit 1; }
