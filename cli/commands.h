@@ -30,9 +30,10 @@ class Registry {
 CLI::App* subcommand(CLI::App& parent, const std::string& name, const std::string& description);
 
 void add_run_command(CLI::App& app, Registry& registry);
+void add_compare_command(CLI::App& app, Registry& registry);
 
-// Opens `path` for writing ("-" is stdout) and calls `write`. Throws InputError when the file
-// cannot be written.
+// Opens `path` for writing ("-" is stdout; gzip-compressed when it ends in ".gz") and calls
+// `write`. Throws InputError when the file cannot be written.
 void write_output(const std::string& path, const std::function<void(std::ostream&)>& write);
 
 }  // namespace trainsim::cli

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/gzip_stream.h"
 #include "sim/error.h"
 
 namespace trainsim::cli {
@@ -10,6 +11,14 @@ void write_output(const std::string& path, const std::function<void(std::ostream
   if (path == "-") {
     write(std::cout);
     std::cout.flush();
+    return;
+  }
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
+    GzipStreambuf buffer(path);
+    std::ostream out(&buffer);
+    write(out);
+    out.flush();
+    buffer.finish();
     return;
   }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -122,7 +122,25 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
   if (options.record) {
     if (!options.record_ranks.empty()) {
       for (std::int64_t r : options.record_ranks) {
-        if (r >= 0 && r < s.num_gpus()) eo.record_ranks.push_back(sim::RankId{static_cast<std::uint32_t>(r)});
+        if (r < 0 || r >= s.num_gpus()) {
+          throw InputError("--trace-ranks", "", "rank " + std::to_string(r) + " does not exist (the scenario has " +
+                                                    std::to_string(s.num_gpus()) + " GPUs)");
+        }
+        const sim::RankId rank{static_cast<std::uint32_t>(r)};
+        if (!s.simulation.full && !w.graph.is_simulated(rank)) {
+          sim::RankId rep = rank;
+          for (sim::RankId sr : w.graph.simulated_ranks()) {
+            if (w.graph.class_of(sr) == w.graph.class_of(rank)) {
+              rep = sr;
+              break;
+            }
+          }
+          throw InputError("--trace-ranks", "",
+                           "rank " + std::to_string(r) + " is not simulated under fidelity \"symmetric\" (it does what rank " +
+                               std::to_string(sim::index(rep)) +
+                               " of its pipeline stage does); pick simulated ranks or set simulation.fidelity=\"full\"");
+        }
+        eo.record_ranks.push_back(rank);
       }
     } else {
       eo.record_ranks = w.graph.simulated_ranks();

@@ -19,7 +19,8 @@ namespace trainsim::report {
 
 struct RunOptions {
   // Ranks whose timeline is recorded for traces and pictures. Empty: every simulated rank in
-  // symmetric mode; the first rank of each pipeline stage in full mode.
+  // symmetric mode; the first rank of each pipeline stage in full mode. simulate() throws
+  // InputError for a rank that does not exist or (symmetric mode) is not simulated.
   std::vector<std::int64_t> record_ranks;
   bool record = true;  // false: no timeline at all (fastest; summary only)
 };

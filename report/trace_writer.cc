@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,89 @@ const char* stream_label(std::uint8_t s) {
   }
 }
 
+// Middle of a record's slice ("X" event) in trace microseconds: where a flow binds to it.
+std::string middle(const sim::TaskRecord& rec) { return micros((rec.start.ps() + rec.end.ps()) / 2); }
+
+// Flow arrows between recorded ranks: from each point-to-point send to its receive (cat
+// "p2p_flow"), and from the first member to arrive at a collective to the last (cat
+// "collective_flow"). Sends and receives match in order per channel (sender, peer slot), as the
+// engine matches them; collectives in order per communicator.
+void write_flows(const RunResult& r, const std::function<void()>& sep, std::ostream& out) {
+  const models::Workload& w = *r.workload;
+  const sim::TaskGraph& g = w.graph;
+  struct End {
+    const sim::TaskRecord* rec;
+    std::uint8_t stream;
+  };
+  // Records per rank in stream order: for each stream, its tasks in position order.
+  std::map<std::uint32_t, std::vector<const sim::TaskRecord*>> by_rank;
+  for (const sim::TaskRecord& rec : r.engine.records) by_rank[sim::index(rec.rank)].push_back(&rec);
+  std::map<std::pair<std::uint32_t, std::uint16_t>, std::vector<End>> sends, recvs;  // (sender, slot)
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::pair<std::uint32_t, End>>> arrivals;  // (comm, seq)
+  for (auto& [rank, recs] : by_rank) {
+    const sim::RankId rid{rank};
+    const sim::RankClass& rc = g.rank_class(g.class_of(rid));
+    std::sort(recs.begin(), recs.end(), [&](const sim::TaskRecord* a, const sim::TaskRecord* b) {
+      const sim::Task& ta = rc.tasks[a->task];
+      const sim::Task& tb = rc.tasks[b->task];
+      return ta.stream != tb.stream ? ta.stream < tb.stream : ta.position < tb.position;
+    });
+    std::map<std::uint32_t, std::uint32_t> seq;  // per communicator
+    for (const sim::TaskRecord* rec : recs) {
+      const sim::Task& t = rc.tasks[rec->task];
+      if (t.kind == sim::TaskKind::kPointToPoint) {
+        for (std::uint32_t i = 0; i < t.payload_count; ++i) {
+          const sim::Transfer& tr = rc.transfers[t.payload + i];
+          if (tr.is_send) {
+            sends[{rank, tr.peer_slot}].push_back(End{rec, t.stream});
+          } else {
+            const std::uint32_t peer = sim::index(g.peer(rid, tr.peer_slot));
+            recvs[{peer, g.reverse_peer_slot(tr.peer_slot)}].push_back(End{rec, t.stream});
+          }
+        }
+      } else if (t.kind == sim::TaskKind::kCollective) {
+        const std::uint32_t comm = sim::index(g.comm(rid, t.slot));
+        arrivals[{comm, seq[comm]++}].emplace_back(rank, End{rec, t.stream});
+      }
+    }
+  }
+  std::uint64_t id = 0;
+  auto flow = [&](const char* cat, const std::string& name, std::uint32_t from_rank, const End& from, const std::string& from_ts,
+                  std::uint32_t to_rank, const End& to) {
+    ++id;
+    sep();
+    out << "{\"name\":\"" << name << "\",\"cat\":\"" << cat << "\",\"ph\":\"s\",\"id\":" << id << ",\"pid\":" << from_rank
+        << ",\"tid\":" << tid_of(from.stream) << ",\"ts\":" << from_ts << "}";
+    sep();
+    out << "{\"name\":\"" << name << "\",\"cat\":\"" << cat << "\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << id
+        << ",\"pid\":" << to_rank << ",\"tid\":" << tid_of(to.stream) << ",\"ts\":" << middle(*to.rec) << "}";
+  };
+  for (const auto& [channel, list] : sends) {
+    auto it = recvs.find(channel);
+    if (it == recvs.end()) continue;
+    const std::uint32_t to_rank = sim::index(g.peer(sim::RankId{channel.first}, channel.second));
+    const std::string name = escape(g.peer_slot_name(channel.second));
+    for (std::size_t k = 0; k < list.size() && k < it->second.size(); ++k) {
+      flow("p2p_flow", "send " + name, channel.first, list[k], middle(*list[k].rec), to_rank, it->second[k]);
+    }
+  }
+  for (const auto& [key, members] : arrivals) {
+    if (members.size() < 2) continue;
+    std::size_t first = 0, last = 0;
+    for (std::size_t i = 1; i < members.size(); ++i) {
+      if (members[i].second.rec->posted < members[first].second.rec->posted) first = i;
+      if (members[i].second.rec->posted >= members[last].second.rec->posted) last = i;
+    }
+    if (first == last) continue;
+    const End& a = members[first].second;
+    // The first arrival binds inside its waiting slice ("wait: ..."), which spans [posted, start].
+    const std::string from_ts = a.rec->start > a.rec->posted ? micros((a.rec->posted.ps() + a.rec->start.ps()) / 2) : middle(*a.rec);
+    const sim::Communicator& cm = g.communicator(sim::CommId{key.first});
+    flow("collective_flow", "arrivals " + escape(g.comm_slot_name(cm.slot)), members[first].first, a, from_ts, members[last].first,
+         members[last].second);
+  }
+}
+
 }  // namespace
 
 void write_trace(const RunResult& r, std::ostream& out) {
@@ -65,7 +150,7 @@ void write_trace(const RunResult& r, std::ostream& out) {
   out << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"trainsim\",\"scenario\":\"" << escape(s.name)
       << "\",\"iteration_time_s\":" << r.iteration_time_s << "},\n\"traceEvents\":[\n";
   bool first = true;
-  auto sep = [&]() {
+  const std::function<void()> sep = [&]() {
     if (!first) out << ",\n";
     first = false;
   };
@@ -146,6 +231,8 @@ void write_trace(const RunResult& r, std::ostream& out) {
     out << "{\"name\":\"" << name << "\",\"cat\":\"" << cat << "\",\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << tid
         << ",\"ts\":" << micros(rec.start.ps()) << ",\"dur\":" << micros((rec.end - rec.start).ps()) << ",\"args\":{" << args << "}}";
   }
+
+  write_flows(r, sep, out);
 
   // Memory counters.
   for (const sim::MemorySample& m : r.engine.memory) {

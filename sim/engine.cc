@@ -332,15 +332,17 @@ void Engine::start_instance(std::uint32_t inst) {
 }
 
 void Engine::finish_instance(std::uint32_t inst) {
-  Instance& in = instances_[inst];
-  for (const Waiter& w : in.waiters) {
+  // complete_task() may start new instances and so reallocate instances_: index it afresh each
+  // time instead of holding a reference (this instance is not free yet, so it is not reused).
+  for (std::size_t i = 0; i < instances_[inst].waiters.size(); ++i) {
+    const Waiter w = instances_[inst].waiters[i];
     StreamState& st = stream_state(w.rank, w.stream);
     const RankClass& rc = *class_of_rank_[w.rank];
     const Task& task = rc.tasks[rc.stream_tasks[w.stream][st.next - 1]];
     if (task.kind == TaskKind::kPointToPoint && --st.pending > 0) continue;
     complete_task(w.rank, w.stream);
   }
-  in.active = false;
+  instances_[inst].active = false;
   free_instances_.push_back(inst);
 }
 

@@ -13,7 +13,7 @@ case "$mode" in
   *) echo "usage: tools/setup.sh demo|test" >&2; exit 2 ;;
 esac
 
-packages=(g++ cmake ninja-build libboost-graph-dev libeigen3-dev nlohmann-json3-dev libcli11-dev doctest-dev zlib1g-dev)
+packages=(g++ cmake ninja-build libboost-graph-dev libeigen3-dev nlohmann-json3-dev libcli11-dev doctest-dev zlib1g-dev libxml2-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,30 +1,14 @@
 // The trainsim binary end to end: exit codes and messages for good and bad input.
 
 #include <doctest/doctest.h>
-#include <array>
-#include <cstdio>
 #include <string>
-#include <sys/wait.h>
+
+#include "tests/cli/trainsim_process.h"
 
 namespace {
 
-struct Outcome {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Outcome trainsim(const std::string& args) {
-  const std::string cmd = std::string(TRAINSIM_BINARY) + " " + args + " 2>&1";
-  Outcome o;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
+using trainsim_test::Outcome;
+using trainsim_test::trainsim;
 
 const std::string kDefault = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json";
 

@@ -1,0 +1,170 @@
+#include "report/comparison.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "report/summary.h"
+#include "report/timeline.h"
+
+namespace trainsim::report {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+// "TP", "DP", ... for the parallelism kinds; other kinds ("embedding", "other") as they are.
+std::string kind_label(const std::string& kind) {
+  if (kind.size() != 2) return kind;
+  std::string s = kind;
+  for (char& c : s) c = static_cast<char>(c - 'a' + 'A');
+  return s;
+}
+
+// The stage with the highest memory peak.
+const StageReport* fullest_stage(const RunResult& r) {
+  const StageReport* best = nullptr;
+  for (const StageReport& st : r.stages) {
+    if (best == nullptr || st.peak_bytes > best->peak_bytes) best = &st;
+  }
+  return best;
+}
+
+std::string pad(const std::string& s, std::size_t width) {
+  std::size_t chars = 0;
+  for (char c : s) chars += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  return chars >= width ? s : std::string(width - chars, ' ') + s;
+}
+
+std::string signed_fmt(const char* f, double x) {
+  const std::string v = fmt(f, x);
+  return x > 0 ? "+" + v : v;
+}
+
+std::string percent_change(double a, double b) {
+  if (a == 0) return "";
+  return " (" + signed_fmt("%.1f", 100 * (b - a) / a) + "%)";
+}
+
+}  // namespace
+
+Comparison compare_runs(const RunResult& a, const RunResult& b) {
+  Comparison c;
+  auto add = [&](const std::string& name, const std::string& label, double av, double bv) {
+    c.causes.push_back(Cause{name, label, av, bv});
+  };
+  const TimeBreakdown &x = a.breakdown, &y = b.breakdown;
+  add("compute", "compute", x.compute_s, y.compute_s);
+  add("recompute", "recompute", x.recompute_s, y.recompute_s);
+  add("optimizer", "optimizer", x.optimizer_s, y.optimizer_s);
+  add("pipeline_bubble", "pipeline bubble", x.pipeline_bubble_s, y.pipeline_bubble_s);
+  // Exposed communication by kind; both breakdowns list the same kinds in the same order.
+  for (std::size_t i = 0; i < x.exposed_by_kind.size(); ++i) {
+    const std::string& kind = x.exposed_by_kind[i].first;
+    const double other = i < y.exposed_by_kind.size() ? y.exposed_by_kind[i].second : 0;
+    add("exposed_" + kind + "_communication", "exposed " + kind_label(kind) + " communication", x.exposed_by_kind[i].second, other);
+  }
+  add("synchronization_wait", "waiting for peers", x.synchronization_wait_s, y.synchronization_wait_s);
+  add("idle", "idle", x.idle_s, y.idle_s);
+  c.change_s = b.iteration_time_s - a.iteration_time_s;
+  for (std::size_t i = 0; i < c.causes.size(); ++i) {
+    if (std::abs(c.causes[i].change_s()) > std::abs(c.causes[c.largest].change_s())) c.largest = i;
+  }
+  return c;
+}
+
+std::string comparison_text(const RunResult& a, const RunResult& b) {
+  std::ostringstream o;
+  o << "A  " << a.scenario.name << "\n   " << plan_summary(a) << "\n";
+  o << "B  " << b.scenario.name << "\n   " << plan_summary(b) << "\n\n";
+  const std::size_t w = 14;
+  auto row = [&](const std::string& label, const std::string& av, const std::string& bv, const std::string& change) {
+    o << "  " << label << std::string(label.size() < 34 ? 34 - label.size() : 1, ' ') << pad(av, w) << pad(bv, w) << "   "
+      << change << "\n";
+  };
+  row("", "A", "B", "  B - A");
+  row("iteration time", fmt("%.4f s", a.iteration_time_s), fmt("%.4f s", b.iteration_time_s),
+      signed_fmt("%.4f s", b.iteration_time_s - a.iteration_time_s) + percent_change(a.iteration_time_s, b.iteration_time_s));
+  row("tokens/s", fmt("%.0f", a.tokens_per_s), fmt("%.0f", b.tokens_per_s),
+      signed_fmt("%.0f", b.tokens_per_s - a.tokens_per_s) + percent_change(a.tokens_per_s, b.tokens_per_s));
+  row("model TFLOP/s/GPU", fmt("%.1f", a.model_tflops_per_gpu), fmt("%.1f", b.model_tflops_per_gpu),
+      signed_fmt("%.1f", b.model_tflops_per_gpu - a.model_tflops_per_gpu));
+  row("MFU", fmt("%.1f%%", 100 * a.mfu), fmt("%.1f%%", 100 * b.mfu), signed_fmt("%.1f", 100 * (b.mfu - a.mfu)) + " points");
+  row("HFU", fmt("%.1f%%", 100 * a.hfu), fmt("%.1f%%", 100 * b.hfu), signed_fmt("%.1f", 100 * (b.hfu - a.hfu)) + " points");
+  row("GPUs", std::to_string(a.scenario.num_gpus()), std::to_string(b.scenario.num_gpus()), "");
+  const double gib = 1073741824.0;
+  row("memory peak/GPU", fmt("%.2f GiB", static_cast<double>(a.peak_bytes_per_gpu) / gib),
+      fmt("%.2f GiB", static_cast<double>(b.peak_bytes_per_gpu) / gib),
+      signed_fmt("%.2f GiB", static_cast<double>(b.peak_bytes_per_gpu - a.peak_bytes_per_gpu) / gib));
+  const StageReport* sa = fullest_stage(a);
+  const StageReport* sb = fullest_stage(b);
+  if (sa != nullptr && sb != nullptr) {
+    auto mem_row = [&](const char* label, std::int64_t av, std::int64_t bv) {
+      row(label, fmt("%.2f GiB", static_cast<double>(av) / gib), fmt("%.2f GiB", static_cast<double>(bv) / gib),
+          signed_fmt("%.2f GiB", static_cast<double>(bv - av) / gib));
+    };
+    row("  on pipeline stage", std::to_string(sa->stage), std::to_string(sb->stage), "");
+    mem_row("  weights", sa->static_memory.weights, sb->static_memory.weights);
+    mem_row("  gradients", sa->static_memory.gradients, sb->static_memory.gradients);
+    mem_row("  optimizer states", sa->static_memory.optimizer_states, sb->static_memory.optimizer_states);
+    mem_row("  activations", sa->activation_peak_bytes, sb->activation_peak_bytes);
+  }
+  row("fits", a.fits ? "yes" : "NO", b.fits ? "yes" : "NO", "");
+  row("pipeline bubble share", fmt("%.1f%%", 100 * bubble_fraction(a)), fmt("%.1f%%", 100 * bubble_fraction(b)),
+      signed_fmt("%.1f", 100 * (bubble_fraction(b) - bubble_fraction(a))) + " points");
+
+  const Comparison c = compare_runs(a, b);
+  // Shares of a change within the noise of the attribution are not worth printing.
+  const bool significant = std::abs(c.change_s) >= 0.005 * a.iteration_time_s;
+  o << "\n  where the iteration time changed (A: rank " << a.critical_rank << ", B: rank " << b.critical_rank
+    << ", the last to finish)\n";
+  row("", "A", "B", significant ? "  B - A     share of the change" : "  B - A");
+  for (const Cause& cause : c.causes) {
+    if (std::abs(cause.a_s) < 5e-5 && std::abs(cause.b_s) < 5e-5) continue;  // 0.0000 s on both sides
+    std::string change = signed_fmt("%.4f s", cause.change_s());
+    if (significant) {
+      const double share = 100 * cause.change_s() / c.change_s;
+      change += "  " + pad(std::abs(share) < 0.5 ? "0%" : fmt("%.0f%%", share), 6);
+    }
+    row("  " + cause.label, fmt("%.4f s", cause.a_s), fmt("%.4f s", cause.b_s), change);
+  }
+  row("  total", fmt("%.4f s", a.iteration_time_s), fmt("%.4f s", b.iteration_time_s), signed_fmt("%.4f s", c.change_s));
+  const Cause& top = c.causes[c.largest];
+  if (!significant) {
+    o << "\n  the iteration times differ by less than 0.5%: no cause to single out\n";
+  } else {
+    o << "\n  largest cause: " << top.label << " (" << signed_fmt("%.4f s", top.change_s()) << " of "
+      << signed_fmt("%.4f s", c.change_s) << ")\n";
+  }
+  return o.str();
+}
+
+nlohmann::ordered_json comparison_json(const RunResult& a, const RunResult& b, bool include_wall_time) {
+  Json j;
+  j["a"] = summary_json(a, include_wall_time);
+  j["b"] = summary_json(b, include_wall_time);
+  const Comparison c = compare_runs(a, b);
+  Json d;
+  d["iteration_time_s"] = b.iteration_time_s - a.iteration_time_s;
+  d["iteration_time_ratio"] = a.iteration_time_s > 0 ? b.iteration_time_s / a.iteration_time_s : 0;
+  d["tokens_per_s"] = b.tokens_per_s - a.tokens_per_s;
+  d["mfu"] = b.mfu - a.mfu;
+  d["hfu"] = b.hfu - a.hfu;
+  d["peak_bytes_per_gpu"] = b.peak_bytes_per_gpu - a.peak_bytes_per_gpu;
+  d["pipeline_bubble_share"] = bubble_fraction(b) - bubble_fraction(a);
+  j["difference"] = d;
+  Json causes = Json::array();
+  for (const Cause& cause : c.causes) {
+    causes.push_back(Json{{"cause", cause.name}, {"a_s", cause.a_s}, {"b_s", cause.b_s}, {"change_s", cause.change_s()}});
+  }
+  j["attribution"] = Json{{"iteration_time_change_s", c.change_s}, {"causes", causes}, {"largest_cause", c.causes[c.largest].name}};
+  return j;
+}
+
+}  // namespace trainsim::report

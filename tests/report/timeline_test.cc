@@ -1,0 +1,271 @@
+// Timelines and pictures: the SVG is well-formed XML with one lane per pipeline stage, the
+// memory peaks where the schedule puts it, the bubbles change as the pipeline formulas say, the
+// page is self-contained, and the same run gives the same bytes.
+
+#include <doctest/doctest.h>
+#include <libxml/parser.h>
+#include <libxml/xpath.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "config/scenario.h"
+#include "report/comparison.h"
+#include "report/html_timeline.h"
+#include "report/simulation.h"
+#include "report/svg_timeline.h"
+#include "report/timeline.h"
+
+using namespace trainsim;
+
+namespace {
+
+std::string teaching(const std::string& name) { return std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/teaching/" + name; }
+
+report::RunResult run(const std::string& file, const std::vector<std::string>& overrides = {}) {
+  return report::simulate(config::load_scenario(file, overrides));
+}
+
+std::string svg_of(const std::vector<report::Timeline>& panels) {
+  std::ostringstream out;
+  report::write_svg(panels, out);
+  return out.str();
+}
+
+// A parsed XML document with XPath queries; the parse fails on anything not well-formed.
+class Xml {
+ public:
+  explicit Xml(const std::string& text)
+      : doc_(xmlReadMemory(text.data(), static_cast<int>(text.size()), "picture.svg", "UTF-8", XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING)) {}
+  ~Xml() {
+    if (doc_ != nullptr) xmlFreeDoc(doc_);
+  }
+  Xml(const Xml&) = delete;
+  Xml& operator=(const Xml&) = delete;
+  bool ok() const { return doc_ != nullptr; }
+  // Values of `attribute` on the elements `xpath` selects (local names, so no namespace set-up).
+  std::vector<std::string> attributes(const std::string& xpath, const std::string& attribute) const {
+    std::vector<std::string> out;
+    xmlXPathContextPtr ctx = xmlXPathNewContext(doc_);
+    xmlXPathObjectPtr res = xmlXPathEvalExpression(reinterpret_cast<const xmlChar*>(xpath.c_str()), ctx);
+    if (res != nullptr && res->nodesetval != nullptr) {
+      for (int i = 0; i < res->nodesetval->nodeNr; ++i) {
+        xmlChar* v = xmlGetProp(res->nodesetval->nodeTab[i], reinterpret_cast<const xmlChar*>(attribute.c_str()));
+        out.emplace_back(v != nullptr ? reinterpret_cast<const char*>(v) : "");
+        xmlFree(v);
+      }
+    }
+    xmlXPathFreeObject(res);
+    xmlXPathFreeContext(ctx);
+    return out;
+  }
+
+ private:
+  xmlDocPtr doc_;
+};
+
+// Start of the first compute-row slice of `kind` for micro-batch `mb` (any micro-batch if -1).
+std::int64_t first_start(const report::Lane& lane, report::SliceKind kind, std::int32_t mb) {
+  for (const report::Slice& s : lane.rows[0].slices) {
+    if (s.kind == kind && (mb < 0 || s.microbatch == mb)) return s.start_ps;
+  }
+  FAIL("no such slice");
+  return -1;
+}
+
+// Memory just after the first forward pass of micro-batch 0 on the lane, minus what was
+// allocated before the iteration: the activations one micro-batch keeps.
+std::int64_t one_microbatch(const report::Lane& lane) {
+  std::int64_t end = 0;
+  for (const report::Slice& s : lane.rows[0].slices) {
+    if (s.kind == report::SliceKind::kForward && s.microbatch == 0) end = s.end_ps;
+    if (s.kind == report::SliceKind::kBackward) break;
+  }
+  std::int64_t bytes = lane.memory.front().bytes;
+  for (const report::MemoryPoint& m : lane.memory) {
+    if (m.time_ps > end) break;
+    bytes = m.bytes;
+  }
+  return bytes - lane.memory.front().bytes;
+}
+
+}  // namespace
+
+TEST_CASE("report/svg: well-formed XML with one lane per pipeline stage (1F1B)") {
+  const report::RunResult r = run(teaching("03b-pipeline-1f1b.json"));
+  const std::string svg = svg_of({report::build_timeline(r)});
+  const Xml xml(svg);
+  REQUIRE(xml.ok());
+  const auto stages = xml.attributes("//*[local-name()='g'][@class='lane']", "data-stage");
+  REQUIRE(stages.size() == 4);
+  CHECK(std::set<std::string>(stages.begin(), stages.end()) == std::set<std::string>{"0", "1", "2", "3"});
+  // Rows: compute plus the streams the plan uses (TP, DP, PP); a legend, an axis, a memory strip.
+  const auto rows = xml.attributes("//*[local-name()='g'][@class='lane'][1]//*[local-name()='g'][@class='row']", "data-stream");
+  CHECK(rows == std::vector<std::string>{"compute", "TP", "DP", "PP"});
+  CHECK(!xml.attributes("//*[local-name()='g'][@class='legend']/*[local-name()='rect']", "class").empty());
+  CHECK(xml.attributes("//*[local-name()='g'][@class='axis']/*[local-name()='text']", "x").size() >= 10);
+  CHECK(xml.attributes("//*[local-name()='polyline'][@class='mem']", "data-rank").size() == 4);
+  // Micro-batch numbers are drawn on the forward/backward blocks: 8 micro-batches, 4 stages.
+  CHECK(xml.attributes("//*[local-name()='text'][@class='mb']", "x").size() >= 2 * 8 * 4 - 8);
+}
+
+TEST_CASE("report/timeline: the compute row's bubble is the summary's pipeline bubble") {
+  const report::RunResult r = run(teaching("03b-pipeline-1f1b.json"));
+  const report::Timeline t = report::build_timeline(r);
+  REQUIRE(t.lanes.size() == r.stages.size());
+  for (std::size_t i = 0; i < t.lanes.size(); ++i) {
+    CAPTURE(i);
+    const double bubble = static_cast<double>(t.lanes[i].bubble_ps) * 1e-12;
+    CHECK(bubble == doctest::Approx(r.stages[i].breakdown.pipeline_bubble_s).epsilon(1e-9));
+    CHECK(bubble > 0);
+    // The compute row's work adds up to the breakdown's compute, recompute and optimizer time.
+    std::int64_t busy = 0;
+    for (const report::Slice& s : t.lanes[i].rows[0].slices) busy += s.busy_ps;
+    const auto& b = r.stages[i].breakdown;
+    CHECK(static_cast<double>(busy) * 1e-12 == doctest::Approx(b.compute_s + b.recompute_s + b.optimizer_s).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("report/timeline: memory peaks at the end of the warm-up (1F1B) and of all forwards (GPipe)") {
+  for (const char* schedule : {"1f1b", "gpipe"}) {
+    CAPTURE(schedule);
+    const report::RunResult r = run(teaching("03b-pipeline-1f1b.json"), {std::string("training.pipeline_schedule=") + schedule});
+    const report::Timeline t = report::build_timeline(r);
+    const std::int64_t p = 4, m = 8;
+    REQUIRE(t.lanes.size() == static_cast<std::size_t>(p));
+    for (const report::Lane& lane : t.lanes) {
+      CAPTURE(lane.stage);
+      // 1F1B: stage s runs p-s-1 warm-up forwards, then the forward of micro-batch p-s-1 before
+      // its first backward; p-s micro-batches are in flight at that point. GPipe: all m.
+      const bool one_f_one_b = std::string(schedule) == "1f1b";
+      const std::int64_t in_flight = one_f_one_b ? p - lane.stage : m;
+      const auto last_forward = static_cast<std::int32_t>(in_flight - 1);
+      const std::int64_t from = first_start(lane, report::SliceKind::kForward, last_forward);
+      const std::int64_t to = first_start(lane, report::SliceKind::kBackward, -1);
+      CHECK(lane.peak_time_ps >= from);
+      CHECK(lane.peak_time_ps <= to);
+      CHECK(lane.peak_bytes - lane.memory.front().bytes == in_flight * one_microbatch(lane));
+    }
+  }
+}
+
+TEST_CASE("report/svg: the memory strip marks each lane's peak where the timeline has it") {
+  const report::RunResult r = run(teaching("03b-pipeline-1f1b.json"));
+  const report::Timeline t = report::build_timeline(r);
+  const Xml xml(svg_of({t}));
+  REQUIRE(xml.ok());
+  const auto times = xml.attributes("//*[local-name()='circle'][@class='peak']", "data-time-ps");
+  REQUIRE(times.size() == t.lanes.size());
+  for (std::size_t i = 0; i < t.lanes.size(); ++i) CHECK(std::stoll(times[i]) == t.lanes[i].peak_time_ps);
+}
+
+TEST_CASE("report/pipeline: GPipe, 1F1B and interleaved bubbles follow the schedule formulas") {
+  // Narayanan et al. 2021, Sec. 2.2: GPipe and 1F1B idle (p-1)(t_f+t_b) per stage; interleaving
+  // v chunks divides that by v. The last stage also computes the logits, so every other stage
+  // additionally waits for it once per micro-batch; that part does not depend on the schedule and
+  // cancels in the differences.
+  const report::RunResult gpipe = run(teaching("03a-pipeline-gpipe.json"));
+  const report::RunResult ofob = run(teaching("03b-pipeline-1f1b.json"));
+  const report::RunResult inter = run(teaching("03c-pipeline-interleaved.json"));
+  const double p = 4, m = 8, v = 2;
+  CHECK(gpipe.breakdown.pipeline_bubble_s == doctest::Approx(ofob.breakdown.pipeline_bubble_s).epsilon(0.02));
+  const double ideal = ofob.breakdown.compute_s;  // m (t_f + t_b) on the critical rank
+  const double saved = ofob.breakdown.pipeline_bubble_s - inter.breakdown.pipeline_bubble_s;
+  CHECK(saved == doctest::Approx((p - 1) / m * (1 - 1 / v) * ideal).epsilon(0.05));
+  CHECK(report::bubble_fraction(inter) < report::bubble_fraction(ofob));
+  // 1F1B keeps p - s micro-batches per stage instead of all m: less memory, same bubble.
+  CHECK(ofob.peak_bytes_per_gpu < gpipe.peak_bytes_per_gpu);
+
+  const report::Comparison c = report::compare_runs(ofob, inter);
+  CHECK(c.causes[c.largest].name == "pipeline_bubble");
+  double sum = 0;
+  for (const report::Cause& cause : c.causes) sum += cause.change_s();
+  CHECK(sum == doctest::Approx(c.change_s).epsilon(1e-6));
+  CHECK(c.change_s < 0);
+  const std::string text = report::comparison_text(ofob, inter);
+  CHECK(text.find("largest cause: pipeline bubble") != std::string::npos);
+}
+
+TEST_CASE("report/timeline: merging bounds the blocks and keeps the work") {
+  const report::RunResult r = run(teaching("03b-pipeline-1f1b.json"));
+  const report::Timeline t = report::build_timeline(r);
+  auto totals = [](const report::Timeline& x) {
+    std::pair<std::size_t, std::int64_t> n{0, 0};
+    for (const report::Lane& lane : x.lanes) {
+      for (const report::Row& row : lane.rows) {
+        n.first += row.slices.size() + row.gaps.size();
+        for (const report::Slice& s : row.slices) n.second += s.busy_ps;
+      }
+    }
+    return n;
+  };
+  const auto raw = totals(t);
+  for (std::size_t cap : {std::size_t{200}, std::size_t{2000}, raw.first}) {
+    CAPTURE(cap);
+    const report::Timeline merged = report::merge(t, t.makespan_ps / 1000, cap);
+    const auto n = totals(merged);
+    CHECK(n.first <= std::max<std::size_t>(cap, 1));
+    CHECK(n.second == raw.second);
+    for (std::size_t i = 0; i < t.lanes.size(); ++i) {
+      // Peaks survive the memory summary.
+      std::int64_t peak = 0;
+      for (const report::MemoryPoint& mp : merged.lanes[i].memory) peak = std::max(peak, mp.bytes);
+      CHECK(peak == t.lanes[i].peak_bytes);
+    }
+  }
+}
+
+TEST_CASE("report/html: self-contained page with the data its script draws") {
+  const report::RunResult r = run(teaching("03c-pipeline-interleaved.json"));
+  std::ostringstream out;
+  report::write_html({report::build_timeline(r)}, out);
+  const std::string html = out.str();
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("<script src") == std::string::npos);
+  CHECK(html.find("<link") == std::string::npos);
+  // The only URL is the SVG namespace (no network access).
+  std::size_t urls = 0;
+  for (std::size_t at = html.find("http"); at != std::string::npos; at = html.find("http", at + 1)) {
+    CHECK(html.compare(at, 26, "http://www.w3.org/2000/svg") == 0);
+    ++urls;
+  }
+  CHECK(urls >= 1);
+  const std::size_t begin = html.find("var DATA = ") + 11;
+  const std::size_t end = html.find(";\n", begin);
+  const auto data = nlohmann::json::parse(html.substr(begin, end - begin));
+  REQUIRE(data["panels"].size() == 1);
+  CHECK(data["panels"][0]["lanes"].size() == 4);
+  CHECK(data["panels"][0]["lanes"][0]["rows"][0]["s"].size() % 10 == 0);
+  CHECK(data["kinds"].size() == report::kSliceKinds);
+}
+
+TEST_CASE("report/pictures: the same run gives the same bytes, and two panels share one axis") {
+  const config::Scenario s = config::load_scenario(teaching("03c-pipeline-interleaved.json"));
+  const report::Timeline a = report::build_timeline(report::simulate(s));
+  const report::Timeline b = report::build_timeline(report::simulate(s));
+  CHECK(svg_of({a}) == svg_of({b}));
+  std::ostringstream ha, hb;
+  report::write_html({a}, ha);
+  report::write_html({b}, hb);
+  CHECK(ha.str() == hb.str());
+
+  const report::Timeline gpipe = report::build_timeline(run(teaching("03a-pipeline-gpipe.json")));
+  const Xml xml(svg_of({gpipe, a}));
+  REQUIRE(xml.ok());
+  CHECK(xml.attributes("//*[local-name()='g'][@class='panel']", "data-panel") == std::vector<std::string>{"A", "B"});
+  CHECK(xml.attributes("//*[local-name()='g'][@class='lane']", "data-stage").size() == 8);
+}
+
+TEST_CASE("report/svg: large runs are summarised within the block budget") {
+  // GPT-3 175B on 1,024 GPUs: 16 stages, 192 micro-batches, about a million tasks.
+  const report::RunResult r = run(std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json");
+  const std::string svg = svg_of({report::build_timeline(r)});
+  const Xml xml(svg);
+  REQUIRE(xml.ok());
+  CHECK(xml.attributes("//*[local-name()='g'][@class='lane']", "data-stage").size() == 16);
+  CHECK(xml.attributes("//*[local-name()='g'][@class='row']/*[local-name()='g']/*[local-name()='rect']", "x").size() <=
+        report::kMaxSvgBlocks);
+  CHECK(svg.size() < 2'000'000);
+}

@@ -1,0 +1,105 @@
+// The Perfetto trace's processes, threads and flow arrows: every flow starts and ends inside a
+// slice of the right process and thread, sends point to their receives, and collectives link
+// their first and last arrival.
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "config/scenario.h"
+#include "report/simulation.h"
+#include "report/trace_writer.h"
+
+using namespace trainsim;
+
+namespace {
+
+nlohmann::json trace_of(const std::vector<std::string>& overrides, std::vector<std::int64_t> ranks = {}) {
+  const config::Scenario s =
+      config::load_scenario(std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/teaching/03b-pipeline-1f1b.json", overrides);
+  report::RunOptions options;
+  options.record_ranks = std::move(ranks);
+  const report::RunResult r = report::simulate(s, options);
+  std::ostringstream out;
+  report::write_trace(r, out);
+  return nlohmann::json::parse(out.str());
+}
+
+struct Span {
+  double ts, end;
+  std::string cat;
+};
+
+// True when some "X" slice of (pid, tid) contains ts.
+bool inside(const std::multimap<std::pair<int, int>, Span>& slices, int pid, int tid, double ts, const char* cat = nullptr) {
+  auto range = slices.equal_range({pid, tid});
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second.ts <= ts && ts <= it->second.end && (cat == nullptr || it->second.cat == cat)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("report/trace: processes named by coordinates, flows from sends to receives and across collectives") {
+  // Full fidelity with every rank of the 8-GPU TP 2 x PP 4 plan: p2p between stages, TP pairs.
+  const auto trace = trace_of({"simulation.fidelity=\"full\""}, {0, 1, 2, 3, 4, 5, 6, 7});
+  std::multimap<std::pair<int, int>, Span> slices;
+  std::map<int, std::string> process;
+  std::map<std::int64_t, nlohmann::json> starts, finishes;
+  for (const auto& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "X") {
+      slices.insert({{e["pid"].get<int>(), e["tid"].get<int>()},
+                     Span{e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>(), e["cat"].get<std::string>()}});
+    } else if (ph == "M" && e["name"] == "process_name") {
+      process[e["pid"].get<int>()] = e["args"]["name"];
+    } else if (ph == "s") {
+      CHECK(starts.emplace(e["id"].get<std::int64_t>(), e).second);
+    } else if (ph == "f") {
+      CHECK(e["bp"] == "e");
+      CHECK(finishes.emplace(e["id"].get<std::int64_t>(), e).second);
+    }
+  }
+  REQUIRE(process.size() == 8);
+  CHECK(process[5].rfind("rank 5 \xc2\xb7 pp 2 \xc2\xb7 dp 0 \xc2\xb7 tp 1", 0) == 0);
+  REQUIRE(!starts.empty());
+  REQUIRE(starts.size() == finishes.size());
+  int p2p = 0, collective = 0;
+  for (const auto& [id, s] : starts) {
+    CAPTURE(id);
+    REQUIRE(finishes.count(id) == 1);
+    const auto& f = finishes[id];
+    CHECK(s["cat"] == f["cat"]);
+    CHECK(inside(slices, s["pid"], s["tid"], s["ts"]));
+    CHECK(inside(slices, f["pid"], f["tid"], f["ts"]));
+    CHECK(s["pid"] != f["pid"]);
+    if (s["cat"] == "p2p_flow") {
+      ++p2p;
+      // A send and its receive run together (rendezvous), on the pipeline stream of both ranks.
+      CHECK(s["ts"].get<double>() == doctest::Approx(f["ts"].get<double>()).epsilon(1e-9));
+      CHECK(inside(slices, s["pid"], s["tid"], s["ts"], "p2p"));
+      CHECK(inside(slices, f["pid"], f["tid"], f["ts"], "p2p"));
+    } else {
+      CHECK(s["cat"] == "collective_flow");
+      ++collective;
+      CHECK(s["ts"].get<double>() <= f["ts"].get<double>());
+    }
+  }
+  // 3 stage boundaries x 2 TP ranks x 8 micro-batches x (activation + gradient).
+  CHECK(p2p == 3 * 2 * 8 * 2);
+  CHECK(collective > 0);
+}
+
+TEST_CASE("report/trace: --trace-ranks picks the processes, and bad ranks are input errors") {
+  const auto trace = trace_of({}, {0, 6});
+  std::set<int> pids;
+  for (const auto& e : trace["traceEvents"]) pids.insert(e["pid"].get<int>());
+  CHECK(pids == std::set<int>{0, 6});
+  CHECK_THROWS_AS(trace_of({}, {1}), InputError);   // not simulated under symmetric fidelity
+  CHECK_THROWS_AS(trace_of({}, {8}), InputError);   // out of range
+  CHECK_THROWS_AS(trace_of({}, {-1}), InputError);
+}
