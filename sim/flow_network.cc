@@ -10,7 +10,9 @@ FlowNetwork::FlowNetwork(std::vector<Bandwidth> capacities)
     : users_(capacities.size()),
       resource_mark_(capacities.size(), 0),
       residual_(capacities.size(), 0),
-      load_(capacities.size(), 0) {
+      load_(capacities.size(), 0),
+      usage_(capacities.size(), 0),
+      outside_(capacities.size(), 0) {
   capacity_.reserve(capacities.size());
   for (Bandwidth b : capacities) capacity_.push_back(b.bytes_per_second());
 }
@@ -44,16 +46,17 @@ FlowNetwork::FlowId FlowNetwork::add(TimePoint now, double volume, Bandwidth max
   f.demands.assign(demands.begin(), demands.end());
   ++active_count_;
 
-  bool alone = true;
+  // If every resource has room for this flow at its full rate, the resources it uses were not
+  // anybody's bottleneck and stay so: no other rate changes, nothing to re-solve.
+  bool fits = true;
   for (const Demand& d : f.demands) {
-    TRAINSIM_CHECK(index(d.resource) < capacity_.size() && d.coefficient > 0, "bad flow demand");
-    if (!users_[index(d.resource)].empty() ||
-        d.coefficient * f.max_rate > capacity_[index(d.resource)]) {
-      alone = false;
-    }
+    const std::uint32_t r = index(d.resource);
+    TRAINSIM_CHECK(r < capacity_.size() && d.coefficient > 0, "bad flow demand");
+    if (usage_[r] + d.coefficient * f.max_rate > capacity_[r] * (1 + 1e-12)) fits = false;
   }
   for (const Demand& d : f.demands) users_[index(d.resource)].push_back(id);
-  if (alone) {
+  if (fits) {
+    for (const Demand& d : f.demands) usage_[index(d.resource)] += d.coefficient * f.max_rate;
     out.push_back({id, f.version, finish_time(now, f)});
     return id;
   }
@@ -67,19 +70,23 @@ void FlowNetwork::finish(TimePoint now, FlowId id, std::vector<Reschedule>& out)
   f.active = false;
   f.remaining = 0;
   --active_count_;
-  bool shared = false;
+  // Only a neighbour held below its own maximum can use the capacity this flow releases.
+  bool slowed_neighbour = false;
   for (const Demand& d : f.demands) {
-    auto& u = users_[index(d.resource)];
+    const std::uint32_t r = index(d.resource);
+    auto& u = users_[r];
     u.erase(std::find(u.begin(), u.end(), id));
-    if (!u.empty()) shared = true;
+    usage_[r] = u.empty() ? 0.0 : std::max(0.0, usage_[r] - d.coefficient * f.max_rate * f.fraction);
+    for (FlowId g : u) slowed_neighbour = slowed_neighbour || flows_[g].fraction < 1.0;
   }
   free_.push_back(id);
-  if (shared) solve_component(now, f.demands, id, out);
+  if (slowed_neighbour) solve_component(now, f.demands, id, out);
 }
 
 void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, FlowId added,
                                   std::vector<Reschedule>& out) {
-  // Collect the flows and resources connected to the seed resources.
+  // Collect the flows and resources connected to the seed resources, nearest first. The search
+  // visits resources and their users in insertion order, which is deterministic.
   ++epoch_;
   comp_flows_.clear();
   comp_resources_.clear();
@@ -89,9 +96,10 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, 
       comp_resources_.push_back(d.resource);
     }
   }
-  for (std::size_t i = 0; i < comp_resources_.size(); ++i) {
+  for (std::size_t i = 0; i < comp_resources_.size() && comp_flows_.size() < kMaxComponentFlows; ++i) {
     for (FlowId g : users_[index(comp_resources_[i])]) {
       if (flow_mark_[g] == epoch_) continue;
+      if (comp_flows_.size() >= kMaxComponentFlows) break;
       flow_mark_[g] = epoch_;
       comp_flows_.push_back(g);
       for (const Demand& d : flows_[g].demands) {
@@ -102,21 +110,24 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, 
       }
     }
   }
-  // No sorting needed: the search visits resources and their users in insertion order, which
-  // is deterministic.
 
-  // Bring every flow's remaining volume up to `now` at its old rate.
-  std::vector<double> old_fraction;
-  old_fraction.reserve(comp_flows_.size());
+  // Bring every flow's remaining volume up to `now` at its old rate. What flows outside the
+  // component use stays taken off the capacity.
+  old_fraction_.clear();
+  for (ResourceId r : comp_resources_) outside_[index(r)] = usage_[index(r)];
   for (FlowId g : comp_flows_) {
     Flow& fl = flows_[g];
-    fl.remaining -= fl.fraction * fl.max_rate * (now - fl.updated).seconds();
-    if (fl.remaining < 0) fl.remaining = 0;
+    fl.remaining = std::max(0.0, fl.remaining - fl.fraction * fl.max_rate * (now - fl.updated).seconds());
     fl.updated = now;
-    old_fraction.push_back(fl.fraction);
+    old_fraction_.push_back(fl.fraction);
     frozen_[g] = 0;
+    if (g == added) continue;  // not counted in usage_ yet
+    for (const Demand& d : fl.demands) outside_[index(d.resource)] -= d.coefficient * fl.max_rate * fl.fraction;
   }
-  for (ResourceId r : comp_resources_) residual_[index(r)] = capacity_[index(r)];
+  for (ResourceId r : comp_resources_) {
+    outside_[index(r)] = std::max(0.0, outside_[index(r)]);
+    residual_[index(r)] = capacity_[index(r)] - outside_[index(r)];
+  }
 
   // Progressive filling on the common speed fraction x.
   std::size_t unfrozen = comp_flows_.size();
@@ -173,10 +184,17 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, 
     unfrozen -= frozen_now;
   }
 
+  // Usage at the new rates, and new finish times for the flows whose rate changed.
+  for (ResourceId r : comp_resources_) usage_[index(r)] = outside_[index(r)];
+  for (FlowId g : comp_flows_) {
+    for (const Demand& d : flows_[g].demands) {
+      usage_[index(d.resource)] += d.coefficient * flows_[g].max_rate * flows_[g].fraction;
+    }
+  }
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
     const FlowId g = comp_flows_[i];
     Flow& fl = flows_[g];
-    if (g != added && fl.fraction == old_fraction[i]) continue;
+    if (g != added && fl.fraction == old_fraction_[i]) continue;
     fl.version = (fl.version + 1) & kVersionMask;
     out.push_back({g, fl.version, finish_time(now, fl)});
   }

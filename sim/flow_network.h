@@ -28,6 +28,7 @@ struct Demand {
 class FlowNetwork {
  public:
   using FlowId = std::uint32_t;
+  static constexpr std::size_t kMaxComponentFlows = 128;
   // Versions wrap at 2^30 so an event can carry them in 30 bits.
   static constexpr std::uint32_t kVersionMask = (1u << 30) - 1;
 
@@ -89,8 +90,11 @@ class FlowNetwork {
   std::uint32_t epoch_ = 0;
   std::vector<FlowId> comp_flows_;
   std::vector<ResourceId> comp_resources_;
-  std::vector<double> residual_, load_;  // per resource
-  std::vector<std::uint8_t> frozen_;      // per flow
+  std::vector<double> residual_, load_;  // per resource, solver scratch
+  std::vector<double> usage_;            // per resource: bytes/s in use at the current rates
+  std::vector<double> outside_;          // per resource: usage by flows outside the component
+  std::vector<double> old_fraction_;     // per component flow
+  std::vector<std::uint8_t> frozen_;     // per flow
 };
 
 }  // namespace trainsim::sim
