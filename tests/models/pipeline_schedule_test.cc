@@ -88,3 +88,31 @@ TEST_CASE("models/pipeline: each micro-batch and chunk runs forward and backward
     }
   }
 }
+
+TEST_CASE("models/pipeline: interleaved micro-batch groups follow Megatron-Core's schedule table") {
+  // schedules.py, get_schedule_table: PP 2, 3 micro-batches per group, 5 micro-batches, 2 chunks
+  // -> virtual micro-batches (0,0) (1,0) (2,0) (0,1) (1,1) (2,1) (3,0) (4,0) (3,1) (4,1).
+  PipelineShape shape;
+  shape.stages = 2;
+  shape.chunks = 2;
+  shape.microbatches = 5;
+  shape.group = 3;
+  const std::vector<std::string> table = {"F0.0", "F1.0", "F2.0", "F0.1", "F1.1", "F2.1", "F3.0", "F4.0", "F3.1", "F4.1"};
+  for (std::int64_t stage = 0; stage < 2; ++stage) {
+    std::vector<std::string> forwards;
+    for (const std::string& s : compute_order(pipeline_steps(PipelineSchedule::kInterleaved, stage, shape))) {
+      if (s[0] == 'F') forwards.push_back(s);
+    }
+    CHECK(forwards == table);
+  }
+  // Warm-up: 2 (p - rank - 1) + (v - 1) x group forward passes before the first backward.
+  const auto s0 = compute_order(pipeline_steps(PipelineSchedule::kInterleaved, 0, shape));
+  CHECK(std::find(s0.begin(), s0.end(), "B0.1") - s0.begin() == 2 + 3 + 1);
+  // overlap_p2p_comm: the steady state's batches are asynchronous, gated before the next pass.
+  shape.overlap_p2p = true;
+  int gated = 0;
+  for (const auto& step : pipeline_steps(PipelineSchedule::kInterleaved, 0, shape)) {
+    gated += step.wait != PipelineStep::Wait::kNow ? 1 : 0;
+  }
+  CHECK(gated > 0);
+}
