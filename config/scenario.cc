@@ -197,6 +197,7 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
       static_cast<models::PipelineSchedule>(r.get_choice("pipeline_schedule", default_schedule, {"gpipe", "1f1b", "interleaved"}));
   note("pipeline_schedule");
   t.overlap_grad_reduce = r.get_bool("overlap_grad_reduce", true);
+  t.align_grad_reduce = r.get_bool("align_grad_reduce", true);
   t.overlap_param_gather = r.get_bool("overlap_param_gather", false);
   note("overlap_param_gather");
   t.tp_comm_overlap = r.get_bool("tp_comm_overlap", false);

@@ -232,6 +232,8 @@ class StageBuilder {
   std::int64_t bucket_size(std::int64_t chunk) const;
   void gradient_ready(std::int64_t params, bool expert, TaskIndex producer);
   void reduce_bucket(const GradientBucket& b, TaskIndex producer);
+  bool reduces_in_hooks() const;
+  void reduce_chunk(std::int64_t chunk);
   void gather_bucket(std::int64_t chunk, std::size_t bucket);
   void distributed_optimizer_gathers(std::int64_t unit);
   std::int64_t unit_dense(std::int64_t unit) const;
@@ -451,10 +453,11 @@ void StageBuilder::attention_core_forward(std::uint8_t cat) {
   std::vector<TaskIndex> exchanges, steps;
   for (std::int64_t i = 0; i < d_.cp; ++i) {
     if (i + 1 < d_.cp) {
-      // Issued on the stream that ran step i-2 (TE alternates two streams).
+      // Issued on the stream that ran step i-2 (TE alternates two streams), after the previous
+      // exchange (ring order on the CP stream); the first one after K and V are produced.
       std::vector<TaskIndex> deps;
       if (i >= 2) deps.push_back(steps[static_cast<std::size_t>(i - 2)]);
-      exchanges.push_back(p2p("cp_kv_exchange", exchange(kCpNext, kCpPrev, kv_bytes), kCpEpStream, kCpComm, deps, i < 2));
+      exchanges.push_back(p2p("cp_kv_exchange", exchange(kCpNext, kCpPrev, kv_bytes), kCpEpStream, kCpComm, deps, i == 0));
     }
     if (i > 0) wait(exchanges[static_cast<std::size_t>(i - 1)]);
     // Step 0: the diagonal blocks (causal); later steps: all queries against half the keys, or
@@ -892,7 +895,7 @@ void StageBuilder::gradient_ready(std::int64_t params, bool expert, TaskIndex pr
   TRAINSIM_CHECK(cursor_ < groups.size() && groups[cursor_].params == params && groups[cursor_].expert == expert,
                  "gradient groups out of step with the buckets");
   if (p_.zero_stage < 3) {
-    const bool now = p_.zero_stage == 2 || (final_backward_ && t_.overlap_grad_reduce);
+    const bool now = p_.zero_stage == 2 || (final_backward_ && reduces_in_hooks());
     if (now) {
       for (const GradientBucket& b : buckets_[static_cast<std::size_t>(chunk_)]) {
         if (b.closing_group == cursor_) reduce_bucket(b, producer);
@@ -900,6 +903,23 @@ void StageBuilder::gradient_ready(std::int64_t params, bool expert, TaskIndex pr
     }
   }
   ++cursor_;
+}
+
+// Whether buckets are reduced from DDP's backward hooks as they fill during a chunk's last
+// backward pass. With align_grad_reduce (schedules.py), only the first stage of the
+// non-interleaved schedule does so; other stages, and every stage of the interleaved schedule,
+// reduce a chunk's buckets together through grad_sync_func (reduce_chunk).
+bool StageBuilder::reduces_in_hooks() const {
+  if (!t_.overlap_grad_reduce) return false;
+  if (!t_.align_grad_reduce) return true;
+  return info_.chunks.size() == 1 && info_.stage == 0;
+}
+
+void StageBuilder::reduce_chunk(std::int64_t chunk) {
+  const auto saved_mb = mb_, saved_layer = layer_;
+  for (const GradientBucket& b : buckets_[static_cast<std::size_t>(chunk)]) reduce_bucket(b, kNoTask);
+  mb_ = saved_mb;
+  layer_ = saved_layer;
 }
 
 void StageBuilder::reduce_bucket(const GradientBucket& b, TaskIndex producer) {
@@ -1151,17 +1171,33 @@ void StageBuilder::build() {
       last_backward_step_[static_cast<std::size_t>(steps[i].chunk)] = static_cast<std::int64_t>(i);
     }
   }
+  // align_grad_reduce: a chunk's reduction is launched after the backward pass `stage` virtual
+  // micro-batches after the chunk's last one (backward_step_helper_postprocess), or, when
+  // that lies past the end, once the schedule is done.
+  const bool aligned = t_.overlap_grad_reduce && p_.zero_stage < 2 && !reduces_in_hooks();
+  std::vector<const PipelineStep*> backwards;
+  std::vector<bool> reduced(info_.chunks.size(), false);
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const PipelineStep& step = steps[i];
     switch (step.kind) {
       case PipelineStep::Kind::kForward:
         chunk_forward(step.microbatch, step.chunk);
         break;
-      case PipelineStep::Kind::kBackward:
+      case PipelineStep::Kind::kBackward: {
         final_backward_ = last_backward_step_[static_cast<std::size_t>(step.chunk)] == static_cast<std::int64_t>(i);
         chunk_backward(step.microbatch, step.chunk);
         final_backward_ = false;
+        backwards.push_back(&step);
+        const auto delayed = static_cast<std::int64_t>(backwards.size()) - 1 - info_.stage;
+        if (aligned && chunks > 1 && delayed >= 0) {
+          const PipelineStep& due = *backwards[static_cast<std::size_t>(delayed)];
+          if (due.microbatch == microbatches_ - 1 && !reduced[static_cast<std::size_t>(due.chunk)]) {
+            reduce_chunk(due.chunk);
+            reduced[static_cast<std::size_t>(due.chunk)] = true;
+          }
+        }
         break;
+      }
       case PipelineStep::Kind::kCommunicate:
         communicate(step);
         break;
@@ -1169,6 +1205,11 @@ void StageBuilder::build() {
   }
   for (TaskIndex t : gate_forward_) wait(t);
   for (TaskIndex t : gate_backward_) wait(t);
+  if (aligned) {
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      if (!reduced[static_cast<std::size_t>(c)]) reduce_chunk(c);
+    }
+  }
   finalize();
 }
 

@@ -53,6 +53,9 @@ struct TrainingSpec {
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
   PipelineSchedule pipeline_schedule = PipelineSchedule::k1F1B;
   bool overlap_grad_reduce = true;
+  // Megatron's align_grad_reduce (default on): gradient reductions start at the same time on
+  // every pipeline stage rather than as each bucket becomes ready on stages after the first.
+  bool align_grad_reduce = true;
   bool overlap_param_gather = false;
   bool tp_comm_overlap = false;
   bool overlap_p2p_comm = false;
