@@ -197,6 +197,9 @@ class StageBuilder {
 
   // ---- linear layers (tensor_parallel/layers.py and Transformer Engine's modules) ----
   void fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat);
+  template <typename ChunkKernel>
+  TaskIndex ring_exchange_gemm(const std::string& exchange_name, const std::string& gemm_name, std::int64_t gathered,
+                               std::uint8_t cat, ChunkKernel chunk_kernel);
   void column_forward(const std::string& name, std::int64_t n, std::uint8_t cat, bool fp8);
   void row_forward(const std::string& name, std::int64_t k, std::uint8_t cat);
   void column_backward(const std::string& name, std::int64_t n, std::int64_t params, bool fp8);
@@ -286,6 +289,26 @@ class StageBuilder {
 // ---------------------------------------------------------------------------------------------
 // Linear layers.
 
+// TE userbuffers' ring exchange (comm_gemm_overlap, "ring_exchange"): the t sequence chunks of
+// an all-gather travel around the TP ring in t-1 point-to-point steps while the GEMM computes,
+// chunk by chunk, the rows it already has. Returns the last GEMM chunk.
+template <typename ChunkKernel>
+TaskIndex StageBuilder::ring_exchange_gemm(const std::string& exchange_name, const std::string& gemm_name,
+                                           std::int64_t gathered, std::uint8_t cat, ChunkKernel chunk_kernel) {
+  std::vector<TaskIndex> steps;
+  for (std::int64_t i = 0; i + 1 < d_.t; ++i) {
+    steps.push_back(p2p(exchange_name, exchange(kTpNext, kTpPrev, gathered / d_.t), kTpStream, kTpComm, {}, true,
+                        i == 0 ? gathered : 0));
+  }
+  const auto rows = split_rows(d_.tokens(), d_.t);
+  TaskIndex last = kNoTask;
+  for (std::int64_t i = 0; i < d_.t; ++i) {
+    if (i > 0) wait(steps[static_cast<std::size_t>(i - 1)]);
+    last = compute(gemm_name, chunk_kernel(rows[static_cast<std::size_t>(i)]), cat);
+  }
+  return last;
+}
+
 void StageBuilder::fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat) {
   // Transformer Engine's cast_transpose: read the 16-bit tensor, write its FP8 row-wise and
   // column-wise (transposed) copies for the forward/dgrad and the wgrad GEMM.
@@ -308,17 +331,9 @@ void StageBuilder::column_forward(const std::string& name, std::int64_t n, std::
   const std::int64_t gathered = elem * T * d_.h;
   const DataType gdt = elem == 1 ? DataType::kFp8 : d_.act;
   if (tp_overlap()) {
-    std::vector<TaskIndex> steps;
-    for (std::int64_t i = 0; i + 1 < d_.t; ++i) {
-      steps.push_back(p2p(name + "_ring_exchange", exchange(kTpNext, kTpPrev, gathered / d_.t), kTpStream, kTpComm, {},
-                          true, i == 0 ? gathered : 0));
-    }
-    const auto rows = split_rows(T, d_.t);
-    for (std::int64_t i = 0; i < d_.t; ++i) {
-      if (i > 0) wait(steps[static_cast<std::size_t>(i - 1)]);
-      const TaskIndex c = compute(name + "_chunk", gemm(rows[static_cast<std::size_t>(i)], n, d_.h, 1, in), cat);
-      if (i + 1 == d_.t) free_at(c, gathered);
-    }
+    const TaskIndex last = ring_exchange_gemm(name + "_ring_exchange", name + "_chunk", gathered, cat,
+                                              [&](std::int64_t rows) { return gemm(rows, n, d_.h, 1, in); });
+    free_at(last, gathered);
     return;
   }
   tp_collective(name + "_all_gather", CollectiveKind::kAllGather, gathered, true, gdt, gathered);
@@ -381,23 +396,13 @@ void StageBuilder::row_backward(const std::string& name, std::int64_t k, std::in
   const std::int64_t T = d_.tokens();
   if (d_.fp8()) fp8_cast(name + "_grad_cast", d_.sharded_tokens() * d_.h, kBackward);
   const std::int64_t gathered = d_.gather_bytes() * T * d_.h;
-  TaskIndex dgrad = kNoTask;
   if (tp_overlap()) {
-    std::vector<TaskIndex> steps;
-    for (std::int64_t i = 0; i + 1 < d_.t; ++i) {
-      steps.push_back(p2p(name + "_grad_ring_exchange", exchange(kTpNext, kTpPrev, gathered / d_.t), kTpStream, kTpComm,
-                          {}, true, i == 0 ? gathered : 0));
-    }
-    const auto rows = split_rows(T, d_.t);
-    for (std::int64_t i = 0; i < d_.t; ++i) {
-      if (i > 0) wait(steps[static_cast<std::size_t>(i - 1)]);
-      dgrad = compute(name + "_dgrad_chunk", gemm(rows[static_cast<std::size_t>(i)], k, d_.h, 1, d_.gemm), kBackward);
-    }
+    ring_exchange_gemm(name + "_grad_ring_exchange", name + "_dgrad_chunk", gathered, kBackward,
+                       [&](std::int64_t rows) { return gemm(rows, k, d_.h, 1, d_.gemm); });
   } else {
     if (d_.sp) tp_collective(name + "_grad_all_gather", CollectiveKind::kAllGather, gathered, true, gather_dtype(), gathered);
-    dgrad = compute(name + "_dgrad", gemm(T, k, d_.h, 1, d_.gemm), kBackward);
+    compute(name + "_dgrad", gemm(T, k, d_.h, 1, d_.gemm), kBackward);
   }
-  (void)dgrad;
   const TaskIndex wgrad = compute(name + "_wgrad", gemm(k, d_.h, T, 1, d_.gemm), kBackward);
   if (d_.sp) free_at(wgrad, gathered);
   gradient_ready(params, false, wgrad);
