@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "config/scenario.h"
 #include "models/graph_vocabulary.h"
 #include "report/simulation.h"
@@ -34,7 +36,8 @@ models::ModelSpec uniform_model() {
   return m;
 }
 
-// Bubble fraction: (iteration time - busy time of a stage) / busy time of a stage.
+// Bubble fraction: (iteration time - busy time of a stage) / busy time of a stage, for the
+// busiest stage (the last one computes the tiny logits GEMM on top of the same layers).
 double bubble_fraction(models::PipelineSchedule schedule, std::int64_t pp, std::int64_t vp, std::int64_t m) {
   const models::ModelSpec model = uniform_model();
   models::ParallelSpec p;
@@ -48,8 +51,8 @@ double bubble_fraction(models::PipelineSchedule schedule, std::int64_t pp, std::
   ComputeOnly timing;
   sim::Engine engine(w.graph, timing, sim::EngineOptions{true, {}, models::kComputeStream});
   const sim::EngineResult r = engine.run();
-  const sim::RankAccount& a = r.accounts[0];
-  const double busy = (a.busy[models::kForward] + a.busy[models::kBackward]).seconds();
+  double busy = 0;
+  for (const sim::RankAccount& a : r.accounts) busy = std::max(busy, (a.busy[models::kForward] + a.busy[models::kBackward]).seconds());
   return (r.makespan.seconds() - busy) / busy;
 }
 
@@ -65,10 +68,12 @@ TEST_CASE("models/lowering: bubble fraction is (p-1)/m for GPipe and 1F1B, (p-1)
   for (std::int64_t m : {8, 16, 32}) {
     const double md = static_cast<double>(m);
     CAPTURE(m);
-    CHECK(bubble_fraction(models::PipelineSchedule::k1F1B, 4, 1, m) == doctest::Approx(3.0 / md).epsilon(0.02));
-    CHECK(bubble_fraction(models::PipelineSchedule::kGpipe, 4, 1, m) == doctest::Approx(3.0 / md).epsilon(0.02));
-    CHECK(bubble_fraction(models::PipelineSchedule::kInterleaved, 4, 2, m) == doctest::Approx(3.0 / (2 * md)).epsilon(0.02));
-    CHECK(bubble_fraction(models::PipelineSchedule::kInterleaved, 4, 3, m) == doctest::Approx(3.0 / (3 * md)).epsilon(0.02));
+    CHECK(bubble_fraction(models::PipelineSchedule::k1F1B, 4, 1, m) == doctest::Approx(3.0 / md).epsilon(0.02).scale(0));
+    CHECK(bubble_fraction(models::PipelineSchedule::kGpipe, 4, 1, m) == doctest::Approx(3.0 / md).epsilon(0.02).scale(0));
+    CHECK(bubble_fraction(models::PipelineSchedule::kInterleaved, 4, 2, m) ==
+          doctest::Approx(3.0 / (2 * md)).epsilon(0.02).scale(0));
+    CHECK(bubble_fraction(models::PipelineSchedule::kInterleaved, 4, 3, m) ==
+          doctest::Approx(3.0 / (3 * md)).epsilon(0.02).scale(0));
   }
 }
 
