@@ -156,6 +156,10 @@ ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
   integer("virtual_pipeline_model_parallel_size", p.virtual_pipeline_model_parallel_size);
   integer("context_parallel_size", p.context_parallel_size);
   integer("expert_model_parallel_size", p.expert_model_parallel_size);
+  p.expert_tensor_parallel_size = r.get_int("expert_tensor_parallel_size", 0, 1, 1 << 20);
+  origins.note("parallelism.expert_tensor_parallel_size", r, "expert_tensor_parallel_size");
+  p.microbatch_group_size_per_vp_stage = r.get_int("microbatch_group_size_per_vp_stage", 0, 1, 1 << 20);
+  origins.note("parallelism.microbatch_group_size_per_vp_stage", r, "microbatch_group_size_per_vp_stage");
   p.sequence_parallel = r.get_bool("sequence_parallel", false);
   origins.note("parallelism.sequence_parallel", r, "sequence_parallel");
   p.use_distributed_optimizer = r.get_bool("use_distributed_optimizer", false);
@@ -187,14 +191,17 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   t.recompute_num_layers = r.get_int("recompute_num_layers", 1, 1, kBig);
   note("recompute_num_layers");
   t.attention_kernel = static_cast<models::AttentionKernel>(r.get_choice("attention_kernel", 0, {"flash", "unfused"}));
+  note("attention_kernel");
   const std::size_t default_schedule = p.virtual_pipeline_model_parallel_size > 1 ? 2 : 1;
   t.pipeline_schedule =
       static_cast<models::PipelineSchedule>(r.get_choice("pipeline_schedule", default_schedule, {"gpipe", "1f1b", "interleaved"}));
   note("pipeline_schedule");
   t.overlap_grad_reduce = r.get_bool("overlap_grad_reduce", true);
+  t.align_grad_reduce = r.get_bool("align_grad_reduce", true);
   t.overlap_param_gather = r.get_bool("overlap_param_gather", false);
   note("overlap_param_gather");
   t.tp_comm_overlap = r.get_bool("tp_comm_overlap", false);
+  note("tp_comm_overlap");
   t.overlap_p2p_comm = r.get_bool("overlap_p2p_comm", false);
   note("overlap_p2p_comm");
   t.grad_reduce_in_fp32 = r.get_bool("grad_reduce_in_fp32", true);
@@ -270,7 +277,7 @@ void validate_plan(const Scenario& s, const Origins& o) {
     o.fail("model.num_query_groups", "expected a multiple of tensor_model_parallel_size (" + std::to_string(tp) +
                                          "), got " + std::to_string(m.num_query_groups));
   }
-  if (m.ffn_hidden_size % tp != 0 || (m.is_moe() && m.expert_ffn_hidden() % tp != 0)) {
+  if (m.ffn_hidden_size % tp != 0) {
     o.fail("model.ffn_hidden_size", "expected a multiple of tensor_model_parallel_size (" + std::to_string(tp) + ")");
   }
   // Layers over stages and virtual stages.
@@ -314,10 +321,27 @@ void validate_plan(const Scenario& s, const Origins& o) {
                                              std::to_string(t.global_batch_size));
   }
   const std::int64_t microbatches = t.global_batch_size / (t.micro_batch_size * dp);
-  if (t.pipeline_schedule == models::PipelineSchedule::kInterleaved && microbatches % pp != 0) {
-    o.fail("training.global_batch_size", "the interleaved schedule needs the micro-batches per iteration (" +
-                                             std::to_string(microbatches) + ") to be a multiple of pipeline_model_parallel_size (" +
-                                             std::to_string(pp) + ")");
+  if (p.microbatch_group_size_per_vp_stage > 0 && t.pipeline_schedule != models::PipelineSchedule::kInterleaved) {
+    o.fail("parallelism.microbatch_group_size_per_vp_stage", "applies to the interleaved schedule only");
+  }
+  if (t.pipeline_schedule == models::PipelineSchedule::kInterleaved) {
+    // Megatron-Core (schedules.py, forward_backward_pipelining_with_interleaving): the group
+    // size lies in [pipeline size, micro-batches], and the last group is empty or at least the
+    // pipeline size.
+    const std::int64_t group = p.vp_group();
+    const std::int64_t last = microbatches % group;
+    if (group < pp || group > microbatches) {
+      o.fail(p.microbatch_group_size_per_vp_stage > 0 ? "parallelism.microbatch_group_size_per_vp_stage" : "training.global_batch_size",
+             "the interleaved schedule needs micro-batches per iteration (" + std::to_string(microbatches) +
+                 ") >= micro-batch group size (" + std::to_string(group) + ") >= pipeline_model_parallel_size (" +
+                 std::to_string(pp) + ")");
+    }
+    if (last != 0 && last < pp) {
+      o.fail("training.global_batch_size", "the interleaved schedule needs the micro-batches per iteration (" +
+                                               std::to_string(microbatches) + ") to leave a last group of 0 or at least " +
+                                               std::to_string(pp) + " after groups of " + std::to_string(group) +
+                                               " (got " + std::to_string(last) + ")");
+    }
   }
   // Sequence and context parallelism.
   if (m.seq_length % (2 * cp) != 0 && cp > 1) {
@@ -328,20 +352,45 @@ void validate_plan(const Scenario& s, const Origins& o) {
     o.fail("parallelism.sequence_parallel", "sequence parallelism needs the sequence per context-parallel rank (" +
                                                 std::to_string(m.seq_length / cp) + ") divisible by tensor_model_parallel_size");
   }
+  if (cp > 1 && t.attention_kernel == models::AttentionKernel::kUnfused) {
+    o.fail("training.attention_kernel", "context parallelism runs Transformer Engine's fused ring attention; use \"flash\"");
+  }
+  if (t.tp_comm_overlap && !(p.sequence_parallel && tp > 1)) {
+    o.fail("training.tp_comm_overlap", "tp_comm_overlap needs sequence_parallel with tensor_model_parallel_size > 1 "
+                                       "(Megatron: 'Tensor parallel communication/GEMM overlap can happen only when "
+                                       "sequence parallelism is enabled')");
+  }
   // Experts.
+  const std::int64_t etp = p.etp();
   if (ep > 1 && !m.is_moe()) o.fail("parallelism.expert_model_parallel_size", "expert parallelism needs a model with num_experts > 0");
+  if (p.expert_tensor_parallel_size > 0 && !m.is_moe()) {
+    o.fail("parallelism.expert_tensor_parallel_size", "expert tensor parallelism needs a model with num_experts > 0");
+  }
   if (m.is_moe() && m.num_experts % ep != 0) {
     o.fail("parallelism.expert_model_parallel_size", "expected a divisor of num_experts (" + std::to_string(m.num_experts) + ")");
   }
-  if (dp % ep != 0) {
-    o.fail("parallelism.expert_model_parallel_size", "expected a divisor of the data-parallel size (" + std::to_string(dp) + ")");
+  if (m.is_moe() && (tp * cp * dp) % (etp * ep) != 0) {
+    // Megatron-Core's expert rank grid folds over the same ranks as the dense grid
+    // (parallel_state.initialize_model_parallel).
+    o.fail(p.expert_tensor_parallel_size > 0 ? "parallelism.expert_tensor_parallel_size" : "parallelism.expert_model_parallel_size",
+           "expert tensor x expert parallel size (" + std::to_string(etp) + " x " + std::to_string(ep) +
+               ") must divide tensor x context x data parallel size (" + std::to_string(tp * cp * dp) + ")");
+  }
+  if (m.is_moe() && m.expert_ffn_hidden() % etp != 0) {
+    o.fail(m.moe_ffn_hidden_size > 0 ? "model.moe_ffn_hidden_size" : "model.ffn_hidden_size",
+           "expected the expert hidden size to be a multiple of expert_tensor_parallel_size (" + std::to_string(etp) + ")");
+  }
+  if (m.is_moe() && tp > 1 && !p.sequence_parallel) {
+    o.fail("parallelism.sequence_parallel", "a mixture-of-experts model with tensor parallelism needs sequence_parallel "
+                                            "(Megatron's MoELayer refuses to train without it)");
   }
   // Optimizer sharding and overlap options.
   if (t.overlap_param_gather && !p.use_distributed_optimizer && p.zero_stage == 0) {
     o.fail("training.overlap_param_gather", "overlap_param_gather needs use_distributed_optimizer");
   }
-  if (p.zero_stage >= 3 && pp > 1) {
-    o.fail("parallelism.zero_stage", "ZeRO stage 3 / FSDP is modelled without pipeline parallelism (set pipeline_model_parallel_size to 1)");
+  if (p.zero_stage >= 3 && t.overlap_param_gather) {
+    o.fail("training.overlap_param_gather", "ZeRO stage 3 always prefetches its per-layer parameter gathers; "
+                                            "overlap_param_gather is for the distributed optimizer");
   }
   if (t.overlap_p2p_comm && t.pipeline_schedule != models::PipelineSchedule::kInterleaved) {
     o.fail("training.overlap_p2p_comm", "overlap_p2p_comm applies to the interleaved schedule only");

@@ -34,7 +34,7 @@ const char* category_name(std::uint8_t c) {
 bool is_communication(std::uint8_t c) { return c >= kTpComm && c < kNumCategories; }
 
 std::vector<std::string> stream_names() { return {"compute", "tp", "dp", "pp", "cp_ep"}; }
-std::vector<std::string> comm_slot_names() { return {"tp", "dp", "cp", "ep", "expert_dp", "embedding", "model_parallel"}; }
-std::vector<std::string> peer_slot_names() { return {"pp_next", "pp_prev", "cp_next", "cp_prev"}; }
+std::vector<std::string> comm_slot_names() { return {"tp", "dp", "cp", "ep", "expert_tp", "expert_dp", "embedding", "grad_stats", "amax"}; }
+std::vector<std::string> peer_slot_names() { return {"pp_next", "pp_prev", "cp_next", "cp_prev", "tp_next", "tp_prev"}; }
 
 }  // namespace trainsim::models

@@ -15,16 +15,21 @@ enum Stream : std::uint8_t { kComputeStream = 0, kTpStream, kDpStream, kPpStream
 
 enum CommSlot : std::uint16_t {
   kTpSlot = 0,       // tensor-parallel group
-  kDpSlot,           // data-parallel group (gradient reduction, parameter gather)
+  kDpSlot,           // data-parallel group with context parallelism (Megatron's dp_cp group):
+                     // gradient reduction, parameter gather
   kCpSlot,           // context-parallel group
   kEpSlot,           // expert-parallel group (token dispatch/combine)
+  kExpertTpSlot,     // expert-tensor-parallel group (gather/scatter of dispatched tokens)
   kExpertDpSlot,     // expert data-parallel group (expert gradient reduction)
   kEmbeddingSlot,    // first and last pipeline stage (tied embedding gradients)
-  kModelParallelSlot,  // tensor x pipeline group (gradient-norm reduction)
+  kGradStatsSlot,    // gradient-norm reduction: tensor x pipeline, every rank with a sharded optimizer
+  kAmaxSlot,         // FP8 amax reduction: tensor x context x data parallel ranks of a stage
   kNumCommSlots
 };
 
-enum PeerSlot : std::uint16_t { kPpNext = 0, kPpPrev, kCpNext, kCpPrev, kNumPeerSlots };
+// Point-to-point peers: pipeline neighbours, the context-parallel ring, and the tensor-parallel
+// ring (Transformer Engine's userbuffers ring exchange under tp_comm_overlap).
+enum PeerSlot : std::uint16_t { kPpNext = 0, kPpPrev, kCpNext, kCpPrev, kTpNext, kTpPrev, kNumPeerSlots };
 
 enum Category : std::uint8_t {
   kForward = 0,

@@ -17,7 +17,7 @@ struct LayerDims {
   std::int64_t a = 1;   // attention heads per tensor-parallel rank
   std::int64_t g = 1;   // query groups (key/value heads) per tensor-parallel rank
   std::int64_t d = 1;   // head dimension
-  std::int64_t f = 1;   // MLP hidden size per tensor-parallel rank (one expert for MoE)
+  std::int64_t f = 1;   // dense MLP hidden size per tensor-parallel rank
   std::int64_t v = 1;   // padded vocabulary per tensor-parallel rank
   std::int64_t t = 1;   // tensor-parallel size
   std::int64_t cp = 1;  // context-parallel size
@@ -36,14 +36,56 @@ struct LayerDims {
   std::int64_t local_experts = 0;  // experts on this rank
   std::int64_t topk = 0;
   std::int64_t ep = 1;
+  std::int64_t etp = 1;            // expert-tensor-parallel size
+  std::int64_t ef = 0;             // expert MLP hidden size per expert-tensor-parallel rank
 
   std::int64_t tokens() const { return b * s; }                // tokens of a micro-batch on this rank
   std::int64_t sharded_tokens() const { return sp ? b * s / t : b * s; }  // in norm/dropout regions
   std::int64_t act_bytes() const { return sim::size_of(act); }
   std::int64_t qkv_width() const { return (a + 2 * g) * d; }
   std::int64_t fc1_width() const { return gated ? 2 * f : f; }
+  std::int64_t expert_fc1_width() const { return gated ? 2 * ef : ef; }
+  bool fp8() const { return gemm == sim::DataType::kFp8; }
+  // Bytes per element of activations all-gathered before a GEMM: Transformer Engine casts to FP8
+  // before gathering (distributed.py, gather_along_first_dim with a Float8 quantizer).
+  std::int64_t gather_bytes() const { return fp8() ? 1 : act_bytes(); }
+  // MoE: tokens entering the layer on this rank (sequence-sharded), and tokens its local experts
+  // process after the expert-parallel all-to-all and the expert-tensor-parallel all-gather, with
+  // the router's load balanced (Megatron's alltoall token dispatcher).
+  std::int64_t moe_tokens() const { return sharded_tokens(); }
+  std::int64_t routed_tokens() const { return sharded_tokens() * topk * etp; }
 };
 
 LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSpec& t);
+
+// Parameters of one decoder layer held by one GPU: weights sharded over tensor parallelism
+// (experts over expert-tensor and expert parallelism), norms and row-parallel biases replicated.
+struct LayerParams {
+  std::int64_t norm = 0;  // each of the two normalisations
+  std::int64_t qkv = 0, proj = 0, fc1 = 0, fc2 = 0;  // dense MLP (0 for MoE)
+  std::int64_t router = 0, expert_fc1 = 0, expert_fc2 = 0;  // all local experts together
+  std::int64_t gemm_weights = 0;  // weights of GEMMs in Transformer Engine modules (FP8-capable)
+  std::int64_t dense() const { return 2 * norm + qkv + proj + fc1 + fc2 + router; }
+  std::int64_t expert() const { return expert_fc1 + expert_fc2; }
+};
+
+inline LayerParams layer_params(const LayerDims& d) {
+  LayerParams p;
+  const std::int64_t bias = d.bias ? 1 : 0;
+  p.norm = d.layernorm ? 2 * d.h : d.h;
+  p.qkv = d.h * d.qkv_width() + bias * d.qkv_width();
+  p.proj = d.a * d.d * d.h + bias * d.h;
+  if (d.experts == 0) {
+    p.fc1 = d.h * d.fc1_width() + bias * d.fc1_width();
+    p.fc2 = d.f * d.h + bias * d.h;
+    p.gemm_weights = d.h * (d.qkv_width() + d.a * d.d + d.fc1_width() + d.f);
+  } else {
+    p.router = d.h * d.experts;
+    p.expert_fc1 = d.local_experts * (d.h * d.expert_fc1_width() + bias * d.expert_fc1_width());
+    p.expert_fc2 = d.local_experts * (d.ef * d.h + bias * d.h);
+    p.gemm_weights = d.h * (d.qkv_width() + d.a * d.d) + d.local_experts * d.h * (d.expert_fc1_width() + d.ef);
+  }
+  return p;
+}
 
 }  // namespace trainsim::models

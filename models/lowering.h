@@ -3,8 +3,10 @@
 // training iteration, as Megatron-Core executes it: per pipeline stage (one rank class), the
 // micro-batches in the schedule's order; per layer, the GEMMs, attention, memory-bound kernels
 // and the tensor/context/expert-parallel communication; point-to-point transfers between
-// stages; bucketed data-parallel gradient reduction overlapped with the backward pass; the
-// optimizer step. Tasks carry shapes and bytes; durations come later from the hardware models.
+// stages; bucketed data-parallel gradient reduction overlapped with the backward pass (or
+// ZeRO-3's per-layer gathers and reduce-scatters); the optimizer step. Tasks carry shapes and
+// bytes; durations come later from the hardware models. StageBuilder (stage_builder.h) writes
+// the tasks of one stage; this file lays out ranks, communicators and peers.
 
 #include <cstdint>
 #include <string>
@@ -27,6 +29,7 @@ struct StageInfo {
   bool has_embedding = false;
   bool has_output = false;
   std::int64_t parameters = 0;  // per GPU
+  StageParameters params;       // the same, split by sharding group
   StaticMemory static_memory;
 };
 
@@ -35,6 +38,7 @@ struct Workload {
   RankLayout layout;
   std::vector<StageInfo> stages;
   std::int64_t data_parallel_size = 1;
+  std::int64_t expert_data_parallel_size = 1;
   std::int64_t microbatches = 1;       // per data-parallel rank per iteration
   std::int64_t tokens_per_iteration = 0;
   LayerDims dims;

@@ -15,7 +15,7 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
   d.a = m.num_attention_heads / tp;
   d.g = m.num_query_groups / tp;
   d.d = m.head_dim();
-  d.f = (m.is_moe() ? m.expert_ffn_hidden() : m.ffn_hidden_size) / tp;
+  d.f = m.ffn_hidden_size / tp;
   d.v = m.padded_vocab(tp) / tp;
   d.t = tp;
   d.cp = p.context_parallel_size;
@@ -32,34 +32,50 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
   if (m.is_moe()) {
     d.experts = m.num_experts;
     d.ep = p.expert_model_parallel_size;
+    d.etp = p.etp();
     d.local_experts = m.num_experts / p.expert_model_parallel_size;
     d.topk = m.moe_router_topk;
+    d.ef = m.expert_ffn_hidden() / d.etp;
   }
   return d;
 }
 
 std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
   const std::int64_t T = d.tokens(), Ts = d.sharded_tokens(), dt = d.act_bytes();
+  // A GEMM's input is kept for its weight gradient; under FP8, Transformer Engine keeps the FP8
+  // (column-wise) cast instead of the 16-bit tensor (module/linear.py, saved inputmat).
+  const std::int64_t lin = d.fp8() ? 1 : dt;
   // Attention block (Korthikanti Sec. 4.1): QKV input, Q and K for the scores, V, the output
   // projection's input and the dropout mask; softmax output, its dropout mask and dropout output
-  // (the 5as^2b term) only when the score matrix is materialised.
-  std::int64_t attention = dt * Ts * d.h                  // QKV GEMM input (sharded under SP)
+  // (the 5as^2b term) only when the score matrix is materialised. Grouped-query attention keeps
+  // g key/value heads instead of a.
+  std::int64_t attention = lin * Ts * d.h                  // QKV GEMM input (sharded under SP)
                            + dt * T * (d.a + 2 * d.g) * d.d  // Q, K, V
-                           + dt * T * d.a * d.d;             // output-projection input
+                           + lin * T * d.a * d.d;            // output-projection input
   if (d.hidden_dropout) attention += Ts * d.h;              // dropout mask, 1 byte
   if (!selective) {
     if (d.flash) {
-      attention += 4 * d.b * d.a * d.s;  // softmax statistics (fp32 log-sum-exp per row)
+      // Flash attention keeps the fp32 log-sum-exp per query row (Dao et al. 2022, Alg. 2) and its
+      // output O, which is the output projection's input unless that was cast to FP8.
+      attention += 4 * d.b * d.a * d.s + (d.fp8() ? dt * T * d.a * d.d : 0);
     } else {
       attention += dt * d.b * d.a * d.s * d.s;  // softmax output
       if (d.attention_dropout) attention += d.b * d.a * d.s * d.s + dt * d.b * d.a * d.s * d.s;
     }
   }
-  // MLP block (Sec. 4.1): fc1 input, activation input, fc2 input, dropout mask. With MoE, every
-  // token visits topk experts, so the expert tensors scale by topk.
-  const std::int64_t routed = d.experts > 0 ? d.topk : 1;
-  std::int64_t mlp = dt * Ts * d.h + routed * (dt * T * d.fc1_width() + dt * T * d.f);
-  if (d.experts > 0) mlp += dt * T * d.h * d.topk + 4 * T * d.experts;  // dispatched tokens, router probs
+  std::int64_t mlp = 0;
+  if (d.experts == 0) {
+    // MLP block (Sec. 4.1): fc1 input, activation input, fc2 input, dropout mask.
+    mlp = lin * Ts * d.h + dt * T * d.fc1_width() + lin * T * d.f;
+  } else {
+    // MoE (Megatron's MoELayer with the alltoall dispatcher): the router input, its fp32
+    // probabilities, the expert GEMMs' inputs and activation input over the routed tokens, and
+    // the combined expert outputs the probability-weighted unpermute needs for the router's
+    // gradient.
+    const std::int64_t R = d.routed_tokens();
+    mlp = dt * Ts * d.h + 4 * Ts * d.experts + lin * R * d.h + dt * R * d.expert_fc1_width() + lin * R * d.ef +
+          dt * Ts * d.topk * d.h;
+  }
   if (d.hidden_dropout) mlp += Ts * d.h;
   // Two normalisations keep their inputs.
   const std::int64_t norms = 2 * dt * Ts * d.h;
@@ -75,27 +91,33 @@ std::int64_t embedding_activation_bytes(const LayerDims& d) {
 std::int64_t output_activation_bytes(const LayerDims& d) {
   const std::int64_t dt = d.act_bytes();
   return dt * d.sharded_tokens() * d.h     // final norm input
-         + dt * d.sharded_tokens() * d.h   // logits GEMM input
-         + 4 * d.tokens() * d.v;           // fp32 softmax of the vocab-parallel cross-entropy
+         + dt * d.sharded_tokens() * d.h   // logits GEMM input (re-gathered in backward under SP)
+         + 4 * d.tokens() * d.v;           // fp32 exp(logits) of the vocab-parallel cross-entropy
+                                           // (tensor_parallel/cross_entropy.py, save_for_backward)
 }
 
-StaticMemory static_memory(std::int64_t params, std::int64_t dp, const ParallelSpec& p, const TrainingSpec& t) {
-  TRAINSIM_CHECK(dp >= 1, "data-parallel size must be positive");
+StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::int64_t expert_dp, const ParallelSpec& p,
+                           const TrainingSpec& t) {
+  TRAINSIM_CHECK(dp >= 1 && expert_dp >= 1, "data-parallel sizes must be positive");
   StaticMemory m;
   // Megatron mixed precision (docs "Distributed optimizer"): 16-bit weights (2 B), main grads
   // (4 B in fp32, 2 B when reduced in bf16), fp32 master weights + Adam m and v (12 B).
-  // Distributed optimizer / ZeRO-1 shard the 12 B over dp; ZeRO-2 also the gradients;
-  // ZeRO-3 also the weights.
+  // Distributed optimizer / ZeRO-1 shard the 12 B over the data-parallel group (expert
+  // parameters over the expert-data-parallel group); ZeRO-2 also the gradients; ZeRO-3 also the
+  // weights.
   const std::int64_t grad_bytes = t.grad_reduce_in_fp32 ? 4 : 2;
-  const bool shard_optimizer = p.use_distributed_optimizer || p.zero_stage >= 1;
-  const bool shard_grads = p.zero_stage >= 2;
-  const bool shard_weights = p.zero_stage >= 3;
-  const auto shard = [dp](std::int64_t bytes) { return (bytes + dp - 1) / dp; };
-  m.weights = 2 * params;
-  if (t.precision == Precision::kFp8) m.weights += params;  // FP8 weight copies (Transformer Engine)
-  if (shard_weights) m.weights = shard(m.weights);
-  m.gradients = shard_grads ? shard(grad_bytes * params) : grad_bytes * params;
-  m.optimizer_states = shard_optimizer ? shard(12 * params) : 12 * params;
+  const auto shard = [](std::int64_t bytes, std::int64_t n) { return (bytes + n - 1) / n; };
+  const auto sharded = [&](std::int64_t per_param, bool on) {
+    return on ? shard(per_param * params.dense, dp) + shard(per_param * params.expert, expert_dp)
+              : per_param * params.total();
+  };
+  m.weights = sharded(2, p.zero_stage >= 3);
+  // FP8: Transformer Engine caches each GEMM weight's FP8 cast, row-wise and column-wise
+  // (1 B each), from the first micro-batch on (module/base.py, get_weight_workspace with
+  // is_first_microbatch). Under ZeRO-3 the casts live only while a layer is gathered.
+  if (t.precision == Precision::kFp8 && p.zero_stage < 3) m.weights += 2 * params.fp8_gemm;
+  m.gradients = sharded(grad_bytes, p.zero_stage >= 2);
+  m.optimizer_states = sharded(12, p.shards_optimizer());
   return m;
 }
 

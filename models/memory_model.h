@@ -4,6 +4,9 @@
 // in Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
 // Section 4 and Table 2 (34sbh + 5as^2b per layer without parallelism, divided by t under
 // tensor + sequence parallelism; the 5as^2b score-matrix term only for unfused attention).
+// Extensions beyond the paper, each cited where it is computed: flash attention's saved
+// statistics, grouped-query attention, SwiGLU, mixture-of-experts tensors, and Transformer
+// Engine's FP8 copies of GEMM inputs.
 
 #include <cstdint>
 
@@ -22,6 +25,14 @@ std::int64_t layer_checkpoint_bytes(const LayerDims& d);
 std::int64_t embedding_activation_bytes(const LayerDims& d);
 std::int64_t output_activation_bytes(const LayerDims& d);
 
+// Parameters held by one GPU of a stage, split by how they are sharded and reduced.
+struct StageParameters {
+  std::int64_t dense = 0;   // replicated over the data-parallel (x context-parallel) group
+  std::int64_t expert = 0;  // replicated over the expert-data-parallel group
+  std::int64_t fp8_gemm = 0;  // weights of GEMMs Transformer Engine runs in FP8 (0 unless fp8)
+  std::int64_t total() const { return dense + expert; }
+};
+
 struct StaticMemory {
   std::int64_t weights = 0;            // 16-bit parameters (plus FP8 copies under fp8)
   std::int64_t gradients = 0;          // main gradients (fp32 or 16-bit)
@@ -29,7 +40,9 @@ struct StaticMemory {
   std::int64_t total() const { return weights + gradients + optimizer_states; }
 };
 
-// Static memory of `params` parameters on one GPU replicated over `dp` data-parallel ranks.
-StaticMemory static_memory(std::int64_t params, std::int64_t dp, const ParallelSpec& p, const TrainingSpec& t);
+// Static memory of one GPU: dense parameters replicated over `dp` ranks, expert parameters over
+// `expert_dp` ranks.
+StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::int64_t expert_dp, const ParallelSpec& p,
+                           const TrainingSpec& t);
 
 }  // namespace trainsim::models

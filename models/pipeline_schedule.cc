@@ -12,11 +12,12 @@ using Kind = PipelineStep::Kind;
 
 class StepList {
  public:
-  void forward(std::int64_t mb, std::int64_t chunk) { steps_.push_back({Kind::kForward, mb, chunk, {}}); }
-  void backward(std::int64_t mb, std::int64_t chunk) { steps_.push_back({Kind::kBackward, mb, chunk, {}}); }
+  void forward(std::int64_t mb, std::int64_t chunk) { steps_.push_back({Kind::kForward, mb, chunk, {}, PipelineStep::Wait::kNow}); }
+  void backward(std::int64_t mb, std::int64_t chunk) { steps_.push_back({Kind::kBackward, mb, chunk, {}, PipelineStep::Wait::kNow}); }
   // One batch; ops that are switched off are dropped, an empty batch is no step.
-  void communicate(std::initializer_list<std::pair<bool, PipelineP2P>> ops) {
-    PipelineStep s{Kind::kCommunicate, 0, 0, {}};
+  void communicate(std::initializer_list<std::pair<bool, PipelineP2P>> ops,
+                   PipelineStep::Wait wait = PipelineStep::Wait::kNow) {
+    PipelineStep s{Kind::kCommunicate, 0, 0, {}, wait};
     for (const auto& [on, op] : ops) {
       if (on) s.transfers.push_back(op);
     }
@@ -81,55 +82,81 @@ std::vector<PipelineStep> one_f_one_b(std::int64_t p, std::int64_t stages, std::
   return s.take();
 }
 
-std::vector<PipelineStep> interleaved(std::int64_t p, std::int64_t P, std::int64_t V, std::int64_t m) {
+// forward_backward_pipelining_with_interleaving (Megatron-Core schedules.py at d98e8a6): the
+// schedule table of micro-batch groups, warm-up of 2(p - rank - 1) + (v - 1) * group forward
+// passes, recv_tensor_from_previous_stage's rule for when the leading stage receives, and the
+// asynchronous sends and receives of overlap_p2p_comm (without overlap_p2p_comm_warmup_flush).
+std::vector<PipelineStep> interleaved(std::int64_t p, const PipelineShape& shape) {
+  const std::int64_t P = shape.stages, V = shape.chunks, m = shape.microbatches;
+  const std::int64_t G = shape.group > 0 ? shape.group : P;
+  const bool overlap = shape.overlap_p2p;
+  // get_schedule_table: (micro-batch, chunk) of every virtual micro-batch.
+  std::vector<std::pair<std::int64_t, std::int64_t>> table;
+  for (std::int64_t lo = 0; lo < m; lo += G) {
+    const std::int64_t hi = lo + G >= m ? m : lo + G;
+    for (std::int64_t c = 0; c < V; ++c) {
+      for (std::int64_t mb = lo; mb < hi; ++mb) table.emplace_back(mb, c);
+    }
+  }
   const std::int64_t total = m * V;
-  const bool all_warmup = m == P;
-  std::int64_t warmup = all_warmup ? total : std::min((P - p - 1) * 2 + (V - 1) * P, total);
+  std::int64_t warmup = (P - p - 1) * 2 + (V - 1) * G;
+  const bool all_warmup = warmup >= total;
+  if (all_warmup) warmup = total;
   const std::int64_t remaining = total - warmup;
   auto chunk = [&](std::int64_t k, bool forward) {
-    const std::int64_t c = py_mod(k, P * V) / P;
+    const std::int64_t c = table[static_cast<std::size_t>(py_mod(k, total))].second;
     return forward ? c : V - 1 - c;
   };
-  auto microbatch = [&](std::int64_t k) { return (k / (P * V)) * P + k % P; };
+  auto microbatch = [&](std::int64_t k) { return table[static_cast<std::size_t>(k)].first; };
   auto first_virtual = [&](std::int64_t c) { return p == 0 && c == 0; };
   auto last_virtual = [&](std::int64_t c) { return p == P - 1 && c == V - 1; };
+  // recv_tensor_from_previous_stage: whether this stage receives a tensor for the pass after k.
+  auto receives = [&](std::int64_t k, bool forward) {
+    const bool leading = forward ? p == 0 : p == P - 1;
+    if (!leading) return true;
+    if (k < P - 1) return false;
+    return chunk(k - (P - 1), forward) != (forward ? V - 1 : 0);
+  };
+  using Wait = PipelineStep::Wait;
 
   StepList s;
   s.communicate({{p != 0, kRecvForward}});
   for (std::int64_t k = 0; k < warmup; ++k) {
     const std::int64_t c = chunk(k, true);
     s.forward(microbatch(k), c);
-    bool recv_prev = !(p == 0 && chunk(k + 1, true) == 0);
-    if (k == total - 1) recv_prev = false;
+    const bool recv_prev = receives(k, true) && k != total - 1;
     const bool send = !last_virtual(c);
-    if (k == warmup - 1 && !all_warmup) {
-      const bool recv_next = p != P - 1;
-      s.communicate({{send, kSendForward}, {recv_prev, kRecvForward}, {recv_next, kRecvBackward}});
+    if (k == warmup - 1 && !overlap && !all_warmup) {
+      s.communicate({{send, kSendForward}, {recv_prev, kRecvForward}, {p != P - 1, kRecvBackward}});
     } else {
       s.communicate({{send, kSendForward}, {recv_prev, kRecvForward}});
     }
+    if (overlap && k == warmup - 1 && !all_warmup) s.communicate({{p != P - 1, kRecvBackward}}, Wait::kBeforeNextBackward);
   }
   for (std::int64_t k = 0; k < remaining; ++k) {
     const std::int64_t fk = k + warmup, bk = k;
     const std::int64_t fc = chunk(fk, true), bc = chunk(bk, false);
-    s.forward(microbatch(fk), fc);
-    s.backward(microbatch(bk), bc);
-    bool recv_prev = true;
-    if (p == 0 && chunk(fk - (P - 1), true) == V - 1) recv_prev = false;
-    bool recv_next = true;
-    if (p == P - 1 && chunk(bk - (P - 1), false) == 0) recv_next = false;
-    if (k == remaining - 1) recv_prev = false;
-    s.communicate({{!last_virtual(fc), kSendForward},
-                   {!first_virtual(bc), kSendBackward},
-                   {recv_prev, kRecvForward},
-                   {recv_next, kRecvBackward}});
+    const bool recv_prev = receives(fk, true) && k != remaining - 1;
+    const bool recv_next = receives(bk, false);
+    if (overlap) {
+      s.forward(microbatch(fk), fc);
+      s.communicate({{!last_virtual(fc), kSendForward}, {recv_prev, kRecvForward}}, Wait::kBeforeNextForward);
+      s.backward(microbatch(bk), bc);
+      s.communicate({{!first_virtual(bc), kSendBackward}, {recv_next, kRecvBackward}}, Wait::kBeforeNextBackward);
+    } else {
+      s.forward(microbatch(fk), fc);
+      s.backward(microbatch(bk), bc);
+      s.communicate({{!last_virtual(fc), kSendForward},
+                     {!first_virtual(bc), kSendBackward},
+                     {recv_prev, kRecvForward},
+                     {recv_next, kRecvBackward}});
+    }
   }
   if (all_warmup) s.communicate({{p != P - 1, kRecvBackward}});
   for (std::int64_t k = remaining; k < total; ++k) {
     const std::int64_t bc = chunk(k, false);
     s.backward(microbatch(k), bc);
-    bool recv_next = !(p == P - 1 && chunk(k + 1, false) == V - 1);
-    if (k == total - 1) recv_next = false;
+    const bool recv_next = receives(k, false) && k != total - 1;
     s.communicate({{!first_virtual(bc), kSendBackward}, {recv_next, kRecvBackward}});
   }
   return s.take();
@@ -137,17 +164,20 @@ std::vector<PipelineStep> interleaved(std::int64_t p, std::int64_t P, std::int64
 
 }  // namespace
 
-std::vector<PipelineStep> pipeline_steps(PipelineSchedule schedule, std::int64_t stage, std::int64_t stages,
-                                         std::int64_t chunks, std::int64_t microbatches) {
-  TRAINSIM_CHECK(stage >= 0 && stage < stages && microbatches >= 1 && chunks >= 1, "bad pipeline shape");
+std::vector<PipelineStep> pipeline_steps(PipelineSchedule schedule, std::int64_t stage, const PipelineShape& shape) {
+  TRAINSIM_CHECK(stage >= 0 && stage < shape.stages && shape.microbatches >= 1 && shape.chunks >= 1, "bad pipeline shape");
   switch (schedule) {
     case PipelineSchedule::kGpipe:
-      return gpipe(stage, stages, microbatches);
+      return gpipe(stage, shape.stages, shape.microbatches);
     case PipelineSchedule::k1F1B:
-      return one_f_one_b(stage, stages, microbatches);
-    case PipelineSchedule::kInterleaved:
-      TRAINSIM_CHECK(microbatches % stages == 0, "interleaved schedule needs micro-batches divisible by stages");
-      return interleaved(stage, stages, chunks, microbatches);
+      return one_f_one_b(stage, shape.stages, shape.microbatches);
+    case PipelineSchedule::kInterleaved: {
+      const std::int64_t G = shape.group > 0 ? shape.group : shape.stages;
+      const std::int64_t last = shape.microbatches % G;
+      TRAINSIM_CHECK(G >= shape.stages && G <= shape.microbatches && (last == 0 || last >= shape.stages),
+                     "interleaved schedule: bad micro-batch group size");
+      return interleaved(stage, shape);
+    }
   }
   return {};
 }

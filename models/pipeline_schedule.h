@@ -4,7 +4,9 @@
 // `gpipe`: all forwards, then all backwards. `1f1b`: forward_backward_pipelining_without_
 // interleaving (warm-up of p-1-stage forwards, steady one-forward-one-backward, cool-down).
 // `interleaved`: forward_backward_pipelining_with_interleaving (virtual stages; micro-batches
-// in groups of p), including its rules for which sends and receives each step batches.
+// in groups of microbatch_group_size_per_vp_stage, by default p), including its rules for which
+// sends and receives each step batches and, with overlap_p2p_comm, its asynchronous sends and
+// receives that the compute stream waits for only before the pass that needs them.
 
 #include <cstdint>
 #include <vector>
@@ -23,15 +25,27 @@ struct PipelineP2P {
 
 struct PipelineStep {
   enum class Kind : std::uint8_t { kForward, kBackward, kCommunicate };
+  // When the compute stream waits for a communicate step: at once (Megatron waits on the
+  // batch's requests), or, for overlap_p2p_comm's asynchronous requests, before the next
+  // forward or backward pass.
+  enum class Wait : std::uint8_t { kNow, kBeforeNextForward, kBeforeNextBackward };
   Kind kind = Kind::kForward;
   std::int64_t microbatch = 0;  // forward/backward
   std::int64_t chunk = 0;       // model chunk (virtual stage index on this rank)
   std::vector<PipelineP2P> transfers;  // communicate: one batch_isend_irecv
+  Wait wait = Wait::kNow;
 };
 
-// REQUIRES: 0 <= stage < stages; microbatches >= 1; chunks >= 1 (only interleaved uses > 1);
-// interleaved: microbatches % stages == 0.
-std::vector<PipelineStep> pipeline_steps(PipelineSchedule schedule, std::int64_t stage, std::int64_t stages,
-                                         std::int64_t chunks, std::int64_t microbatches);
+struct PipelineShape {
+  std::int64_t stages = 1;
+  std::int64_t chunks = 1;        // model chunks per stage (> 1 only for interleaved)
+  std::int64_t microbatches = 1;
+  std::int64_t group = 0;         // interleaved: microbatch_group_size_per_vp_stage (0 = stages)
+  bool overlap_p2p = false;       // interleaved: overlap_p2p_comm
+};
+
+// REQUIRES: 0 <= stage < shape.stages; microbatches >= 1; chunks >= 1; interleaved: the group
+// size is in [stages, microbatches] and the last group has 0 or >= stages micro-batches.
+std::vector<PipelineStep> pipeline_steps(PipelineSchedule schedule, std::int64_t stage, const PipelineShape& shape);
 
 }  // namespace trainsim::models

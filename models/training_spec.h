@@ -13,9 +13,20 @@ struct ParallelSpec {
   std::int64_t virtual_pipeline_model_parallel_size = 1;
   std::int64_t context_parallel_size = 1;
   std::int64_t expert_model_parallel_size = 1;
+  std::int64_t expert_tensor_parallel_size = 0;  // 0 = tensor_model_parallel_size (Megatron's default)
+  // Interleaved schedule: micro-batches run per model chunk before switching chunks; 0 = the
+  // pipeline size (Megatron-Core's default).
+  std::int64_t microbatch_group_size_per_vp_stage = 0;
   bool sequence_parallel = false;
   bool use_distributed_optimizer = false;
-  int zero_stage = 0;  // 0 | 1 | 2 | 3 (3 = FSDP: parameters gathered per layer)
+  // 0 | 1 | 2 | 3. 1 = distributed optimizer; 2 = also gradients sharded (reduce-scattered every
+  // micro-batch); 3 = FSDP: also parameters, gathered per layer in forward and backward.
+  int zero_stage = 0;
+  std::int64_t etp() const { return expert_tensor_parallel_size > 0 ? expert_tensor_parallel_size : tensor_model_parallel_size; }
+  std::int64_t vp_group() const {
+    return microbatch_group_size_per_vp_stage > 0 ? microbatch_group_size_per_vp_stage : pipeline_model_parallel_size;
+  }
+  bool shards_optimizer() const { return use_distributed_optimizer || zero_stage >= 1; }
   std::optional<std::int64_t> decoder_first_pipeline_num_layers;
   std::optional<std::int64_t> decoder_last_pipeline_num_layers;
 };
@@ -42,6 +53,9 @@ struct TrainingSpec {
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
   PipelineSchedule pipeline_schedule = PipelineSchedule::k1F1B;
   bool overlap_grad_reduce = true;
+  // Megatron's align_grad_reduce (default on): gradient reductions start at the same time on
+  // every pipeline stage rather than as each bucket becomes ready on stages after the first.
+  bool align_grad_reduce = true;
   bool overlap_param_gather = false;
   bool tp_comm_overlap = false;
   bool overlap_p2p_comm = false;

@@ -164,13 +164,26 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
     case TaskKind::kCollective:
       post_collective(rank, s, task, rc);
       break;
-    case TaskKind::kPointToPoint:
-      st.pending = task.payload_count;
+    case TaskKind::kPointToPoint: {
       TRAINSIM_CHECK(task.payload_count > 0, "point-to-point task without transfers");
-      for (std::uint32_t i = 0; i < task.payload_count; ++i) {
-        post_transfer(rank, s, rc.transfers[task.payload + i]);
+      const auto* first = &rc.transfers[task.payload];
+      const auto* last = first + task.payload_count;
+      // Under symmetry a receive from a peer that is not simulated, in a task that also sends on
+      // the mirrored slot (a ring step: send to next, receive from previous), is the image of
+      // this rank's own send: the send's link load already counts every rank of the class, so
+      // the receive ends with it instead of loading the links a second time.
+      auto mirrored = [&](const Transfer& t) {
+        if (t.is_send || account_of_[index(graph_.peer(RankId{rank}, t.peer_slot))] != kNoInstance) return false;
+        const std::uint16_t twin = graph_.reverse_peer_slot(t.peer_slot);
+        return std::any_of(first, last, [&](const Transfer& o) { return o.is_send && o.peer_slot == twin && o.bytes == t.bytes; });
+      };
+      st.pending = 0;
+      for (const auto* t = first; t != last; ++t) st.pending += mirrored(*t) ? 0u : 1u;
+      for (const auto* t = first; t != last; ++t) {
+        if (!mirrored(*t)) post_transfer(rank, s, *t);
       }
       break;
+    }
   }
 }
 

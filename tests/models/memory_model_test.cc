@@ -58,9 +58,10 @@ TEST_CASE("models/memory: activations per layer match Korthikanti et al. 2022 Ta
 TEST_CASE("models/memory: the distributed optimizer shards optimizer state over data parallelism") {
   models::ParallelSpec p;
   models::TrainingSpec t;
-  const auto plain = models::static_memory(1'000'000, 8, p, t);
+  const models::StageParameters params{1'000'000, 0, 0};
+  const auto plain = models::static_memory(params, 8, 1, p, t);
   p.use_distributed_optimizer = true;
-  const auto sharded = models::static_memory(1'000'000, 8, p, t);
+  const auto sharded = models::static_memory(params, 8, 1, p, t);
   CHECK(plain.optimizer_states == 12'000'000);
   CHECK(sharded.optimizer_states == 1'500'000);
   CHECK(sharded.weights == plain.weights);

@@ -1,0 +1,1228 @@
+#include "models/stage_builder.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "models/gradient_buckets.h"
+#include "models/graph_vocabulary.h"
+#include "models/memory_model.h"
+#include "models/pipeline_schedule.h"
+#include "sim/check.h"
+
+namespace trainsim::models {
+
+using sim::Bytes;
+using sim::CollectiveKind;
+using sim::DataType;
+using sim::Flops;
+using sim::Kernel;
+using sim::KernelClass;
+using sim::TaskIndex;
+
+std::int64_t embedding_params(const ModelSpec& m, const LayerDims& d) {
+  return d.v * d.h + (d.rope ? 0 : m.seq_length * d.h);
+}
+
+std::int64_t output_params(const ModelSpec& m, const ParallelSpec& p, const LayerDims& d) {
+  const std::int64_t norm = d.layernorm ? 2 * d.h : d.h;
+  // The output layer has its own weight when untied; when tied and split over stages, the last
+  // stage keeps a copy of the word embedding (Megatron's shared_embedding_or_output_weight).
+  const bool own_weight = m.untie_embeddings_and_output_weights || p.pipeline_model_parallel_size > 1;
+  return norm + (own_weight ? d.v * d.h : 0);
+}
+
+namespace {
+
+// Kernel constructors. GEMM bytes: both operands once and the 16-bit output.
+Kernel gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DataType in) {
+  Kernel g;
+  g.kernel_class = KernelClass::kGemm;
+  g.dtype = in;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.batch = batch;
+  g.flops = Flops(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch));
+  g.bytes = Bytes(batch * (sim::size_of(in) * (m * k + k * n) + 2 * m * n));
+  return g;
+}
+
+Kernel memory_op(std::int64_t bytes, double flops = 0) {
+  Kernel k;
+  k.kernel_class = KernelClass::kMemoryBound;
+  k.bytes = Bytes(bytes);
+  k.flops = Flops(flops);
+  return k;
+}
+
+Kernel flash(std::int64_t b_heads, std::int64_t q, std::int64_t kv, std::int64_t head_dim, std::int64_t bytes, bool causal,
+             bool backward, DataType dt) {
+  Kernel k;
+  k.kernel_class = KernelClass::kFlashAttention;
+  k.dtype = dt;
+  k.causal = causal;
+  k.backward = backward;
+  k.m = q;
+  k.n = kv;
+  k.k = head_dim;
+  k.batch = b_heads;
+  // Q K^T and P V: 2 x 2 q kv d FLOPs per head, half of them under a causal mask; the backward
+  // recomputes the scores and forms dV, dP, dQ, dK (2.5x the forward, Dao 2023, FlashAttention-2).
+  const double fwd = 4.0 * static_cast<double>(b_heads) * static_cast<double>(q) * static_cast<double>(kv) *
+                     static_cast<double>(head_dim) * (causal ? 0.5 : 1.0);
+  k.flops = Flops(backward ? 2.5 * fwd : fwd);
+  k.bytes = Bytes(bytes);
+  return k;
+}
+
+// Row counts of `rows` split into `parts` nearly equal chunks.
+std::vector<std::int64_t> split_rows(std::int64_t rows, std::int64_t parts) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = 0; i < parts; ++i) out.push_back(rows * (i + 1) / parts - rows * i / parts);
+  return out;
+}
+
+// Transformer Engine userbuffers' default for pipelined reduce-scatter overlap
+// (transformer_engine/pytorch/module/base.py, initialize_ub: num_splits 4 for "pipeline";
+// ring exchange uses tp_size steps).
+constexpr std::int64_t kPipelineSplits = 4;
+
+class StageBuilder {
+ public:
+  StageBuilder(sim::TaskGraph& graph, std::uint32_t cls, const StageContext& c)
+      : g_(graph),
+        cls_(cls),
+        m_(c.model),
+        p_(c.parallel),
+        t_(c.training),
+        d_(c.dims),
+        info_(c.info),
+        microbatches_(c.microbatches),
+        dp_cp_(c.dp * c.dims.cp),
+        edp_(c.expert_dp),
+        lp_(layer_params(c.dims)) {}
+
+  void build();
+
+ private:
+  static constexpr TaskIndex kNoTask = 0xffffffffu;
+  static constexpr TaskIndex kNothingToGather = kNoTask - 1;
+  static constexpr std::int64_t kEmbeddingUnit = -1;
+  std::int64_t output_unit() const { return m_.num_layers; }
+
+  // ---- emission helpers ----
+  TaskIndex compute(const std::string& name, const Kernel& k, std::uint8_t cat, std::int64_t alloc = 0,
+                    std::int64_t free = 0) {
+    sim::Task task;
+    task.kind = sim::TaskKind::kCompute;
+    task.stream = kComputeStream;
+    task.category = cat;
+    task.payload = g_.add_kernel(cls_, k);
+    task.name = g_.intern(name);
+    label(task);
+    task.alloc_bytes = alloc + pending_alloc_;
+    task.free_bytes = free;
+    pending_alloc_ = 0;
+    const TaskIndex id = g_.add_task(cls_, task, pending_);
+    pending_.clear();
+    last_compute_ = id;
+    has_compute_ = true;
+    return id;
+  }
+  // A collective issued after the compute work enqueued so far (PyTorch makes the NCCL stream
+  // wait for the current stream at issue time, and so for whatever the current stream has been
+  // told to wait for), plus `extra` dependencies.
+  TaskIndex collective(const std::string& name, CommSlot slot, Stream stream, CollectiveKind kind, std::int64_t bytes,
+                       DataType dtype, std::uint8_t cat, std::vector<TaskIndex> extra = {}, std::int64_t alloc = 0) {
+    sim::Task task;
+    task.kind = sim::TaskKind::kCollective;
+    task.stream = stream;
+    task.category = cat;
+    task.slot = slot;
+    task.payload = g_.add_comm_op(cls_, sim::CommOp{kind, dtype, Bytes(bytes)});
+    task.name = g_.intern(name);
+    label(task);
+    task.alloc_bytes = alloc;
+    if (has_compute_) extra.push_back(last_compute_);
+    extra.insert(extra.end(), pending_.begin(), pending_.end());
+    return g_.add_task(cls_, task, extra);
+  }
+  TaskIndex p2p(const std::string& name, const std::vector<sim::Transfer>& transfers, Stream stream, std::uint8_t cat,
+                std::vector<TaskIndex> extra = {}, bool after_compute = true, std::int64_t alloc = 0) {
+    sim::Task task;
+    task.kind = sim::TaskKind::kPointToPoint;
+    task.stream = stream;
+    task.category = cat;
+    task.payload = g_.add_transfers(cls_, transfers);
+    task.payload_count = static_cast<std::uint32_t>(transfers.size());
+    task.name = g_.intern(name);
+    label(task);
+    task.alloc_bytes = alloc;
+    if (after_compute && has_compute_) extra.push_back(last_compute_);
+    if (after_compute) extra.insert(extra.end(), pending_.begin(), pending_.end());
+    return g_.add_task(cls_, task, extra);
+  }
+  std::vector<sim::Transfer> exchange(PeerSlot next, PeerSlot prev, std::int64_t bytes) const {
+    return {sim::Transfer{true, next, Bytes(bytes)}, sim::Transfer{false, prev, Bytes(bytes)}};
+  }
+  void label(sim::Task& task) const {
+    task.microbatch = static_cast<std::int32_t>(mb_);
+    task.layer = static_cast<std::int32_t>(layer_);
+  }
+  void wait(TaskIndex t) {
+    if (t != kNoTask) pending_.push_back(t);
+  }
+  void free_at(TaskIndex task, std::int64_t bytes) { g_.rank_class(cls_).tasks[task].free_bytes += bytes; }
+  // A tensor-parallel collective on activations, blocking the compute stream unless `blocking`
+  // is false (then the caller waits later).
+  TaskIndex tp_collective(const std::string& name, CollectiveKind kind, std::int64_t bytes, bool blocking = true,
+                          DataType dtype = DataType::kBf16, std::int64_t alloc = 0) {
+    if (d_.t <= 1) return kNoTask;
+    const TaskIndex c = collective(name, kTpSlot, kTpStream, kind, bytes, dtype == DataType::kBf16 ? d_.act : dtype,
+                                   kTpComm, {}, alloc);
+    if (blocking) wait(c);
+    return c;
+  }
+
+  std::int64_t dt() const { return d_.act_bytes(); }
+  std::int64_t hidden_bytes() const { return dt() * d_.tokens() * d_.h; }
+  std::int64_t sharded_hidden_bytes() const { return dt() * d_.sharded_tokens() * d_.h; }
+  DataType gather_dtype() const { return d_.fp8() ? DataType::kFp8 : d_.act; }
+  bool tp_overlap() const { return t_.tp_comm_overlap && d_.sp; }
+  std::int64_t grad_bytes() const { return t_.grad_reduce_in_fp32 ? 4 : 2; }
+  DataType grad_dtype() const { return t_.grad_reduce_in_fp32 ? DataType::kFp32 : d_.act; }
+
+  // ---- linear layers (tensor_parallel/layers.py and Transformer Engine's modules) ----
+  void fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat);
+  template <typename ChunkKernel>
+  TaskIndex ring_exchange_gemm(const std::string& exchange_name, const std::string& gemm_name, std::int64_t gathered,
+                               std::uint8_t cat, ChunkKernel chunk_kernel);
+  void column_forward(const std::string& name, std::int64_t n, std::uint8_t cat, bool fp8);
+  void row_forward(const std::string& name, std::int64_t k, std::uint8_t cat);
+  void column_backward(const std::string& name, std::int64_t n, std::int64_t params, bool fp8);
+  void row_backward(const std::string& name, std::int64_t k, std::int64_t params);
+  void expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params);
+
+  // ---- model pieces ----
+  void embedding_forward();
+  void embedding_backward();
+  void output_forward();
+  void output_backward();
+  void layer_forward(std::int64_t layer, std::uint8_t cat, std::int64_t alloc);
+  void layer_backward(std::int64_t layer, std::int64_t free);
+  void attention_forward(std::uint8_t cat);
+  void attention_backward();
+  void attention_core_forward(std::uint8_t cat);
+  void attention_core_backward();
+  void mlp_forward(std::uint8_t cat);
+  void mlp_backward();
+  void moe_forward(std::uint8_t cat);
+  void moe_backward();
+  void norm(const std::string& name, std::uint8_t cat, std::int64_t alloc = 0);
+  void norm_backward(const std::string& name, std::int64_t free = 0);
+
+  // ---- pipeline ----
+  void chunk_forward(std::int64_t mb, std::int64_t chunk);
+  void chunk_backward(std::int64_t mb, std::int64_t chunk);
+  void communicate(const PipelineStep& step);
+  bool full_recompute_layer(std::int64_t index_in_chunk) const;
+
+  // ---- data parallelism ----
+  std::vector<ParamGroup> param_groups(std::int64_t chunk) const;
+  std::int64_t bucket_size(std::int64_t chunk) const;
+  void gradient_ready(std::int64_t params, bool expert, TaskIndex producer);
+  void reduce_bucket(const GradientBucket& b, TaskIndex producer);
+  bool reduces_in_hooks() const;
+  void reduce_chunk(std::int64_t chunk);
+  void gather_bucket(std::int64_t chunk, std::size_t bucket);
+  void distributed_optimizer_gathers(std::int64_t unit);
+  std::int64_t unit_dense(std::int64_t unit) const;
+  std::int64_t unit_expert(std::int64_t unit) const;
+  void fsdp_acquire(std::int64_t unit, bool backward);
+  void fsdp_issue(std::int64_t unit);
+  void fsdp_release(std::int64_t unit);
+  void fsdp_reduce(std::int64_t unit);
+  void amax_reduction(std::int64_t layers, bool forward);
+  void finalize();
+
+  sim::TaskGraph& g_;
+  std::uint32_t cls_;
+  const ModelSpec& m_;
+  const ParallelSpec& p_;
+  const TrainingSpec& t_;
+  const LayerDims& d_;
+  const StageInfo& info_;
+  std::int64_t microbatches_;
+  std::int64_t dp_cp_;
+  std::int64_t edp_;
+  LayerParams lp_;
+
+  std::vector<TaskIndex> pending_;  // tasks the next compute task waits for
+  std::int64_t pending_alloc_ = 0;  // bytes the next compute task allocates
+  TaskIndex last_compute_ = 0;
+  bool has_compute_ = false;
+  std::int64_t mb_ = -1, layer_ = -1, chunk_ = 0;
+  // overlap_p2p_comm: batches the next forward / backward pass waits for.
+  std::vector<TaskIndex> gate_forward_, gate_backward_;
+
+  // Gradient buckets per chunk and the walk through them during a backward pass.
+  std::vector<std::vector<ParamGroup>> groups_;
+  std::vector<std::vector<GradientBucket>> buckets_;
+  std::size_t cursor_ = 0;
+  bool final_backward_ = false;  // the backward pass that completes this chunk's gradients
+  std::vector<TaskIndex> grad_syncs_;
+  std::vector<std::int64_t> last_backward_step_;
+  std::set<std::int64_t> forwarded_chunks_;
+  // Distributed optimizer with overlap_param_gather: per chunk, per bucket, its gather task;
+  // per chunk and buffer, the next bucket (forward order) not yet waited for.
+  std::vector<std::vector<TaskIndex>> bucket_gathers_;
+  std::vector<std::vector<std::size_t>> forward_order_;
+  std::vector<std::size_t> gather_next_;
+  // ZeRO-3: gathers in flight or held per unit, and the gathered bytes to free.
+  std::map<std::int64_t, std::vector<TaskIndex>> fsdp_held_;
+  std::vector<std::int64_t> backward_units_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Linear layers.
+
+// TE userbuffers' ring exchange (comm_gemm_overlap, "ring_exchange"): the t sequence chunks of
+// an all-gather travel around the TP ring in t-1 point-to-point steps while the GEMM computes,
+// chunk by chunk, the rows it already has. Returns the last GEMM chunk.
+template <typename ChunkKernel>
+TaskIndex StageBuilder::ring_exchange_gemm(const std::string& exchange_name, const std::string& gemm_name,
+                                           std::int64_t gathered, std::uint8_t cat, ChunkKernel chunk_kernel) {
+  std::vector<TaskIndex> steps;
+  for (std::int64_t i = 0; i + 1 < d_.t; ++i) {
+    steps.push_back(p2p(exchange_name, exchange(kTpNext, kTpPrev, gathered / d_.t), kTpStream, kTpComm, {}, true,
+                        i == 0 ? gathered : 0));
+  }
+  const auto rows = split_rows(d_.tokens(), d_.t);
+  TaskIndex last = kNoTask;
+  for (std::int64_t i = 0; i < d_.t; ++i) {
+    if (i > 0) wait(steps[static_cast<std::size_t>(i - 1)]);
+    last = compute(gemm_name, chunk_kernel(rows[static_cast<std::size_t>(i)]), cat);
+  }
+  return last;
+}
+
+void StageBuilder::fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat) {
+  // Transformer Engine's cast_transpose: read the 16-bit tensor, write its FP8 row-wise and
+  // column-wise (transposed) copies for the forward/dgrad and the wgrad GEMM.
+  compute(name, memory_op(elements * (dt() + 2)), cat);
+}
+
+// Column-parallel linear forward (QKV, fc1, logits): Y[T, n] = X[T, h] W[h, n]. Under sequence
+// parallelism the input is all-gathered first (blocking, as Megatron's and TE's Linear do), or,
+// with tp_comm_overlap, gathered chunk by chunk around the ring while the GEMM computes the
+// chunks it has (TE userbuffers "ring_exchange" for qkv_fprop / fc1_fprop).
+void StageBuilder::column_forward(const std::string& name, std::int64_t n, std::uint8_t cat, bool fp8) {
+  const std::int64_t T = d_.tokens();
+  const DataType in = fp8 ? d_.gemm : d_.act;
+  const std::int64_t elem = fp8 && d_.fp8() ? 1 : dt();
+  if (fp8 && d_.fp8()) fp8_cast(name + "_input_cast", d_.sharded_tokens() * d_.h, cat);
+  if (!d_.sp) {
+    compute(name, gemm(T, n, d_.h, 1, in), cat);
+    return;
+  }
+  const std::int64_t gathered = elem * T * d_.h;
+  const DataType gdt = elem == 1 ? DataType::kFp8 : d_.act;
+  if (tp_overlap()) {
+    const TaskIndex last = ring_exchange_gemm(name + "_ring_exchange", name + "_chunk", gathered, cat,
+                                              [&](std::int64_t rows) { return gemm(rows, n, d_.h, 1, in); });
+    free_at(last, gathered);
+    return;
+  }
+  tp_collective(name + "_all_gather", CollectiveKind::kAllGather, gathered, true, gdt, gathered);
+  const TaskIndex c = compute(name, gemm(T, n, d_.h, 1, in), cat);
+  free_at(c, gathered);
+}
+
+// Row-parallel linear forward (out_proj, fc2): Y[T, h] = X[T, k] W[k, h], then the partial sums
+// reduce-scattered over the sequence (sequence parallelism) or all-reduced; with
+// tp_comm_overlap the GEMM runs in 4 row chunks, each chunk's reduce-scatter overlapping the
+// next chunk (TE userbuffers "pipeline" for proj_fprop / fc2_fprop).
+void StageBuilder::row_forward(const std::string& name, std::int64_t k, std::uint8_t cat) {
+  const std::int64_t T = d_.tokens();
+  if (d_.fp8()) fp8_cast(name + "_input_cast", T * k, cat);
+  if (tp_overlap()) {
+    std::vector<TaskIndex> scatters;
+    for (std::int64_t rows : split_rows(T, kPipelineSplits)) {
+      compute(name + "_chunk", gemm(rows, d_.h, k, 1, d_.gemm), cat);
+      scatters.push_back(tp_collective(name + "_reduce_scatter_chunk", CollectiveKind::kReduceScatter, dt() * rows * d_.h, false));
+    }
+    for (TaskIndex s : scatters) wait(s);
+    return;
+  }
+  compute(name, gemm(T, d_.h, k, 1, d_.gemm), cat);
+  tp_collective(d_.sp ? name + "_reduce_scatter" : name + "_all_reduce",
+                d_.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, hidden_bytes());
+}
+
+// Column-parallel backward (LinearWithGradAccumulationAndAsyncCommunication; TE's "bulk"
+// overlap does the same): the sequence-sharded input is re-gathered while the data gradient
+// computes; the input gradient is reduce-scattered (or all-reduced) while the weight gradient
+// computes.
+void StageBuilder::column_backward(const std::string& name, std::int64_t n, std::int64_t params, bool fp8) {
+  const std::int64_t T = d_.tokens();
+  const bool q = fp8 && d_.fp8();
+  const DataType in = q ? d_.gemm : d_.act;
+  if (q) fp8_cast(name + "_grad_cast", T * n, kBackward);
+  TaskIndex gather = kNoTask;
+  const std::int64_t gathered = (q ? 1 : dt()) * T * d_.h;
+  if (d_.sp) {
+    gather = tp_collective(name + "_input_all_gather", CollectiveKind::kAllGather, gathered, false,
+                           q ? DataType::kFp8 : d_.act, gathered);
+  }
+  compute(name + "_dgrad", gemm(T, d_.h, n, 1, in), kBackward);
+  const TaskIndex reduce = tp_collective(d_.sp ? name + "_grad_reduce_scatter" : name + "_grad_all_reduce",
+                                         d_.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, hidden_bytes(),
+                                         false);
+  wait(gather);
+  const TaskIndex wgrad = compute(name + "_wgrad", gemm(d_.h, n, T, 1, in), kBackward);
+  if (gather != kNoTask) free_at(wgrad, gathered);
+  wait(reduce);
+  gradient_ready(params, false, wgrad);
+}
+
+// Row-parallel backward: under sequence parallelism the output gradient is all-gathered first
+// (the backward of the forward reduce-scatter), or, with tp_comm_overlap, around the ring while
+// the data gradient computes chunk by chunk (TE "ring_exchange" for proj_dgrad / fc2_dgrad; the
+// weight gradient reuses the gathered tensor).
+void StageBuilder::row_backward(const std::string& name, std::int64_t k, std::int64_t params) {
+  const std::int64_t T = d_.tokens();
+  if (d_.fp8()) fp8_cast(name + "_grad_cast", d_.sharded_tokens() * d_.h, kBackward);
+  const std::int64_t gathered = d_.gather_bytes() * T * d_.h;
+  if (tp_overlap()) {
+    ring_exchange_gemm(name + "_grad_ring_exchange", name + "_dgrad_chunk", gathered, kBackward,
+                       [&](std::int64_t rows) { return gemm(rows, k, d_.h, 1, d_.gemm); });
+  } else {
+    if (d_.sp) tp_collective(name + "_grad_all_gather", CollectiveKind::kAllGather, gathered, true, gather_dtype(), gathered);
+    compute(name + "_dgrad", gemm(T, k, d_.h, 1, d_.gemm), kBackward);
+  }
+  const TaskIndex wgrad = compute(name + "_wgrad", gemm(k, d_.h, T, 1, d_.gemm), kBackward);
+  if (d_.sp) free_at(wgrad, gathered);
+  gradient_ready(params, false, wgrad);
+}
+
+// Grouped expert GEMM backward (TE GroupedLinear): per local expert, data and weight gradients
+// over the tokens routed to it. Forward: Y[R/e, n] = X[R/e, k] W[k, n].
+void StageBuilder::expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params) {
+  const std::int64_t le = std::max<std::int64_t>(1, d_.local_experts);
+  const std::int64_t rows = std::max<std::int64_t>(1, d_.routed_tokens() / le);
+  if (d_.fp8()) fp8_cast(name + "_grad_cast", d_.routed_tokens() * n, kBackward);
+  compute(name + "_dgrad", gemm(rows, k, n, le, d_.gemm), kBackward);
+  const TaskIndex wgrad = compute(name + "_wgrad", gemm(k, n, rows, le, d_.gemm), kBackward);
+  gradient_ready(params, true, wgrad);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layers.
+
+void StageBuilder::norm(const std::string& name, std::uint8_t cat, std::int64_t alloc) {
+  // Read input, write output (and the 16-bit statistics) over the sharded tokens.
+  compute(name, memory_op(2 * sharded_hidden_bytes(), 8.0 * static_cast<double>(d_.sharded_tokens() * d_.h)), cat, alloc);
+}
+
+void StageBuilder::norm_backward(const std::string& name, std::int64_t free) {
+  const TaskIndex n = compute(name + "_bwd", memory_op(4 * sharded_hidden_bytes()), kBackward, 0, free);
+  gradient_ready(lp_.norm, false, n);
+}
+
+// Core attention forward. Flash attention; under context parallelism Transformer Engine's ring
+// (AttnFuncWithCPAndKVP2P): each rank keeps two load-balanced sequence chunks (i and 2cp-1-i),
+// so every step costs half a block of scores; step i computes with the K/V received in step
+// i-1 while sending them on to the next rank, and each step's partial output is merged with
+// the running one (flash_attn_fwd_out_correction).
+void StageBuilder::attention_core_forward(std::uint8_t cat) {
+  const std::int64_t T = d_.tokens(), bh = d_.b * d_.a;
+  if (!d_.flash) {
+    // Unfused: Q K^T, scale + mask + softmax, dropout, P V.
+    const std::int64_t scores = d_.b * d_.a * d_.s * d_.s;
+    compute("attention_scores", gemm(d_.s, d_.s, d_.d, bh, d_.act), cat);
+    compute("softmax", memory_op(2 * dt() * scores, 5.0 * static_cast<double>(scores)), cat);
+    if (d_.attention_dropout) compute("attention_dropout", memory_op((2 * dt() + 1) * scores), cat);
+    compute("attention_values", gemm(d_.s, d_.d, d_.s, bh, d_.act), cat);
+    return;
+  }
+  const std::int64_t qkvo_bytes = dt() * T * (2 * d_.a + 2 * d_.g) * d_.d;
+  if (d_.cp == 1) {
+    compute("flash_attention_fwd", flash(bh, d_.s, d_.s, d_.d, qkvo_bytes, true, false, d_.act), cat);
+    return;
+  }
+  const std::int64_t kv_bytes = 2 * dt() * T * d_.g * d_.d;
+  const std::int64_t out_bytes = 3 * dt() * T * d_.a * d_.d + 8 * bh * d_.s;
+  std::vector<TaskIndex> exchanges, steps;
+  for (std::int64_t i = 0; i < d_.cp; ++i) {
+    if (i + 1 < d_.cp) {
+      // Issued on the stream that ran step i-2 (TE alternates two streams), after the previous
+      // exchange (ring order on the CP stream); the first one after K and V are produced.
+      std::vector<TaskIndex> deps;
+      if (i >= 2) deps.push_back(steps[static_cast<std::size_t>(i - 2)]);
+      exchanges.push_back(p2p("cp_kv_exchange", exchange(kCpNext, kCpPrev, kv_bytes), kCpEpStream, kCpComm, deps, i == 0));
+    }
+    if (i > 0) wait(exchanges[static_cast<std::size_t>(i - 1)]);
+    // Step 0: the diagonal blocks (causal); later steps: all queries against half the keys, or
+    // half the queries against all keys (same work; the former shape is used).
+    const Kernel k = i == 0 ? flash(bh, d_.s, d_.s, d_.d, qkvo_bytes, true, false, d_.act)
+                            : flash(bh, d_.s, d_.s / 2, d_.d, qkvo_bytes / 2, false, false, d_.act);
+    steps.push_back(compute("flash_attention_fwd_step", k, cat));
+    if (i > 0) compute("attention_out_correction", memory_op(out_bytes), cat);
+  }
+}
+
+// Core attention backward; under context parallelism the ring carries K/V and the partial
+// dK/dV (TE: step 0 sends K/V, middle steps K/V and dK/dV, the last step dK/dV only); each
+// step's dK/dV is added to the received partial sums once they arrive.
+void StageBuilder::attention_core_backward() {
+  const std::int64_t T = d_.tokens(), bh = d_.b * d_.a;
+  if (!d_.flash) {
+    const std::int64_t scores = d_.b * d_.a * d_.s * d_.s;
+    compute("attention_values_dgrad", gemm(d_.s, d_.s, d_.d, bh, d_.act), kBackward);
+    compute("attention_values_wgrad", gemm(d_.s, d_.d, d_.s, bh, d_.act), kBackward);
+    if (d_.attention_dropout) compute("attention_dropout_bwd", memory_op((2 * dt() + 1) * scores), kBackward);
+    compute("softmax_bwd", memory_op(3 * dt() * scores, 4.0 * static_cast<double>(scores)), kBackward);
+    compute("attention_scores_dgrad_q", gemm(d_.s, d_.d, d_.s, bh, d_.act), kBackward);
+    compute("attention_scores_dgrad_k", gemm(d_.s, d_.d, d_.s, bh, d_.act), kBackward);
+    return;
+  }
+  const std::int64_t io_bytes = 2 * dt() * T * (2 * d_.a + 2 * d_.g) * d_.d;
+  if (d_.cp == 1) {
+    compute("flash_attention_bwd", flash(bh, d_.s, d_.s, d_.d, io_bytes, true, true, d_.act), kBackward);
+    return;
+  }
+  const std::int64_t kv_bytes = 2 * dt() * T * d_.g * d_.d;
+  TaskIndex previous = kNoTask;
+  for (std::int64_t i = 0; i < d_.cp; ++i) {
+    const std::int64_t bytes = (i == 0 || i + 1 == d_.cp) ? kv_bytes : 2 * kv_bytes;
+    const TaskIndex ring = p2p("cp_kv_dkv_exchange", exchange(kCpNext, kCpPrev, bytes), kCpEpStream, kCpComm);
+    wait(previous);
+    const Kernel k = i == 0 ? flash(bh, d_.s, d_.s, d_.d, io_bytes, true, true, d_.act)
+                            : flash(bh, d_.s, d_.s / 2, d_.d, io_bytes / 2, false, true, d_.act);
+    compute("flash_attention_bwd_step", k, kBackward);
+    wait(ring);
+    compute("attention_dkv_update", memory_op(3 * kv_bytes), kBackward);
+    previous = ring;
+  }
+}
+
+void StageBuilder::attention_forward(std::uint8_t cat) {
+  const std::int64_t T = d_.tokens();
+  norm("input_norm", cat);
+  column_forward("qkv_proj", d_.qkv_width(), cat, true);
+  if (d_.rope) compute("rotary_embedding", memory_op(2 * dt() * T * (d_.a + d_.g) * d_.d), cat);
+  attention_core_forward(cat);
+  row_forward("out_proj", d_.a * d_.d, cat);
+  compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), cat);
+}
+
+void StageBuilder::attention_backward() {
+  const std::int64_t T = d_.tokens();
+  compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
+  row_backward("out_proj", d_.a * d_.d, lp_.proj);
+  if (t_.recompute_granularity == RecomputeGranularity::kSelective) attention_core_forward(kRecompute);
+  attention_core_backward();
+  if (d_.rope) compute("rotary_embedding_bwd", memory_op(2 * dt() * T * (d_.a + d_.g) * d_.d), kBackward);
+  column_backward("qkv_proj", d_.qkv_width(), lp_.qkv, true);
+}
+
+void StageBuilder::mlp_forward(std::uint8_t cat) {
+  if (d_.experts > 0) {
+    moe_forward(cat);
+    return;
+  }
+  const std::int64_t T = d_.tokens();
+  norm("pre_mlp_norm", cat);
+  column_forward("fc1", d_.fc1_width(), cat, true);
+  compute(d_.gated ? "swiglu" : "activation", memory_op(dt() * T * (d_.fc1_width() + d_.f)), cat);
+  row_forward("fc2", d_.f, cat);
+  compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), cat);
+}
+
+void StageBuilder::mlp_backward() {
+  if (d_.experts > 0) {
+    moe_backward();
+    return;
+  }
+  const std::int64_t T = d_.tokens();
+  compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
+  row_backward("fc2", d_.f, lp_.fc2);
+  compute(d_.gated ? "swiglu_bwd" : "activation_bwd", memory_op(dt() * T * (2 * d_.fc1_width() + d_.f)), kBackward);
+  column_backward("fc1", d_.fc1_width(), lp_.fc1, true);
+  norm_backward("pre_mlp_norm");
+}
+
+// Mixture of experts with Megatron's alltoall token dispatcher (transformer/moe/
+// token_dispatcher.py, MoEAlltoAllTokenDispatcher): the router scores the sequence-sharded
+// tokens, tokens are permuted by expert and exchanged over the expert-parallel group (tokens,
+// then routing probabilities), all-gathered over the expert-tensor-parallel group, sorted by
+// local expert, run through the grouped expert GEMMs, and sent back the same way. Router load
+// is assumed balanced: every rank's experts receive topk x its tokens.
+void StageBuilder::moe_forward(std::uint8_t cat) {
+  const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk, E = d_.experts;
+  const std::int64_t le = std::max<std::int64_t>(1, d_.local_experts);
+  const std::int64_t rows = std::max<std::int64_t>(1, R / le);
+  norm("pre_mlp_norm", cat);
+  compute("router", gemm(Ts, E, d_.h, 1, d_.act), cat);
+  compute("router_softmax_topk", memory_op(Ts * E * (dt() + 4) + 12 * Ts * k), cat);
+  compute("permute", memory_op(2 * dt() * Ts * k * d_.h), cat);
+  if (d_.ep > 1) {
+    wait(collective("moe_dispatch_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, dt() * Ts * k * d_.h, d_.act,
+                    kEpComm));
+    wait(collective("moe_dispatch_probs_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, 4 * Ts * k,
+                    DataType::kFp32, kEpComm));
+  }
+  if (d_.etp > 1) {
+    wait(collective("moe_tokens_all_gather", kExpertTpSlot, kTpStream, CollectiveKind::kAllGather, dt() * R * d_.h, d_.act,
+                    kEpComm));
+  }
+  if (d_.local_experts > 1) compute("sort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
+  if (d_.fp8()) fp8_cast("expert_fc1_input_cast", R * d_.h, cat);
+  compute("expert_fc1", gemm(rows, d_.expert_fc1_width(), d_.h, le, d_.gemm), cat);
+  compute(d_.gated ? "expert_swiglu" : "expert_activation", memory_op(dt() * R * (d_.expert_fc1_width() + d_.ef)), cat);
+  if (d_.fp8()) fp8_cast("expert_fc2_input_cast", R * d_.ef, cat);
+  compute("expert_fc2", gemm(rows, d_.h, d_.ef, le, d_.gemm), cat);
+  if (d_.local_experts > 1) compute("unsort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
+  if (d_.etp > 1) {
+    wait(collective("moe_tokens_reduce_scatter", kExpertTpSlot, kTpStream, CollectiveKind::kReduceScatter, dt() * R * d_.h,
+                    d_.act, kEpComm));
+  }
+  if (d_.ep > 1) {
+    wait(collective("moe_combine_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, dt() * Ts * k * d_.h, d_.act,
+                    kEpComm));
+  }
+  compute("unpermute", memory_op(dt() * Ts * k * d_.h + dt() * Ts * d_.h), cat);
+  compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), cat);
+}
+
+void StageBuilder::moe_backward() {
+  const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk, E = d_.experts;
+  compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
+  compute("unpermute_bwd", memory_op(2 * dt() * Ts * k * d_.h + dt() * Ts * d_.h), kBackward);
+  if (d_.ep > 1) {
+    wait(collective("moe_combine_bwd_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, dt() * Ts * k * d_.h,
+                    d_.act, kEpComm));
+  }
+  if (d_.etp > 1) {
+    wait(collective("moe_tokens_grad_all_gather", kExpertTpSlot, kTpStream, CollectiveKind::kAllGather, dt() * R * d_.h,
+                    d_.act, kEpComm));
+  }
+  if (d_.local_experts > 1) compute("unsort_chunks_bwd", memory_op(2 * dt() * R * d_.h), kBackward);
+  expert_backward("expert_fc2", d_.ef, d_.h, lp_.expert_fc2);
+  compute(d_.gated ? "expert_swiglu_bwd" : "expert_activation_bwd",
+          memory_op(dt() * R * (2 * d_.expert_fc1_width() + d_.ef)), kBackward);
+  expert_backward("expert_fc1", d_.h, d_.expert_fc1_width(), lp_.expert_fc1);
+  if (d_.local_experts > 1) compute("sort_chunks_bwd", memory_op(2 * dt() * R * d_.h), kBackward);
+  if (d_.etp > 1) {
+    wait(collective("moe_tokens_grad_reduce_scatter", kExpertTpSlot, kTpStream, CollectiveKind::kReduceScatter,
+                    dt() * R * d_.h, d_.act, kEpComm));
+  }
+  if (d_.ep > 1) {
+    wait(collective("moe_dispatch_probs_bwd_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, 4 * Ts * k,
+                    DataType::kFp32, kEpComm));
+    wait(collective("moe_dispatch_bwd_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, dt() * Ts * k * d_.h,
+                    d_.act, kEpComm));
+  }
+  compute("permute_bwd", memory_op(2 * dt() * Ts * k * d_.h), kBackward);
+  compute("router_softmax_topk_bwd", memory_op(Ts * E * (2 * dt() + 4)), kBackward);
+  compute("router_dgrad", gemm(Ts, d_.h, E, 1, d_.act), kBackward);
+  const TaskIndex router = compute("router_wgrad", gemm(d_.h, E, Ts, 1, d_.act), kBackward);
+  gradient_ready(lp_.router, false, router);
+  norm_backward("pre_mlp_norm");
+}
+
+void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int64_t alloc) {
+  layer_ = layer;
+  if (p_.zero_stage >= 3 && cat != kRecompute) fsdp_acquire(layer, false);
+  if (!bucket_gathers_.empty() && cat != kRecompute) distributed_optimizer_gathers(layer);
+  if (d_.fp8() && (p_.zero_stage >= 3 || !forwarded_chunks_.contains(chunk_)) && cat != kRecompute) {
+    // Weights cast to FP8 (row- and column-wise) once per iteration and cached, or after every
+    // gather under ZeRO-3.
+    compute("fp8_weight_cast", memory_op(lp_.gemm_weights * (2 + 2)), cat);
+  }
+  pending_alloc_ += alloc;  // the layer's saved activations, allocated as its forward starts
+  attention_forward(cat);
+  mlp_forward(cat);
+  if (p_.zero_stage >= 3 && cat != kRecompute) fsdp_release(layer);
+}
+
+void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
+  layer_ = layer;
+  if (p_.zero_stage >= 3) {
+    fsdp_acquire(layer, true);
+    // The layer's full gradients, reduce-scattered once it is done.
+    pending_alloc_ += grad_bytes() * (unit_dense(layer) + unit_expert(layer));
+  }
+  mlp_backward();
+  attention_backward();
+  norm_backward("input_norm");
+  if (free != 0) free_at(last_compute_, free);  // the layer's saved activations
+  if (p_.zero_stage >= 3) {
+    fsdp_reduce(layer);
+    fsdp_release(layer);
+  }
+}
+
+void StageBuilder::embedding_forward() {
+  const std::int64_t T = d_.tokens();
+  layer_ = -1;
+  if (p_.zero_stage >= 3) fsdp_acquire(kEmbeddingUnit, false);
+  if (!bucket_gathers_.empty()) distributed_optimizer_gathers(kEmbeddingUnit);
+  std::int64_t bytes = 2 * dt() * T * d_.h;  // gather rows, write output
+  if (!d_.rope) bytes += 3 * dt() * T * d_.h;  // learned position embedding: read both, write sum
+  compute("embedding", memory_op(bytes), kForward, embedding_activation_bytes(d_));
+  // Vocab-parallel lookup: partial rows summed over the tensor-parallel group (reduce-scattered
+  // onto the sequence shards under sequence parallelism).
+  tp_collective(d_.sp ? "embedding_reduce_scatter" : "embedding_all_reduce",
+                d_.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, hidden_bytes());
+  if (d_.hidden_dropout) compute("embedding_dropout", memory_op(2 * sharded_hidden_bytes() + d_.sharded_tokens() * d_.h), kForward);
+  if (p_.zero_stage >= 3) fsdp_release(kEmbeddingUnit);
+}
+
+void StageBuilder::embedding_backward() {
+  const std::int64_t T = d_.tokens();
+  layer_ = -1;
+  if (p_.zero_stage >= 3) {
+    fsdp_acquire(kEmbeddingUnit, true);
+    pending_alloc_ += grad_bytes() * unit_dense(kEmbeddingUnit);
+  }
+  if (d_.sp) tp_collective("embedding_grad_all_gather", CollectiveKind::kAllGather, hidden_bytes());
+  // Scatter-add of the token gradients into the fp32 embedding gradient.
+  const TaskIndex bwd = compute("embedding_bwd", memory_op(T * d_.h * (dt() + 8)), kBackward);
+  free_at(bwd, embedding_activation_bytes(d_));
+  gradient_ready(embedding_params(m_, d_), false, bwd);
+  if (p_.zero_stage >= 3) {
+    fsdp_reduce(kEmbeddingUnit);
+    fsdp_release(kEmbeddingUnit);
+  }
+}
+
+void StageBuilder::output_forward() {
+  const std::int64_t T = d_.tokens(), logits = T * d_.v;
+  layer_ = -1;
+  if (p_.zero_stage >= 3) fsdp_acquire(output_unit(), false);
+  if (!bucket_gathers_.empty()) distributed_optimizer_gathers(output_unit());
+  compute("final_norm", memory_op(2 * sharded_hidden_bytes()), kForward, output_activation_bytes(d_));
+  // The output layer runs outside Transformer Engine's FP8 region (Megatron wraps only the
+  // decoder block in fp8_autocast), so the logits GEMM stays 16-bit.
+  pending_alloc_ += dt() * logits;  // the 16-bit logits
+  column_forward("logits", d_.v, kForward, false);
+  // Vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py): logits cast to fp32, max,
+  // exp and sum passes over the shard with three small all-reduces over the TP group (max,
+  // target logit, sum of exponentials); exp(logits) in fp32 is kept for the backward.
+  compute("cross_entropy_max", memory_op(logits * (dt() + 4)), kForward, 0, dt() * logits);
+  tp_collective("cross_entropy_max_all_reduce", CollectiveKind::kAllReduce, 4 * T, true, DataType::kFp32);
+  compute("cross_entropy_exp", memory_op(logits * 8), kForward);
+  tp_collective("cross_entropy_target_all_reduce", CollectiveKind::kAllReduce, 4 * T, true, DataType::kFp32);
+  tp_collective("cross_entropy_sum_all_reduce", CollectiveKind::kAllReduce, 4 * T, true, DataType::kFp32);
+  compute("cross_entropy_loss", memory_op(logits * 4), kForward);
+  if (p_.zero_stage >= 3) fsdp_release(output_unit());
+}
+
+void StageBuilder::output_backward() {
+  const std::int64_t T = d_.tokens(), logits = T * d_.v;
+  layer_ = -1;
+  if (p_.zero_stage >= 3) {
+    fsdp_acquire(output_unit(), true);
+    pending_alloc_ += grad_bytes() * unit_dense(output_unit());
+  }
+  // Softmax minus one-hot, in place in the fp32 buffer, cast to the 16-bit logits gradient.
+  compute("cross_entropy_bwd", memory_op(logits * (4 + dt())), kBackward, dt() * logits);
+  column_backward("logits", d_.v, output_params(m_, p_, d_) - lp_.norm, false);
+  free_at(last_compute_, dt() * logits);
+  norm_backward("final_norm", output_activation_bytes(d_));
+  if (p_.zero_stage >= 3) {
+    fsdp_reduce(output_unit());
+    fsdp_release(output_unit());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pipeline.
+
+bool StageBuilder::full_recompute_layer(std::int64_t index_in_chunk) const {
+  if (t_.recompute_granularity != RecomputeGranularity::kFull) return false;
+  if (t_.recompute_method == RecomputeMethod::kBlock) return index_in_chunk < t_.recompute_num_layers;
+  return true;
+}
+
+void StageBuilder::chunk_forward(std::int64_t mb, std::int64_t chunk) {
+  mb_ = mb;
+  chunk_ = chunk;
+  for (TaskIndex t : gate_forward_) wait(t);
+  gate_forward_.clear();
+  const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk)];
+  if (chunk == 0 && info_.has_embedding) embedding_forward();
+  const std::int64_t full_act = layer_activation_bytes(d_, t_.recompute_granularity == RecomputeGranularity::kSelective);
+  const std::int64_t group = std::max<std::int64_t>(1, t_.recompute_num_layers);
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::int64_t alloc = full_act;
+    if (full_recompute_layer(i)) {
+      // Uniform: one checkpoint per group of recompute_num_layers layers; block: per layer.
+      const bool group_start = t_.recompute_method == RecomputeMethod::kBlock || i % group == 0;
+      alloc = group_start ? layer_checkpoint_bytes(d_) : 0;
+    }
+    layer_forward(first + i, kForward, alloc);
+  }
+  const bool last_chunk = chunk == static_cast<std::int64_t>(info_.chunks.size()) - 1;
+  if (last_chunk && info_.has_output) output_forward();
+  amax_reduction(count, true);
+  forwarded_chunks_.insert(chunk);
+}
+
+void StageBuilder::chunk_backward(std::int64_t mb, std::int64_t chunk) {
+  mb_ = mb;
+  chunk_ = chunk;
+  cursor_ = 0;
+  for (TaskIndex t : gate_backward_) wait(t);
+  gate_backward_.clear();
+  const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk)];
+  const bool last_chunk = chunk == static_cast<std::int64_t>(info_.chunks.size()) - 1;
+  if (p_.zero_stage >= 3) {
+    // Order in which this backward pass first uses each unit's parameters (recomputation runs a
+    // group's forwards, first layer first, before the group's backwards).
+    backward_units_.clear();
+    if (last_chunk && info_.has_output) backward_units_.push_back(output_unit());
+    const std::int64_t group = std::max<std::int64_t>(1, t_.recompute_num_layers);
+    std::int64_t i = count - 1;
+    while (i >= 0) {
+      std::int64_t lo = i;
+      if (full_recompute_layer(i) && t_.recompute_method == RecomputeMethod::kUniform) lo = (i / group) * group;
+      for (std::int64_t j = lo; j <= i; ++j) backward_units_.push_back(first + j);
+      i = lo - 1;
+    }
+    if (chunk == 0 && info_.has_embedding) backward_units_.push_back(kEmbeddingUnit);
+  }
+  if (last_chunk && info_.has_output) output_backward();
+  const std::int64_t full_act = layer_activation_bytes(d_, false);
+  const std::int64_t group = std::max<std::int64_t>(1, t_.recompute_num_layers);
+  for (std::int64_t i = count - 1; i >= 0; --i) {
+    std::int64_t free = layer_activation_bytes(d_, t_.recompute_granularity == RecomputeGranularity::kSelective);
+    if (full_recompute_layer(i)) {
+      const bool block = t_.recompute_method == RecomputeMethod::kBlock;
+      const std::int64_t group_start = block ? i : (i / group) * group;
+      if (block || i == std::min(count - 1, group_start + group - 1)) {
+        // Recompute the forward of the whole group from its checkpoint before its backward.
+        const std::int64_t group_end = block ? i : std::min(count - 1, group_start + group - 1);
+        for (std::int64_t j = group_start; j <= group_end; ++j) {
+          if (p_.zero_stage >= 3) {
+            layer_ = first + j;
+            fsdp_acquire(first + j, true);
+          }
+          layer_forward(first + j, kRecompute, full_act);
+        }
+      }
+      free = full_act + (i == group_start ? layer_checkpoint_bytes(d_) : 0);
+    }
+    layer_backward(first + i, free);
+  }
+  if (chunk == 0 && info_.has_embedding) embedding_backward();
+  TRAINSIM_CHECK(cursor_ == groups_[static_cast<std::size_t>(chunk)].size(), "gradient groups out of step with the buckets");
+  amax_reduction(count, false);
+}
+
+void StageBuilder::communicate(const PipelineStep& step) {
+  // Activations and gradients sent between stages: the micro-batch's hidden states, sharded over
+  // the context-parallel group and, under sequence parallelism, over the tensor-parallel group.
+  const Bytes bytes(sharded_hidden_bytes());
+  std::vector<sim::Transfer> transfers;
+  std::string name;
+  for (const PipelineP2P& op : step.transfers) {
+    transfers.push_back(sim::Transfer{op.is_send, static_cast<std::uint16_t>(op.to_next() ? kPpNext : kPpPrev), bytes});
+    if (!name.empty()) name += "+";
+    name += std::string(op.is_send ? "send_" : "recv_") + (op.forward ? "forward" : "backward");
+  }
+  layer_ = -1;
+  const TaskIndex batch = p2p(name, transfers, kPpStream, kPpComm);
+  switch (step.wait) {
+    case PipelineStep::Wait::kNow:
+      wait(batch);  // Megatron waits for the batch's requests before continuing
+      break;
+    case PipelineStep::Wait::kBeforeNextForward:
+      gate_forward_.push_back(batch);
+      break;
+    case PipelineStep::Wait::kBeforeNextBackward:
+      gate_backward_.push_back(batch);
+      break;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data parallelism.
+
+// Parameter groups of one chunk in the order the backward pass produces their gradients; the
+// backward emission calls gradient_ready() in exactly this order.
+std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
+  std::vector<ParamGroup> out;
+  auto add = [&](std::int64_t params, bool expert, std::int64_t unit) {
+    if (params > 0) out.push_back(ParamGroup{params, expert, unit});
+  };
+  const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk)];
+  if (chunk == static_cast<std::int64_t>(info_.chunks.size()) - 1 && info_.has_output) {
+    add(output_params(m_, p_, d_) - lp_.norm, false, output_unit());
+    add(lp_.norm, false, output_unit());
+  }
+  for (std::int64_t l = first + count - 1; l >= first; --l) {
+    if (d_.experts > 0) {
+      add(lp_.expert_fc2, true, l);
+      add(lp_.expert_fc1, true, l);
+      add(lp_.router, false, l);
+    } else {
+      add(lp_.fc2, false, l);
+      add(lp_.fc1, false, l);
+    }
+    add(lp_.norm, false, l);
+    add(lp_.proj, false, l);
+    add(lp_.qkv, false, l);
+    add(lp_.norm, false, l);
+  }
+  if (chunk == 0 && info_.has_embedding) add(embedding_params(m_, d_), false, kEmbeddingUnit);
+  return out;
+}
+
+std::int64_t StageBuilder::bucket_size(std::int64_t chunk) const {
+  // Megatron-Core default: max(40M, 1M x data-parallel size with CP) parameters
+  // (training.py, resolve_ddp_bucket_size); no bucketing without overlap_grad_reduce, on
+  // pipeline stages after the first, or for model chunks after the first (training.py,
+  // per_chunk_bucket_sizes). ZeRO-2 reduces every micro-batch and always buckets.
+  const std::int64_t size = t_.ddp_bucket_size > 0 ? t_.ddp_bucket_size : std::max<std::int64_t>(40'000'000, 1'000'000 * dp_cp_);
+  if (p_.zero_stage == 2) return size;
+  if (!t_.overlap_grad_reduce || info_.stage > 0 || chunk > 0) return 0;
+  return size;
+}
+
+void StageBuilder::gradient_ready(std::int64_t params, bool expert, TaskIndex producer) {
+  if (params <= 0) return;
+  const auto& groups = groups_[static_cast<std::size_t>(chunk_)];
+  TRAINSIM_CHECK(cursor_ < groups.size() && groups[cursor_].params == params && groups[cursor_].expert == expert,
+                 "gradient groups out of step with the buckets");
+  if (p_.zero_stage < 3) {
+    const bool now = p_.zero_stage == 2 || (final_backward_ && reduces_in_hooks());
+    if (now) {
+      for (const GradientBucket& b : buckets_[static_cast<std::size_t>(chunk_)]) {
+        if (b.closing_group == cursor_) reduce_bucket(b, producer);
+      }
+    }
+  }
+  ++cursor_;
+}
+
+// Whether buckets are reduced from DDP's backward hooks as they fill during a chunk's last
+// backward pass. With align_grad_reduce (schedules.py), only the first stage of the
+// non-interleaved schedule does so; other stages, and every stage of the interleaved schedule,
+// reduce a chunk's buckets together through grad_sync_func (reduce_chunk).
+bool StageBuilder::reduces_in_hooks() const {
+  if (!t_.overlap_grad_reduce) return false;
+  if (!t_.align_grad_reduce) return true;
+  return info_.chunks.size() == 1 && info_.stage == 0;
+}
+
+void StageBuilder::reduce_chunk(std::int64_t chunk) {
+  const auto saved_mb = mb_, saved_layer = layer_;
+  for (const GradientBucket& b : buckets_[static_cast<std::size_t>(chunk)]) reduce_bucket(b, kNoTask);
+  mb_ = saved_mb;
+  layer_ = saved_layer;
+}
+
+void StageBuilder::reduce_bucket(const GradientBucket& b, TaskIndex producer) {
+  const std::int64_t group = b.expert ? edp_ : dp_cp_;
+  if (group <= 1) return;
+  const bool scatter = p_.shards_optimizer();
+  const CollectiveKind kind = scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
+  const std::string name = std::string(b.expert ? "expert_" : "") + (scatter ? "grad_reduce_scatter" : "grad_all_reduce");
+  const auto saved_mb = mb_, saved_layer = layer_;
+  mb_ = p_.zero_stage == 2 ? mb_ : -1;
+  layer_ = -1;
+  std::vector<TaskIndex> deps;
+  if (producer != kNoTask) deps.push_back(producer);
+  grad_syncs_.push_back(collective(name, b.expert ? kExpertDpSlot : kDpSlot, kDpStream, kind, grad_bytes() * b.params,
+                                   grad_dtype(), kDpComm, deps));
+  mb_ = saved_mb;
+  layer_ = saved_layer;
+}
+
+// The distributed optimizer's parameter all-gather of one bucket (16-bit parameters).
+void StageBuilder::gather_bucket(std::int64_t chunk, std::size_t bucket) {
+  TaskIndex& task = bucket_gathers_[static_cast<std::size_t>(chunk)][bucket];
+  if (task != kNoTask) return;
+  const GradientBucket& b = buckets_[static_cast<std::size_t>(chunk)][bucket];
+  const std::int64_t group = b.expert ? edp_ : dp_cp_;
+  if (group <= 1) {
+    task = kNothingToGather;
+    return;
+  }
+  task = collective(b.expert ? "expert_param_all_gather" : "param_all_gather", b.expert ? kExpertDpSlot : kDpSlot,
+                    kDpStream, CollectiveKind::kAllGather, 2 * b.params, d_.act, kDpComm);
+}
+
+// overlap_param_gather: Megatron's forward pre-hook (distributed_data_parallel.py) waits for the
+// bucket holding a module's parameters, dispatching its gather if needed, then dispatches the
+// next bucket's (buckets gathered in reverse order of the backward pass, per buffer).
+void StageBuilder::distributed_optimizer_gathers(std::int64_t unit) {
+  if (forwarded_chunks_.contains(chunk_)) return;  // only the first forward pass of a chunk
+  const auto c = static_cast<std::size_t>(chunk_);
+  const auto& order = forward_order_[c];
+  const auto& buckets = buckets_[c];
+  for (int expert = 0; expert < 2; ++expert) {
+    std::size_t& next = gather_next_[c * 2 + static_cast<std::size_t>(expert)];
+    auto find = [&](std::size_t from) {
+      while (from < order.size() && buckets[order[from]].expert != (expert == 1)) ++from;
+      return from;
+    };
+    next = find(next);
+    while (next < order.size() && buckets[order[next]].first_unit <= unit) {
+      gather_bucket(chunk_, order[next]);
+      const TaskIndex t = bucket_gathers_[c][order[next]];
+      if (t != kNothingToGather) wait(t);
+      const std::size_t after = find(next + 1);
+      if (after < order.size()) gather_bucket(chunk_, order[after]);
+      next = after;
+    }
+  }
+}
+
+std::int64_t StageBuilder::unit_dense(std::int64_t unit) const {
+  if (unit == kEmbeddingUnit) return embedding_params(m_, d_);
+  if (unit == output_unit()) return output_params(m_, p_, d_);
+  return lp_.dense();
+}
+
+std::int64_t StageBuilder::unit_expert(std::int64_t unit) const {
+  return (unit == kEmbeddingUnit || unit == output_unit()) ? 0 : lp_.expert();
+}
+
+// ZeRO-3 / FSDP (Megatron-FSDP's runtime schedule, fsdp/src/docs/runtime_schedule.md): each
+// unit's 16-bit parameters are all-gathered before use and freed after; the next unit's gather
+// is prefetched as a unit starts, so it overlaps the unit's compute (double buffering).
+void StageBuilder::fsdp_issue(std::int64_t unit) {
+  if (fsdp_held_.contains(unit)) return;
+  std::vector<TaskIndex> tasks;
+  const std::int64_t dense = unit_dense(unit), expert = unit_expert(unit);
+  const auto saved = layer_;
+  layer_ = unit >= 0 && unit < output_unit() ? unit : -1;
+  if (dense > 0) {
+    tasks.push_back(dp_cp_ > 1 ? collective("fsdp_param_all_gather", kDpSlot, kDpStream, CollectiveKind::kAllGather,
+                                            2 * dense, d_.act, kDpComm, {}, 2 * dense)
+                               : kNoTask);
+  }
+  if (expert > 0) {
+    tasks.push_back(edp_ > 1 ? collective("fsdp_expert_param_all_gather", kExpertDpSlot, kDpStream,
+                                          CollectiveKind::kAllGather, 2 * expert, d_.act, kDpComm, {}, 2 * expert)
+                             : kNoTask);
+  }
+  layer_ = saved;
+  fsdp_held_[unit] = tasks;
+}
+
+void StageBuilder::fsdp_acquire(std::int64_t unit, bool backward) {
+  fsdp_issue(unit);
+  // Prefetch the unit used next: in the backward pass the next in its order of use, in the
+  // forward pass the next layer of the chunk (or the output layer after the last).
+  if (backward) {
+    auto it = std::find(backward_units_.begin(), backward_units_.end(), unit);
+    if (it != backward_units_.end() && it + 1 != backward_units_.end()) fsdp_issue(*(it + 1));
+  } else if (unit != output_unit()) {
+    const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk_)];
+    const std::int64_t next = unit == kEmbeddingUnit ? first : unit + 1;
+    const bool last_chunk = chunk_ == static_cast<std::int64_t>(info_.chunks.size()) - 1;
+    if (next < first + count) {
+      fsdp_issue(next);
+    } else if (last_chunk && info_.has_output) {
+      fsdp_issue(output_unit());
+    }
+  }
+  for (TaskIndex t : fsdp_held_[unit]) wait(t);
+}
+
+void StageBuilder::fsdp_release(std::int64_t unit) {
+  auto it = fsdp_held_.find(unit);
+  if (it == fsdp_held_.end()) return;
+  const std::int64_t bytes = 2 * (unit_dense(unit) + unit_expert(unit));
+  bool gathered = false;
+  for (TaskIndex t : it->second) gathered |= t != kNoTask;
+  if (gathered && has_compute_) free_at(last_compute_, bytes);
+  fsdp_held_.erase(it);
+}
+
+// ZeRO-3: the unit's gradients reduce-scattered as soon as its backward is done; the full
+// gradient buffer is released when the reduce-scatter ends.
+void StageBuilder::fsdp_reduce(std::int64_t unit) {
+  const std::int64_t dense = unit_dense(unit), expert = unit_expert(unit);
+  const std::int64_t bytes = grad_bytes() * (dense + expert);
+  TaskIndex last = kNoTask;
+  if (dense > 0 && dp_cp_ > 1) {
+    last = collective("fsdp_grad_reduce_scatter", kDpSlot, kDpStream, CollectiveKind::kReduceScatter, grad_bytes() * dense,
+                      grad_dtype(), kDpComm);
+    grad_syncs_.push_back(last);
+  }
+  if (expert > 0 && edp_ > 1) {
+    last = collective("fsdp_expert_grad_reduce_scatter", kExpertDpSlot, kDpStream, CollectiveKind::kReduceScatter,
+                      grad_bytes() * expert, grad_dtype(), kDpComm);
+    grad_syncs_.push_back(last);
+  }
+  free_at(last == kNoTask ? last_compute_ : last, bytes);
+}
+
+// FP8 delayed scaling: Transformer Engine all-reduces the amax history of the region's FP8
+// tensors (max) over the amax-reduction group (tensor x data x context parallel ranks, Megatron's
+// get_amax_reduction_group) when a forward pass leaves fp8_autocast and when the backward pass
+// finishes (fp8.py, reduce_and_update_fp8_tensors): 3 forward and 2 backward tensors per GEMM,
+// 4 GEMMs per layer, one fp32 each.
+void StageBuilder::amax_reduction(std::int64_t layers, bool forward) {
+  if (!d_.fp8() || layers == 0) return;
+  if (d_.t * dp_cp_ <= 1) return;
+  layer_ = -1;
+  wait(collective(forward ? "fp8_amax_all_reduce" : "fp8_amax_bwd_all_reduce", kAmaxSlot, kTpStream,
+                  CollectiveKind::kAllReduce, 4 * (forward ? 3 : 2) * 4 * layers, DataType::kFp32, kOtherComm));
+}
+
+void StageBuilder::finalize() {
+  mb_ = -1;
+  layer_ = -1;
+  const std::int64_t chunks = static_cast<std::int64_t>(info_.chunks.size());
+  if (!t_.overlap_grad_reduce && p_.zero_stage < 2) {
+    // finalize_model_grads -> finish_grad_sync: per chunk, every bucket reduced, then waited.
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const std::size_t before = grad_syncs_.size();
+      for (const GradientBucket& b : buckets_[static_cast<std::size_t>(c)]) reduce_bucket(b, kNoTask);
+      for (std::size_t i = before; i < grad_syncs_.size(); ++i) wait(grad_syncs_[i]);
+    }
+  }
+  for (TaskIndex s : grad_syncs_) wait(s);
+  // Sequence parallelism: the gradients of replicated norm weights (and row-parallel biases)
+  // differ per TP rank and are summed over the TP group
+  // (finalize_model_grads._allreduce_non_tensor_model_parallel_grads).
+  if (d_.sp) {
+    std::int64_t layers = 0;
+    for (const auto& c : info_.chunks) layers += c.second;
+    const std::int64_t replicated =
+        layers * (2 * lp_.norm + (d_.bias ? 2 * d_.h : 0)) + (info_.has_output ? lp_.norm : 0);
+    wait(collective("layernorm_grad_all_reduce", kTpSlot, kTpStream, CollectiveKind::kAllReduce, grad_bytes() * replicated,
+                    grad_dtype(), kTpComm));
+  }
+  const bool tied_split = !m_.untie_embeddings_and_output_weights && p_.pipeline_model_parallel_size > 1;
+  if (tied_split && (info_.has_embedding || info_.has_output)) {
+    // Tied embedding and output weights live on the first and last stage: sum their gradients
+    // (finalize_model_grads._allreduce_word_embedding_grads).
+    const std::int64_t shard = p_.zero_stage >= 2 ? dp_cp_ : 1;
+    wait(collective("embedding_grad_all_reduce", kEmbeddingSlot, kDpStream, CollectiveKind::kAllReduce,
+                    grad_bytes() * d_.v * d_.h / shard, grad_dtype(), kEmbeddingComm));
+  }
+  // Gradient clipping: local squared norm, then a sum over the gradient-statistics group.
+  const bool sharded = p_.shards_optimizer();
+  const std::int64_t shard = sharded ? (info_.params.dense + dp_cp_ - 1) / dp_cp_ + (info_.params.expert + edp_ - 1) / edp_
+                                     : info_.params.total();
+  compute("grad_norm", memory_op(grad_bytes() * shard), kOptimizer);
+  wait(collective("grad_norm_all_reduce", kGradStatsSlot, kTpStream, CollectiveKind::kAllReduce, 4, DataType::kFp32,
+                  kOtherComm));
+  // Adam over the local shard (Megatron's fused multi-tensor kernel): read the gradient, fp32
+  // master weight and both moments, write master and moments and the 16-bit weight copy.
+  Kernel adam;
+  adam.kernel_class = KernelClass::kOptimizer;
+  adam.bytes = Bytes(shard * (4 + 4 + 4 + 4 + 4 + 4 + 4 + 2));
+  adam.flops = Flops(12.0 * static_cast<double>(shard));
+  compute("adam_step", adam, kOptimizer);
+  if (sharded && p_.zero_stage < 3 && !t_.overlap_param_gather) {
+    // Updated 16-bit parameters gathered back to every data-parallel rank, bucket by bucket
+    // (DistributedOptimizer.step -> start_param_sync).
+    std::vector<TaskIndex> gathers;
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      for (std::size_t b = 0; b < buckets_[static_cast<std::size_t>(c)].size(); ++b) {
+        const GradientBucket& bucket = buckets_[static_cast<std::size_t>(c)][b];
+        const std::int64_t group = bucket.expert ? edp_ : dp_cp_;
+        if (group <= 1) continue;
+        gathers.push_back(collective(bucket.expert ? "expert_param_all_gather" : "param_all_gather",
+                                     bucket.expert ? kExpertDpSlot : kDpSlot, kDpStream, CollectiveKind::kAllGather,
+                                     2 * bucket.params, d_.act, kDpComm));
+      }
+    }
+    for (TaskIndex t : gathers) wait(t);
+  }
+}
+
+void StageBuilder::build() {
+  sim::RankClass& rc = g_.rank_class(cls_);
+  rc.static_memory_bytes = info_.static_memory.total();
+  const std::int64_t chunks = static_cast<std::int64_t>(info_.chunks.size());
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    groups_.push_back(param_groups(c));
+    buckets_.push_back(p_.zero_stage >= 3 ? std::vector<GradientBucket>{} : make_buckets(groups_.back(), bucket_size(c)));
+  }
+  if (p_.shards_optimizer() && p_.zero_stage < 3 && t_.overlap_param_gather) {
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const auto& b = buckets_[static_cast<std::size_t>(c)];
+      bucket_gathers_.emplace_back(b.size(), kNoTask);
+      std::vector<std::size_t> order;
+      for (std::size_t i = b.size(); i-- > 0;) order.push_back(i);
+      forward_order_.push_back(order);
+      gather_next_.push_back(0);
+      gather_next_.push_back(0);
+    }
+  }
+
+  PipelineShape shape;
+  shape.stages = p_.pipeline_model_parallel_size;
+  shape.chunks = chunks;
+  shape.microbatches = microbatches_;
+  shape.group = p_.microbatch_group_size_per_vp_stage;
+  shape.overlap_p2p = t_.overlap_p2p_comm;
+  const std::vector<PipelineStep> steps = pipeline_steps(t_.pipeline_schedule, info_.stage, shape);
+  last_backward_step_.assign(info_.chunks.size(), -1);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].kind == PipelineStep::Kind::kBackward) {
+      last_backward_step_[static_cast<std::size_t>(steps[i].chunk)] = static_cast<std::int64_t>(i);
+    }
+  }
+  // align_grad_reduce: a chunk's reduction is launched after the backward pass `stage` virtual
+  // micro-batches after the chunk's last one (backward_step_helper_postprocess), or, when
+  // that lies past the end, once the schedule is done.
+  const bool aligned = t_.overlap_grad_reduce && p_.zero_stage < 2 && !reduces_in_hooks();
+  std::vector<const PipelineStep*> backwards;
+  std::vector<bool> reduced(info_.chunks.size(), false);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const PipelineStep& step = steps[i];
+    switch (step.kind) {
+      case PipelineStep::Kind::kForward:
+        chunk_forward(step.microbatch, step.chunk);
+        break;
+      case PipelineStep::Kind::kBackward: {
+        final_backward_ = last_backward_step_[static_cast<std::size_t>(step.chunk)] == static_cast<std::int64_t>(i);
+        chunk_backward(step.microbatch, step.chunk);
+        final_backward_ = false;
+        backwards.push_back(&step);
+        const auto delayed = static_cast<std::int64_t>(backwards.size()) - 1 - info_.stage;
+        if (aligned && chunks > 1 && delayed >= 0) {
+          const PipelineStep& due = *backwards[static_cast<std::size_t>(delayed)];
+          if (due.microbatch == microbatches_ - 1 && !reduced[static_cast<std::size_t>(due.chunk)]) {
+            reduce_chunk(due.chunk);
+            reduced[static_cast<std::size_t>(due.chunk)] = true;
+          }
+        }
+        break;
+      }
+      case PipelineStep::Kind::kCommunicate:
+        communicate(step);
+        break;
+    }
+  }
+  for (TaskIndex t : gate_forward_) wait(t);
+  for (TaskIndex t : gate_backward_) wait(t);
+  if (aligned) {
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      if (!reduced[static_cast<std::size_t>(c)]) reduce_chunk(c);
+    }
+  }
+  finalize();
+}
+
+}  // namespace
+
+void build_stage(sim::TaskGraph& graph, std::uint32_t cls, const StageContext& ctx) {
+  StageBuilder builder(graph, cls, ctx);
+  builder.build();
+}
+
+}  // namespace trainsim::models

@@ -1,0 +1,318 @@
+// Context, expert, ZeRO and overlap features of the lowering: the task graph has the structure
+// Megatron-Core / Transformer Engine execute, symmetric and full fidelity agree, no schedule
+// deadlocks, and each knob moves the numbers the right way.
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/scenario.h"
+#include "models/graph_vocabulary.h"
+#include "models/lowering.h"
+#include "models/memory_model.h"
+#include "report/simulation.h"
+#include "sim/engine.h"
+
+using namespace trainsim;
+
+namespace {
+
+const std::string kLlama = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/llama3.1-8b-interleaved-h100.json";
+const std::string kGpt = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-7.5b-tp4-pp2-a100.json";
+
+report::RunResult run(const std::string& file, std::vector<std::string> overrides) {
+  return report::simulate(config::load_scenario(file, overrides), report::RunOptions{{}, false});
+}
+
+// A small Mixtral: 8 layers on 2 DGX H100 nodes, TP 2, PP 2, EP 4, distributed optimizer.
+const std::vector<std::string> kMoe = {
+    "model={\"preset\": \"mixtral-8x7b\", \"num_layers\": 8}",
+    "parallelism={\"tensor_model_parallel_size\": 2, \"pipeline_model_parallel_size\": 2, \"expert_model_parallel_size\": 4, "
+    "\"sequence_parallel\": true, \"use_distributed_optimizer\": true}",
+    "training={\"micro_batch_size\": 1, \"global_batch_size\": 32, \"overlap_param_gather\": true}",
+    "cluster={\"preset\": \"dgx-h100\", \"num_nodes\": 2}"};
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+// Tasks of stage `cls` whose name is `name`.
+std::vector<const sim::Task*> tasks_named(const models::Workload& w, std::uint32_t cls, const std::string& name) {
+  std::vector<const sim::Task*> out;
+  const sim::RankClass& rc = w.graph.rank_class(cls);
+  for (const sim::Task& t : rc.tasks) {
+    if (w.graph.name(t.name) == name) out.push_back(&t);
+  }
+  return out;
+}
+
+std::int64_t collective_bytes(const models::Workload& w, std::uint32_t cls, const sim::Task& t) {
+  return w.graph.rank_class(cls).comm_ops[t.payload].bytes.count();
+}
+
+std::int64_t transfer_bytes(const models::Workload& w, std::uint32_t cls, const sim::Task& t) {
+  return w.graph.rank_class(cls).transfers[t.payload].bytes.count();
+}
+
+void check_fidelities_agree(const std::string& file, const std::vector<std::string>& overrides) {
+  const report::RunResult sym = run(file, overrides);
+  const report::RunResult full = run(file, with(overrides, {"simulation.fidelity=\"full\""}));
+  CHECK(full.engine.ranks.size() > sym.engine.ranks.size());
+  CHECK(sym.iteration_time_s == full.iteration_time_s);
+  CHECK(sym.peak_bytes_per_gpu == full.peak_bytes_per_gpu);
+}
+
+}  // namespace
+
+TEST_CASE("models/parallelism: symmetric and full fidelity agree for CP, EP, ZeRO-3 and the overlap options") {
+  SUBCASE("context parallelism 2 with sequence parallelism") {
+    check_fidelities_agree(kLlama, {"parallelism.context_parallel_size=2", "parallelism.virtual_pipeline_model_parallel_size=1",
+                                    "training.pipeline_schedule=\"1f1b\""});
+  }
+  SUBCASE("tensor-parallel communication overlap (userbuffers ring exchange)") {
+    check_fidelities_agree(kLlama, {"training.tp_comm_overlap=true"});
+  }
+  SUBCASE("overlap_p2p_comm on the interleaved schedule") { check_fidelities_agree(kLlama, {"training.overlap_p2p_comm=true"}); }
+  SUBCASE("FP8") { check_fidelities_agree(kLlama, {"training.precision=\"fp8\""}); }
+  SUBCASE("expert parallelism 4 with expert tensor parallelism 2") { check_fidelities_agree(kGpt, kMoe); }
+  SUBCASE("expert parallelism 4 without expert tensor parallelism") {
+    check_fidelities_agree(kGpt, with(kMoe, {"parallelism.expert_tensor_parallel_size=1"}));
+  }
+  SUBCASE("expert parallelism folded over context parallelism") {
+    check_fidelities_agree(kGpt, with(kMoe, {"parallelism.context_parallel_size=2"}));
+  }
+  SUBCASE("ZeRO-3 with pipeline parallelism and full recomputation") {
+    check_fidelities_agree(kGpt, {"parallelism.zero_stage=3", "training.recompute_granularity=\"full\"",
+                                  "training.recompute_num_layers=3"});
+  }
+  SUBCASE("ZeRO-2") { check_fidelities_agree(kGpt, {"parallelism.zero_stage=2"}); }
+}
+
+TEST_CASE("models/parallelism: no schedule deadlocks, with or without p2p overlap, on real links") {
+  // Pipeline sizes, virtual stages, micro-batch counts and group sizes around the edge cases of
+  // Megatron's interleaved schedule (all micro-batches in warm-up, uneven last group).
+  struct Case {
+    const char* schedule;
+    int pp, vp, microbatches, group;
+    bool overlap;
+  };
+  const Case cases[] = {{"gpipe", 4, 1, 4, 0, false},       {"1f1b", 4, 1, 2, 0, false},        {"1f1b", 4, 1, 12, 0, false},
+                        {"interleaved", 2, 2, 16, 0, true}, {"interleaved", 2, 3, 8, 0, true},  {"interleaved", 2, 2, 11, 3, false},
+                        {"interleaved", 2, 2, 11, 3, true}, {"interleaved", 2, 2, 2, 0, true},  {"interleaved", 2, 6, 12, 5, true},
+                        {"interleaved", 4, 3, 8, 0, true},  {"interleaved", 4, 2, 12, 6, false}};
+  for (const Case& c : cases) {
+    CAPTURE(c.schedule);
+    CAPTURE(c.pp);
+    CAPTURE(c.vp);
+    CAPTURE(c.microbatches);
+    CAPTURE(c.group);
+    CAPTURE(c.overlap);
+    const int dp = 8 / (2 * c.pp);  // one DGX node, TP 2
+    std::vector<std::string> o = {"model.num_layers=24", std::string("training.pipeline_schedule=\"") + c.schedule + "\"",
+                                  "parallelism.pipeline_model_parallel_size=" + std::to_string(c.pp),
+                                  "parallelism.virtual_pipeline_model_parallel_size=" + std::to_string(c.vp),
+                                  "training.global_batch_size=" + std::to_string(c.microbatches * dp),
+                                  std::string("training.overlap_p2p_comm=") + (c.overlap ? "true" : "false"),
+                                  "cluster.num_nodes=1"};
+    if (c.group > 0) o.push_back("parallelism.microbatch_group_size_per_vp_stage=" + std::to_string(c.group));
+    report::RunResult r;
+    CHECK_NOTHROW(r = run(kLlama, o));
+    CHECK(r.iteration_time_s > 0);
+    CHECK_NOTHROW(r = run(kLlama, with(o, {"simulation.fidelity=\"full\""})));
+  }
+}
+
+TEST_CASE("models/parallelism: context parallelism is Transformer Engine's load-balanced p2p ring") {
+  const config::Scenario s = config::load_scenario(
+      kLlama, {"parallelism.context_parallel_size=4", "parallelism.virtual_pipeline_model_parallel_size=1",
+               "training.pipeline_schedule=\"1f1b\"", "cluster.num_nodes=4"});
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  const models::LayerDims& d = w.dims;
+  CHECK(d.s == 8192 / 4);
+  const std::int64_t layers = 16;  // on stage 0 (32 layers over 2 stages)
+  const std::int64_t mbs = w.microbatches;
+  // Forward: cp attention steps and cp-1 K/V exchanges per layer and micro-batch; the first step
+  // is the causal diagonal, later steps half blocks of the same work.
+  const auto fwd_steps = tasks_named(w, 0, "flash_attention_fwd_step");
+  CHECK(static_cast<std::int64_t>(fwd_steps.size()) == 4 * layers * mbs);
+  const auto kv = tasks_named(w, 0, "cp_kv_exchange");
+  REQUIRE(static_cast<std::int64_t>(kv.size()) == 3 * layers * mbs);
+  const std::int64_t kv_bytes = 2 * 2 * d.tokens() * d.g * d.d;  // K and V, bf16
+  CHECK(transfer_bytes(w, 0, *kv.front()) == kv_bytes);
+  CHECK(kv.front()->stream == models::kCpEpStream);
+  const auto& kernels = w.graph.rank_class(0).kernels;
+  const sim::Kernel& diagonal = kernels[fwd_steps[0]->payload];
+  const sim::Kernel& half = kernels[fwd_steps[1]->payload];
+  CHECK(diagonal.causal);
+  CHECK_FALSE(half.causal);
+  CHECK(diagonal.flops.count() == doctest::Approx(half.flops.count()));
+  // Summed over the ring, one rank does half of the causal s x s work of its local queries.
+  const double full_causal = 4.0 * static_cast<double>(d.b * d.a) * 8192.0 * 8192.0 * static_cast<double>(d.d) * 0.5;
+  CHECK(4 * diagonal.flops.count() * 4 == doctest::Approx(full_causal));
+  // Backward: cp exchanges per layer; K/V only first, K/V + dK/dV in the middle, dK/dV last.
+  const auto bwd = tasks_named(w, 0, "cp_kv_dkv_exchange");
+  REQUIRE(static_cast<std::int64_t>(bwd.size()) == 4 * layers * mbs);
+  CHECK(transfer_bytes(w, 0, *bwd[0]) == kv_bytes);
+  CHECK(transfer_bytes(w, 0, *bwd[1]) == 2 * kv_bytes);
+  CHECK(transfer_bytes(w, 0, *bwd[3]) == kv_bytes);
+  // Gradients are reduced over data x context parallel ranks (Megatron's dp_cp group).
+  CHECK(w.graph.communicator(w.graph.comm(sim::RankId{0}, models::kDpSlot)).members.size() == 4 * 2);
+}
+
+TEST_CASE("models/parallelism: MoE dispatch, expert GEMMs and expert gradients follow Megatron's alltoall dispatcher") {
+  const config::Scenario s = config::load_scenario(kGpt, kMoe);
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  const models::LayerDims& d = w.dims;
+  CHECK(d.ep == 4);
+  CHECK(d.etp == 2);  // expert_tensor_parallel_size defaults to the tensor-parallel size
+  CHECK(d.local_experts == 2);
+  CHECK(w.expert_data_parallel_size == 1);  // 8 ranks per stage = ETP 2 x EP 4
+  // Tokens entering the layer are sequence-sharded; each rank sends topk x its tokens.
+  const std::int64_t Ts = d.sharded_tokens();
+  CHECK(Ts == 4096 / 2);
+  const auto dispatch = tasks_named(w, 0, "moe_dispatch_all_to_all");
+  REQUIRE(!dispatch.empty());
+  CHECK(collective_bytes(w, 0, *dispatch.front()) == 2 * Ts * 2 * d.h);
+  CHECK(dispatch.front()->slot == models::kEpSlot);
+  // The EP group folds over the data-parallel ranks: stride ETP in the dense grid.
+  const auto& ep_members = w.graph.communicator(w.graph.comm(sim::RankId{0}, models::kEpSlot)).members;
+  REQUIRE(ep_members.size() == 4);
+  CHECK(sim::index(ep_members[1]) == 2);
+  // Expert GEMMs: local experts batched, each over its share of the routed tokens (all-gathered
+  // over ETP), with the expert hidden size split over ETP.
+  const auto fc1 = tasks_named(w, 0, "expert_fc1");
+  REQUIRE(!fc1.empty());
+  const sim::Kernel& k = w.graph.rank_class(0).kernels[fc1.front()->payload];
+  CHECK(k.batch == 2);
+  CHECK(k.m == Ts * 2 * 2 / 2);
+  CHECK(k.n == 2 * 14336 / 2);
+  CHECK(k.k == 4096);
+  // Expert parameters per GPU shrink with EP; their optimizer state is sharded over expert DP.
+  const auto no_ep = run(kGpt, with(kMoe, {"parallelism.expert_model_parallel_size=1",
+                                           "parallelism.expert_tensor_parallel_size=2"}));
+  const auto ep4 = run(kGpt, kMoe);
+  CHECK(ep4.workload->stages[0].params.expert * 4 == no_ep.workload->stages[0].params.expert);
+  CHECK(ep4.stages[0].static_memory.weights < no_ep.stages[0].static_memory.weights);
+}
+
+TEST_CASE("models/parallelism: ZeRO-3 gathers every layer in forward and backward and reduce-scatters its gradients") {
+  const config::Scenario s = config::load_scenario(kGpt, {"parallelism.zero_stage=3"});
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  const std::int64_t layers = 18, mbs = w.microbatches;
+  const auto gathers = tasks_named(w, 0, "fsdp_param_all_gather");
+  const auto scatters = tasks_named(w, 0, "fsdp_grad_reduce_scatter");
+  // Layers plus the embedding, each gathered for every forward and backward pass.
+  CHECK(static_cast<std::int64_t>(gathers.size()) == 2 * (layers + 1) * mbs);
+  CHECK(static_cast<std::int64_t>(scatters.size()) == (layers + 1) * mbs);
+  const models::LayerParams lp = models::layer_params(w.dims);
+  bool layer_sized = false;
+  for (const sim::Task* t : gathers) layer_sized |= collective_bytes(w, 0, *t) == 2 * lp.dense();
+  CHECK(layer_sized);
+  // Weights, gradients and optimizer state sharded over the 4 data-parallel ranks.
+  const auto z0 = run(kGpt, {});
+  const auto z3 = run(kGpt, {"parallelism.zero_stage=3"});
+  for (std::size_t st = 0; st < 2; ++st) {
+    CHECK(static_cast<double>(z3.stages[st].static_memory.weights) ==
+          doctest::Approx(static_cast<double>(z0.stages[st].static_memory.weights) / 4).epsilon(0.001));
+    CHECK(static_cast<double>(z3.stages[st].static_memory.gradients) ==
+          doctest::Approx(static_cast<double>(z0.stages[st].static_memory.gradients) / 4).epsilon(0.001));
+  }
+  CHECK(z3.peak_bytes_per_gpu < z0.peak_bytes_per_gpu);
+}
+
+TEST_CASE("models/parallelism: gradient buckets use Megatron's default size and stage rules") {
+  const config::Scenario s = config::load_scenario(kGpt, {});
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  // Stage 0 buckets by max(40M, 1M x DP) = 40M parameters; later stages reduce in one bucket.
+  const auto stage0 = tasks_named(w, 0, "grad_all_reduce");
+  const auto stage1 = tasks_named(w, 1, "grad_all_reduce");
+  const std::int64_t params0 = w.stages[0].parameters;
+  REQUIRE(stage0.size() > 2);
+  CHECK(stage0.size() <= static_cast<std::size_t>(params0 / 40'000'000));
+  for (std::size_t i = 0; i + 1 < stage0.size(); ++i) {
+    // Each full bucket reaches 40M parameters with the gradient that closes it (at most one
+    // fc1 weight, h x 4h / TP, beyond).
+    CHECK(collective_bytes(w, 0, *stage0[i]) >= 4 * 40'000'000);
+    CHECK(collective_bytes(w, 0, *stage0[i]) < 4 * (40'000'000 + 4096 * 4096));
+  }
+  REQUIRE(stage1.size() == 1);
+  CHECK(collective_bytes(w, 1, *stage1.front()) == 4 * w.stages[1].parameters);
+  std::int64_t total = 0;
+  for (const sim::Task* t : stage0) total += collective_bytes(w, 0, *t);
+  CHECK(total == 4 * params0);
+  // A smaller configured bucket gives more collectives over the same bytes.
+  const config::Scenario small = config::load_scenario(kGpt, {"training.ddp_bucket_size=10000000"});
+  const models::Workload ws = models::lower(small.model, small.parallel, small.training, small.num_gpus());
+  CHECK(tasks_named(ws, 0, "grad_all_reduce").size() > stage0.size());
+}
+
+TEST_CASE("models/parallelism: overlap knobs hide communication") {
+  // Transformer Engine's userbuffers overlap hides most tensor-parallel communication.
+  const auto base = run(kLlama, {});
+  const auto tp_overlap = run(kLlama, {"training.tp_comm_overlap=true"});
+  auto exposed = [](const report::RunResult& r, const std::string& kind) {
+    for (const auto& [k, v] : r.breakdown.exposed_by_kind) {
+      if (k == kind) return v;
+    }
+    return 0.0;
+  };
+  CHECK(exposed(tp_overlap, "tp") < 0.5 * exposed(base, "tp"));
+  CHECK(tp_overlap.iteration_time_s < base.iteration_time_s);
+  // Non-blocking pipeline sends and receives hide pipeline transfers.
+  const auto p2p = run(kLlama, {"training.overlap_p2p_comm=true"});
+  CHECK(exposed(p2p, "pp") < exposed(base, "pp"));
+  // Gathering parameters bucket by bucket inside the forward pass instead of after the step
+  // (pure data parallelism, where stage 0 buckets its whole model).
+  const std::string dp32 = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-1.7b-dp32-a100.json";
+  const auto gather_after_step = run(dp32, {"parallelism.use_distributed_optimizer=true"});
+  const auto gather_in_forward = run(dp32, {"parallelism.use_distributed_optimizer=true", "training.overlap_param_gather=true"});
+  CHECK(exposed(gather_in_forward, "dp") < 0.6 * exposed(gather_after_step, "dp"));
+  CHECK(gather_in_forward.iteration_time_s < gather_after_step.iteration_time_s);
+  // FP8 GEMMs shorten the iteration; TE's FP8 weight copies add 2 bytes per GEMM weight.
+  const auto fp8 = run(kLlama, {"training.precision=\"fp8\""});
+  CHECK(fp8.iteration_time_s < base.iteration_time_s);
+  CHECK(fp8.stages[0].static_memory.weights > base.stages[0].static_memory.weights);
+  CHECK(fp8.stages[0].static_memory.weights - base.stages[0].static_memory.weights ==
+        2 * fp8.workload->stages[0].params.fp8_gemm);
+}
+
+TEST_CASE("models/parallelism: context parallelism divides activation memory") {
+  const std::vector<std::string> one = {"parallelism.virtual_pipeline_model_parallel_size=1", "training.pipeline_schedule=\"1f1b\""};
+  const auto cp1 = run(kLlama, one);
+  const auto cp2 = run(kLlama, with(one, {"parallelism.context_parallel_size=2"}));
+  // Context parallelism halves data parallelism, so a rank runs twice the micro-batches of half
+  // the tokens each.
+  CHECK(cp2.workload->microbatches == 2 * cp1.workload->microbatches);
+  CHECK(models::layer_activation_bytes(cp2.workload->dims, false) * 2 == models::layer_activation_bytes(cp1.workload->dims, false));
+}
+
+TEST_CASE("models/parallelism: plan validation follows Megatron's rules") {
+  auto error = [](const std::string& file, std::vector<std::string> o) -> std::string {
+    try {
+      config::load_scenario(file, o);
+      return "";
+    } catch (const InputError& e) {
+      return e.what();
+    }
+  };
+  CHECK(error(kGpt, {"training.tp_comm_overlap=true", "parallelism.sequence_parallel=false"}).find("tp_comm_overlap") !=
+        std::string::npos);
+  CHECK(error(kGpt, with(kMoe, {"parallelism.sequence_parallel=false"})).find("sequence_parallel") != std::string::npos);
+  CHECK(error(kGpt, with(kMoe, {"parallelism.expert_tensor_parallel_size=4", "parallelism.expert_model_parallel_size=4"}))
+            .find("expert_tensor_parallel_size") != std::string::npos);
+  CHECK(error(kLlama, {"parallelism.context_parallel_size=2", "training.attention_kernel=\"unfused\"",
+                       "parallelism.virtual_pipeline_model_parallel_size=1", "training.pipeline_schedule=\"1f1b\""})
+            .find("attention_kernel") != std::string::npos);
+  // Interleaving: group size within [pp, micro-batches]; last group empty or >= pp.
+  CHECK(error(kLlama, {"parallelism.microbatch_group_size_per_vp_stage=3", "training.global_batch_size=16"}).find("last group") !=
+        std::string::npos);
+  CHECK(error(kLlama, {"parallelism.microbatch_group_size_per_vp_stage=3", "training.global_batch_size=20"}).empty());
+  CHECK(error(kLlama, {"parallelism.microbatch_group_size_per_vp_stage=3", "training.global_batch_size=8"}).find("group size") !=
+        std::string::npos);
+  CHECK(error(kGpt, {"parallelism.zero_stage=3", "training.overlap_param_gather=true"}).find("overlap_param_gather") !=
+        std::string::npos);
+  CHECK(error(kGpt, {"parallelism.zero_stage=3"}).empty());  // ZeRO-3 with pipeline parallelism is allowed
+}
