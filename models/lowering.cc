@@ -45,7 +45,8 @@ std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> split_layers(con
   return out;
 }
 
-Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const TrainingSpec& training, std::int64_t num_gpus) {
+Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const TrainingSpec& training,
+                  std::int64_t num_gpus) {
   const std::int64_t tp = parallel.tensor_model_parallel_size;
   const std::int64_t pp = parallel.pipeline_model_parallel_size;
   const std::int64_t cp = parallel.context_parallel_size;
@@ -83,6 +84,18 @@ Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const Train
     info.static_memory = static_memory(info.params, dp * cp, w.expert_data_parallel_size, parallel, training);
     w.stages.push_back(std::move(info));
   }
+  return w;
+}
+
+Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const TrainingSpec& training, std::int64_t num_gpus) {
+  Workload w = describe(model, parallel, training, num_gpus);
+  const std::int64_t tp = parallel.tensor_model_parallel_size;
+  const std::int64_t pp = parallel.pipeline_model_parallel_size;
+  const std::int64_t cp = parallel.context_parallel_size;
+  const std::int64_t ep = model.is_moe() ? parallel.expert_model_parallel_size : 1;
+  const std::int64_t etp = model.is_moe() ? parallel.etp() : 1;
+  const std::int64_t dp = w.data_parallel_size;
+  const LayerDims& d = w.dims;
 
   // The graph: one rank class per pipeline stage; one simulated representative per stage.
   const std::int64_t world = w.layout.world();
@@ -175,6 +188,61 @@ Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const Train
     build_stage(g, static_cast<std::uint32_t>(s), ctx);
   }
   return w;
+}
+
+}  // namespace trainsim::models
+
+namespace trainsim::models {
+
+std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& parallel, const TrainingSpec& training) {
+  const std::int64_t P = parallel.pipeline_model_parallel_size;
+  const std::int64_t V = static_cast<std::int64_t>(w.stages.empty() ? 1 : w.stages.front().chunks.size());
+  const std::int64_t m = w.microbatches;
+  const LayerDims& d = w.dims;
+  const bool selective = training.recompute_granularity == RecomputeGranularity::kSelective;
+  const bool full = training.recompute_granularity == RecomputeGranularity::kFull;
+  const std::int64_t per_layer = layer_activation_bytes(d, selective);
+  const std::int64_t checkpoint = layer_checkpoint_bytes(d);
+  const std::int64_t group = std::max<std::int64_t>(1, training.recompute_num_layers);
+  std::int64_t peak = 0;
+  for (const StageInfo& st : w.stages) {
+    const std::int64_t s = st.stage;
+    // Virtual micro-batches (model chunks of one micro-batch) alive at the stage's peak.
+    std::int64_t in_flight_chunks;
+    switch (training.pipeline_schedule) {
+      case PipelineSchedule::kGpipe:
+        in_flight_chunks = m * V;
+        break;
+      case PipelineSchedule::k1F1B:
+        in_flight_chunks = std::min(P - s, m) * V;
+        break;
+      case PipelineSchedule::kInterleaved:
+      default:
+        in_flight_chunks = m == P ? m * V : std::min((P - s - 1) * 2 + (V - 1) * P + 1, m * V);
+        break;
+    }
+    std::int64_t layers = 0;
+    for (const auto& c : st.chunks) layers += c.second;
+    const std::int64_t layers_per_chunk = std::max<std::int64_t>(1, layers / std::max<std::int64_t>(1, V));
+    std::int64_t chunk_bytes;  // activations one model chunk keeps for one micro-batch
+    std::int64_t transient = 0;  // recomputed group during a backward pass
+    if (full && training.recompute_method == RecomputeMethod::kUniform) {
+      chunk_bytes = (layers_per_chunk + group - 1) / group * checkpoint;
+      transient = std::min(group, layers_per_chunk) * layer_activation_bytes(d, false);
+    } else if (full) {
+      const std::int64_t recomputed = std::min(training.recompute_num_layers, layers_per_chunk);
+      chunk_bytes = recomputed * checkpoint + (layers_per_chunk - recomputed) * layer_activation_bytes(d, false);
+      transient = layer_activation_bytes(d, false);
+    } else {
+      chunk_bytes = layers_per_chunk * per_layer;
+    }
+    const std::int64_t in_flight_microbatches = (in_flight_chunks + V - 1) / V;
+    std::int64_t bytes = st.static_memory.total() + in_flight_chunks * chunk_bytes + transient;
+    if (st.has_embedding) bytes += in_flight_microbatches * embedding_activation_bytes(d);
+    if (st.has_output) bytes += in_flight_microbatches * output_activation_bytes(d) + d.act_bytes() * d.tokens() * d.v;
+    peak = std::max(peak, bytes);
+  }
+  return peak;
 }
 
 }  // namespace trainsim::models

@@ -81,26 +81,31 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
   const models::Workload& w = *out.workload;
 
   // The cluster, with degraded links applied.
-  out.cluster = std::make_unique<topo::Cluster>(s.cluster);
-  for (const config::DegradedLink& d : s.simulation.degraded_links) {
-    std::set<std::uint32_t> links;
-    for (int local = 0; local < s.cluster.gpus_per_node; ++local) {
-      const int gpu = static_cast<int>(d.node) * s.cluster.gpus_per_node + local;
-      if (d.nvlink) {
-        std::vector<sim::ResourceId> path;
-        const int other = static_cast<int>(d.node) * s.cluster.gpus_per_node + (local + 1) % s.cluster.gpus_per_node;
-        out.cluster->route(gpu, other, path);
-        if (!path.empty()) links.insert(sim::index(path.front()));
-        path.clear();
-        out.cluster->route(other, gpu, path);
-        if (!path.empty()) links.insert(sim::index(path.back()));
-        continue;
+  if (options.cluster && s.simulation.degraded_links.empty()) {
+    out.cluster = options.cluster;
+  } else {
+    auto cluster = std::make_shared<topo::Cluster>(s.cluster);
+    for (const config::DegradedLink& d : s.simulation.degraded_links) {
+      std::set<std::uint32_t> links;
+      for (int local = 0; local < s.cluster.gpus_per_node; ++local) {
+        const int gpu = static_cast<int>(d.node) * s.cluster.gpus_per_node + local;
+        if (d.nvlink) {
+          std::vector<sim::ResourceId> path;
+          const int other = static_cast<int>(d.node) * s.cluster.gpus_per_node + (local + 1) % s.cluster.gpus_per_node;
+          cluster->route(gpu, other, path);
+          if (!path.empty()) links.insert(sim::index(path.front()));
+          path.clear();
+          cluster->route(other, gpu, path);
+          if (!path.empty()) links.insert(sim::index(path.back()));
+          continue;
+        }
+        const int nic = cluster->nic_of(gpu) - static_cast<int>(d.node) * s.cluster.inter_node.nics_per_node;
+        if (d.nic && nic != *d.nic) continue;
+        for (sim::ResourceId r : cluster->nic_links(gpu)) links.insert(sim::index(r));
       }
-      const int nic = out.cluster->nic_of(gpu) - static_cast<int>(d.node) * s.cluster.inter_node.nics_per_node;
-      if (d.nic && nic != *d.nic) continue;
-      for (sim::ResourceId r : out.cluster->nic_links(gpu)) links.insert(sim::index(r));
+      for (std::uint32_t l : links) cluster->scale_link(sim::ResourceId{l}, d.bandwidth_fraction);
     }
-    for (std::uint32_t l : links) out.cluster->scale_link(sim::ResourceId{l}, d.bandwidth_fraction);
+    out.cluster = std::move(cluster);
   }
   std::vector<double> slowdown;
   if (!s.simulation.stragglers.empty()) {

@@ -23,6 +23,9 @@ struct RunOptions {
   // InputError for a rank that does not exist or (symmetric mode) is not simulated.
   std::vector<std::int64_t> record_ranks;
   bool record = true;  // false: no timeline at all (fastest; summary only)
+  // A cluster built once for many runs on the same machine (must match the scenario's cluster;
+  // ignored when the scenario degrades links, which needs its own copy).
+  std::shared_ptr<const topo::Cluster> cluster = nullptr;
 };
 
 // Time of an iteration split by cause, for one rank. The parts add up to the iteration time.
@@ -66,7 +69,7 @@ struct StageReport {
 struct RunResult {
   config::Scenario scenario;
   std::unique_ptr<models::Workload> workload;
-  std::unique_ptr<topo::Cluster> cluster;
+  std::shared_ptr<const topo::Cluster> cluster;
   sim::EngineResult engine;
   std::vector<std::string> algorithm_names, protocol_names;
 
