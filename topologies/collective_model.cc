@@ -506,7 +506,9 @@ double CollectiveModel::pipeline_fill_us(CollectiveKind kind, double bytes, cons
       const bool pipelined = kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
       const double per_loop = pipelined ? 1.0 : s.ranks;  // chunks per channel per loop
       chunk = std::min(step * (pipelined ? 1 : c.ring_chunk_steps), std::ceil(bytes / (nc * per_loop)));
-      stages = pipelined ? std::max(1, s.ranks - 1) : c.ring_pipeline_stages;
+      stages = pipelined                              ? std::max(1, s.ranks - 1)
+               : kind == CollectiveKind::kAllGather ? c.ring_copy_pipeline_stages
+                                                    : c.ring_pipeline_stages;
       rate = link_rate;
       break;
     }

@@ -128,7 +128,8 @@ struct NcclCalibration {
 
   // ---- execution terms (ours; see nccl.json for the evidence) ----
   double launch_us = 5.5;          // host enqueue + launch per GPU when one thread drives several
-  int ring_pipeline_stages = 3;    // Simple ring step: receive, reduce, send
+  int ring_pipeline_stages = 3;    // Simple ring step that reduces: receive, reduce, send
+  int ring_copy_pipeline_stages = 2;  // one that copies (all-gather): receive, send
   int nvls_pipeline_stages = 3;    // NVLS: scatter, reduce (multimem), gather
 
   // ---- point-to-point ----
