@@ -28,8 +28,11 @@ int main(int argc, char** argv) {
       {"dgx-h100", sim::CollectiveKind::kReduceScatter, "reduce_scatter"},
       {"dgx-h100", sim::CollectiveKind::kAllToAll, "alltoall"},
   };
-  std::printf("collective sweep: 8 B .. 16 GiB (32 sizes), 1024 GPUs (128 nodes x 8), %d repetitions\n", reps);
-  std::printf("%-16s %-15s %12s %12s %14s\n", "cluster", "op", "median (ms)", "max (ms)", "check (us)");
+  std::printf(
+      "collective sweep: 8 B .. 16 GiB (32 sizes), 1024 GPUs (128 nodes x 8), %d repetitions\n",
+      reps);
+  std::printf("%-16s %-15s %12s %12s %14s\n", "cluster", "op", "median (ms)", "max (ms)",
+              "check (us)");
   double worst_median = 0, worst = 0;
   for (const auto& c : cases) {
     const topo::ClusterSpec cluster = config::load_cluster(c.preset, 128);
@@ -43,7 +46,9 @@ int main(int argc, char** argv) {
       for (std::int64_t b = 8; b <= (std::int64_t{16} << 30); b *= 2) {
         sum += model.predict(c.kind, sim::Bytes(b), topology, 1).time_us;
       }
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
       check = sum;
     }
     std::sort(ms.begin(), ms.end());
@@ -53,6 +58,7 @@ int main(int argc, char** argv) {
     std::printf("%-16s %-15s %12.3f %12.3f %14.1f\n", c.preset, c.op, median, ms.back(), check);
   }
   // The machine may be shared: the median is the figure, the maximum shows scheduling noise.
-  std::printf("slowest median sweep: %.3f ms, slowest single sweep: %.3f ms (target < 50 ms)\n", worst_median, worst);
+  std::printf("slowest median sweep: %.3f ms, slowest single sweep: %.3f ms (target < 50 ms)\n",
+              worst_median, worst);
   return worst_median < 50.0 ? 0 : 1;
 }

@@ -11,18 +11,21 @@ using sim::CollectiveKind;
 using sim::CommId;
 using sim::RankId;
 
-ClusterTiming::ClusterTiming(const Cluster& cluster, const sim::TaskGraph& graph, std::vector<double> slowdown)
+ClusterTiming::ClusterTiming(const Cluster& cluster, const sim::TaskGraph& graph,
+                             std::vector<double> slowdown)
     : cluster_(cluster),
       graph_(graph),
       compute_(cluster.spec().gpu),
       collective_(cluster.spec()),
       slowdown_(std::move(slowdown)) {
-  TRAINSIM_CHECK(static_cast<int>(graph_.num_ranks()) <= cluster_.num_gpus(), "more ranks than GPUs");
+  TRAINSIM_CHECK(static_cast<int>(graph_.num_ranks()) <= cluster_.num_gpus(),
+                 "more ranks than GPUs");
   for (std::uint32_t c = 0; c < graph_.num_communicators(); ++c) {
     comms_by_class_[graph_.communicator(CommId{c}).symmetry_class].push_back(CommId{c});
   }
   ranks_by_class_.resize(graph_.num_classes());
-  for (std::uint32_t r = 0; r < graph_.num_ranks(); ++r) ranks_by_class_[graph_.class_of(RankId{r})].push_back(RankId{r});
+  for (std::uint32_t r = 0; r < graph_.num_ranks(); ++r)
+    ranks_by_class_[graph_.class_of(RankId{r})].push_back(RankId{r});
 }
 
 double ClusterTiming::compute_slowdown(RankId rank) {
@@ -38,8 +41,12 @@ std::vector<Bandwidth> ClusterTiming::resource_capacities() {
   return caps;
 }
 
-const char* ClusterTiming::algorithm_name(std::uint8_t a) const { return to_string(static_cast<Algorithm>(a)); }
-const char* ClusterTiming::protocol_name(std::uint8_t p) const { return to_string(static_cast<Protocol>(p)); }
+const char* ClusterTiming::algorithm_name(std::uint8_t a) const {
+  return to_string(static_cast<Algorithm>(a));
+}
+const char* ClusterTiming::protocol_name(std::uint8_t p) const {
+  return to_string(static_cast<Protocol>(p));
+}
 
 GroupShape ClusterTiming::shape_of(CommId comm) const {
   const auto& members = graph_.communicator(comm).members;
@@ -62,13 +69,15 @@ GroupShape ClusterTiming::shape_of(CommId comm) const {
 }
 
 const NcclTopology& ClusterTiming::topology_of(const GroupShape& shape) {
-  const auto key = std::make_tuple(shape.ranks, shape.nodes, shape.ranks_per_node, shape.nics_per_node);
+  const auto key =
+      std::make_tuple(shape.ranks, shape.nodes, shape.ranks_per_node, shape.nics_per_node);
   auto it = topologies_.find(key);
   if (it == topologies_.end()) it = topologies_.emplace(key, collective_.topology(shape)).first;
   return it->second;
 }
 
-void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm, const std::vector<RankId>& members,
+void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm,
+                                        const std::vector<RankId>& members,
                                         std::map<std::uint32_t, double>& load) const {
   const std::size_t n = members.size();
   if (n < 2) return;
@@ -81,7 +90,9 @@ void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm
     // Every rank sends 1/n of its buffer to every other rank.
     for (RankId a : members) {
       for (RankId b : members) {
-        if (a != b) add_route(static_cast<int>(sim::index(a)), static_cast<int>(sim::index(b)), 1.0 / static_cast<double>(n));
+        if (a != b)
+          add_route(static_cast<int>(sim::index(a)), static_cast<int>(sim::index(b)),
+                    1.0 / static_cast<double>(n));
       }
     }
     return;
@@ -101,7 +112,9 @@ void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm
   // factor (2(n-1)/n for all-reduce); a tree or chain link carries the buffer once each way; an
   // NVLS GPU sends and receives its buffer once through the NVSwitch.
   const double per_edge = ring ? CollectiveModel::bus_factor(kind, static_cast<int>(n)) : 1.0;
-  const double nvls_share = kind == CollectiveKind::kAllReduce ? 1.0 : (static_cast<double>(n) - 1) / static_cast<double>(n);
+  const double nvls_share = kind == CollectiveKind::kAllReduce
+                                ? 1.0
+                                : (static_cast<double>(n) - 1) / static_cast<double>(n);
   for (const auto& local : nodes) {
     if (local.size() < 2) continue;
     if (nvls) {
@@ -115,7 +128,8 @@ void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm
     const std::size_t edges = (ring && nodes.size() == 1) ? local.size() : local.size() - 1;
     for (std::size_t i = 0; i < edges; ++i) {
       add_route(local[i], local[(i + 1) % local.size()], per_edge);
-      if (!ring) add_route(local[(i + 1) % local.size()], local[i], per_edge);  // trees: up and down
+      if (!ring)
+        add_route(local[(i + 1) % local.size()], local[i], per_edge);  // trees: up and down
     }
   }
   if (nodes.size() < 2) return;
@@ -128,7 +142,8 @@ void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm
     std::set<int> nics;
     for (int g : from) nics.insert(cluster_.nic_of(g));
     const std::size_t k = std::max<std::size_t>(1, std::min({from.size(), to.size(), nics.size()}));
-    for (std::size_t j = 0; j < k; ++j) add_route(from[j], to[j], per_edge / static_cast<double>(k));
+    for (std::size_t j = 0; j < k; ++j)
+      add_route(from[j], to[j], per_edge / static_cast<double>(k));
   }
 }
 
@@ -144,13 +159,15 @@ std::vector<sim::Demand> ClusterTiming::to_demands(const std::map<std::uint32_t,
 sim::CommCost ClusterTiming::collective_cost(const sim::CommOp& op, CommId comm, bool symmetric) {
   const sim::Communicator& cm = graph_.communicator(comm);
   const std::uint32_t key_id = symmetric ? cm.symmetry_class : sim::index(comm);
-  const auto key = std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), op.bytes.count());
+  const auto key =
+      std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), op.bytes.count());
   auto it = collective_cache_.find(key);
   if (it != collective_cache_.end()) return it->second;
 
   sim::CommCost cost;
   if (cm.members.size() >= 2 && op.bytes.count() > 0) {
-    const CollectivePrediction p = collective_.predict(op.kind, op.bytes, topology_of(shape_of(comm)));
+    const CollectivePrediction p =
+        collective_.predict(op.kind, op.bytes, topology_of(shape_of(comm)));
     cost.latency = Duration::from_seconds(p.latency_us * 1e-6);
     cost.volume = op.bytes.as_double();
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
@@ -169,8 +186,8 @@ sim::CommCost ClusterTiming::collective_cost(const sim::CommOp& op, CommId comm,
   return collective_cache_.emplace(key, std::move(cost)).first->second;
 }
 
-sim::CommCost ClusterTiming::transfer_cost(Bytes bytes, RankId src, RankId dst, std::uint16_t src_slot,
-                                           bool symmetric) {
+sim::CommCost ClusterTiming::transfer_cost(Bytes bytes, RankId src, RankId dst,
+                                           std::uint16_t src_slot, bool symmetric) {
   const std::uint32_t key_id = symmetric ? graph_.class_of(src) : sim::index(src);
   const auto key = std::make_tuple(key_id, src_slot, symmetric, bytes.count());
   auto it = transfer_cache_.find(key);
@@ -179,7 +196,8 @@ sim::CommCost ClusterTiming::transfer_cost(Bytes bytes, RankId src, RankId dst, 
   sim::CommCost cost;
   const int a = static_cast<int>(sim::index(src)), b = static_cast<int>(sim::index(dst));
   if (a != b && bytes.count() > 0) {
-    const CollectivePrediction p = collective_.predict_p2p(bytes, cluster_.node_of(a) == cluster_.node_of(b));
+    const CollectivePrediction p =
+        collective_.predict_p2p(bytes, cluster_.node_of(a) == cluster_.node_of(b));
     cost.latency = Duration::from_seconds(p.latency_us * 1e-6) + cluster_.route_latency(a, b);
     cost.volume = bytes.as_double();
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
@@ -191,7 +209,9 @@ sim::CommCost ClusterTiming::transfer_cost(Bytes bytes, RankId src, RankId dst, 
     };
     if (symmetric) {
       for (RankId x : ranks_by_class_[graph_.class_of(src)]) {
-        if (graph_.has_peer(x, src_slot)) add(static_cast<int>(sim::index(x)), static_cast<int>(sim::index(graph_.peer(x, src_slot))));
+        if (graph_.has_peer(x, src_slot))
+          add(static_cast<int>(sim::index(x)),
+              static_cast<int>(sim::index(graph_.peer(x, src_slot))));
       }
     } else {
       add(a, b);

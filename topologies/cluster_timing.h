@@ -24,7 +24,8 @@ namespace trainsim::topo {
 class ClusterTiming final : public sim::TimingModel {
  public:
   // `slowdown` has one factor per rank (empty: all 1).
-  ClusterTiming(const Cluster& cluster, const sim::TaskGraph& graph, std::vector<double> slowdown = {});
+  ClusterTiming(const Cluster& cluster, const sim::TaskGraph& graph,
+                std::vector<double> slowdown = {});
 
   Duration kernel_time(const sim::Kernel& kernel) override { return compute_.kernel_time(kernel); }
   double compute_slowdown(sim::RankId rank) override;
@@ -42,7 +43,8 @@ class ClusterTiming final : public sim::TimingModel {
  private:
   // Adds the link load (bytes per byte of the operation) of `kind` with `algorithm` on one
   // communicator to `load`.
-  void add_collective_load(sim::CollectiveKind kind, Algorithm algorithm, const std::vector<sim::RankId>& members,
+  void add_collective_load(sim::CollectiveKind kind, Algorithm algorithm,
+                           const std::vector<sim::RankId>& members,
                            std::map<std::uint32_t, double>& load) const;
   const NcclTopology& topology_of(const GroupShape& shape);
   static std::vector<sim::Demand> to_demands(const std::map<std::uint32_t, double>& load);
@@ -54,8 +56,10 @@ class ClusterTiming final : public sim::TimingModel {
   std::vector<double> slowdown_;
   std::map<std::uint32_t, std::vector<sim::CommId>> comms_by_class_;
   std::vector<std::vector<sim::RankId>> ranks_by_class_;
-  std::map<std::tuple<std::uint32_t, bool, std::uint8_t, std::int64_t>, sim::CommCost> collective_cache_;
-  std::map<std::tuple<std::uint32_t, std::uint16_t, bool, std::int64_t>, sim::CommCost> transfer_cache_;
+  std::map<std::tuple<std::uint32_t, bool, std::uint8_t, std::int64_t>, sim::CommCost>
+      collective_cache_;
+  std::map<std::tuple<std::uint32_t, std::uint16_t, bool, std::int64_t>, sim::CommCost>
+      transfer_cache_;
   std::map<std::tuple<int, int, int, int>, NcclTopology> topologies_;
   mutable std::vector<ResourceId> route_scratch_;
 };

@@ -88,7 +88,8 @@ CollectivePrediction p2p_prediction(double latency_us, double bytes, double band
 }
 
 bool is_ring_like(CollectiveKind k) {
-  return k == CollectiveKind::kAllReduce || k == CollectiveKind::kAllGather || k == CollectiveKind::kReduceScatter;
+  return k == CollectiveKind::kAllReduce || k == CollectiveKind::kAllGather ||
+         k == CollectiveKind::kReduceScatter;
 }
 
 }  // namespace
@@ -126,7 +127,8 @@ double CollectiveModel::bus_factor(CollectiveKind kind, int n) {
 // tree takes its speed on every GPU's NVLink (or PCIe) in and out, and on one NIC per direction;
 // an NVLS channel takes it on every GPU's NVLink plus once more on its head.
 
-bool CollectiveModel::fits(Pattern pattern, const GroupShape& s, int n, double bi, double bo) const {
+bool CollectiveModel::fits(Pattern pattern, const GroupShape& s, int n, double bi,
+                           double bo) const {
   const int ngpus = s.ranks_per_node;
   const bool inter = s.nodes > 1;
   const double intra_link = nvlink_ > 0 ? nvlink_ : pcie_;
@@ -152,7 +154,8 @@ bool CollectiveModel::fits(Pattern pattern, const GroupShape& s, int n, double b
   return true;
 }
 
-NcclGraph CollectiveModel::search(Pattern pattern, const GroupShape& s, int min_channels, int max_channels) const {
+NcclGraph CollectiveModel::search(Pattern pattern, const GroupShape& s, int min_channels,
+                                  int max_channels) const {
   const NcclCalibration& c = cluster_.nccl;
   const bool inter = s.nodes > 1;
   const int ngpus = s.ranks_per_node;
@@ -170,16 +173,20 @@ NcclGraph CollectiveModel::search(Pattern pattern, const GroupShape& s, int min_
   if (pattern != Pattern::kRing && ngpus > 1) total_bw *= static_cast<double>(ngpus) / (ngpus - 1);
 
   std::size_t i = 0;
-  while (i + 1 < speeds.size() && (speeds[i] > max_bw + kEps || speeds[i] * min_channels > total_bw + kEps)) ++i;
+  while (i + 1 < speeds.size() &&
+         (speeds[i] > max_bw + kEps || speeds[i] * min_channels > total_bw + kEps))
+    ++i;
 
   NcclGraph best;
   while (true) {
     const double sp = speeds[i];
     int n = 0;
     while (n < max_channels && fits(pattern, s, n + 1, sp, sp)) ++n;
-    if (n >= min_channels && n * sp > best.channels * best.bw_intra + kEps) best = NcclGraph{n, sp, sp};
+    if (n >= min_channels && n * sp > best.channels * best.bw_intra + kEps)
+      best = NcclGraph{n, sp, sp};
     if (best.channels > 0 && best.channels * best.bw_inter >= total_bw - kEps) break;  // optimal
-    if (i + 1 < speeds.size() && (best.channels == 0 || speeds[i + 1] / best.bw_inter > c.search_speed_ratio)) {
+    if (i + 1 < speeds.size() &&
+        (best.channels == 0 || speeds[i + 1] / best.bw_inter > c.search_speed_ratio)) {
       ++i;
       continue;
     }
@@ -215,13 +222,15 @@ NcclGraph CollectiveModel::search(Pattern pattern, const GroupShape& s, int min_
     }
   } else if (pattern == Pattern::kNvls) {
     std::size_t k = index_of(best.bw_inter);
-    while (k > 0 && best.bw_inter < best.bw_intra * 2 && fits(pattern, s, best.channels, best.bw_intra, speeds[k - 1])) {
+    while (k > 0 && best.bw_inter < best.bw_intra * 2 &&
+           fits(pattern, s, best.channels, best.bw_intra, speeds[k - 1])) {
       --k;
       best.bw_inter = speeds[k];
     }
   } else {
     std::size_t k = index_of(best.bw_intra);
-    while (k > 0 && best.bw_intra < best.bw_inter * 2 && fits(pattern, s, best.channels, speeds[k - 1], best.bw_inter)) {
+    while (k > 0 && best.bw_intra < best.bw_inter * 2 &&
+           fits(pattern, s, best.channels, speeds[k - 1], best.bw_inter)) {
       --k;
       best.bw_intra = speeds[k];
     }
@@ -230,7 +239,8 @@ NcclGraph CollectiveModel::search(Pattern pattern, const GroupShape& s, int min_
 }
 
 NcclTopology CollectiveModel::topology(const GroupShape& shape) const {
-  TRAINSIM_CHECK(shape.ranks >= 1 && shape.nodes >= 1 && shape.ranks_per_node >= 1, "bad group shape");
+  TRAINSIM_CHECK(shape.ranks >= 1 && shape.nodes >= 1 && shape.ranks_per_node >= 1,
+                 "bad group shape");
   const NcclCalibration& c = cluster_.nccl;
   NcclTopology t;
   t.shape = shape;
@@ -246,7 +256,9 @@ NcclTopology CollectiveModel::topology(const GroupShape& shape) const {
   }
   if (cluster_.inter_node.sharp && s.nodes > 1) {
     t.collnet_chain = search(Pattern::kCollNetChain, s, t.ring.channels, t.ring.channels);
-    if (nvlink_ > 0) t.collnet_direct = search(Pattern::kCollNetDirect, s, 1, std::min(c.max_direct_arity, s.ranks_per_node));
+    if (nvlink_ > 0)
+      t.collnet_direct =
+          search(Pattern::kCollNetDirect, s, 1, std::min(c.max_direct_arity, s.ranks_per_node));
   }
   // Run-time channels (init.cc, connect.cc ncclTopoPostset): rings and trees share
   // min(ring, tree) channels, doubled; Hopper+ multi-node with fast rings doubles again.
@@ -256,7 +268,8 @@ NcclTopology CollectiveModel::topology(const GroupShape& shape) const {
   }
   if (t.nvls.channels > 0) {
     const auto a = static_cast<std::size_t>(arch_);
-    t.nvls_channels = static_cast<int>(s.nodes > 1 ? c.nvls_channels_multi_node[a] : c.nvls_channels[a]);
+    t.nvls_channels =
+        static_cast<int>(s.nodes > 1 ? c.nvls_channels_multi_node[a] : c.nvls_channels[a]);
   }
   return t;
 }
@@ -282,8 +295,8 @@ const NcclGraph& CollectiveModel::graph_of(const NcclTopology& t, Algorithm a) c
 // ---------------------------------------------------------------------------------------------
 // NCCL's table (tuning.cc ncclTopoTuneModel and the enable rules there and in enqueue.cc).
 
-CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopology& t, Algorithm a, Protocol p,
-                                             double channel_scale) const {
+CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopology& t,
+                                             Algorithm a, Protocol p, double channel_scale) const {
   const NcclCalibration& c = cluster_.nccl;
   const GroupShape& s = t.shape;
   Tuned out;
@@ -302,7 +315,8 @@ CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopo
       break;
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
-      if (a != Algorithm::kPat && a != Algorithm::kRing && a != Algorithm::kNvls && a != Algorithm::kCollNetDirect) {
+      if (a != Algorithm::kPat && a != Algorithm::kRing && a != Algorithm::kNvls &&
+          a != Algorithm::kCollNetDirect) {
         return out;
       }
       break;
@@ -313,20 +327,24 @@ CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopo
       return out;  // point-to-point, not tuned
   }
   if ((a == Algorithm::kNvls || a == Algorithm::kNvlsTree) && !simple) return out;
-  if (a == Algorithm::kPat && (!simple || n != nodes || nodes < 2)) return out;  // PAT: 1 GPU per node
+  if (a == Algorithm::kPat && (!simple || n != nodes || nodes < 2))
+    return out;  // PAT: 1 GPU per node
   // Algorithm availability.
   if (a == Algorithm::kNvlsTree && nodes == 1) return out;
   if ((a == Algorithm::kCollNetDirect || a == Algorithm::kCollNetChain) && !collnet) return out;
   if (a == Algorithm::kNvls && nodes > 1 && !collnet) return out;
   if (a == Algorithm::kCollNetDirect && !nvswitch) return out;
-  if ((a == Algorithm::kCollNetDirect || a == Algorithm::kCollNetChain) && local > c.max_direct_arity) return out;
+  if ((a == Algorithm::kCollNetDirect || a == Algorithm::kCollNetChain) &&
+      local > c.max_direct_arity)
+    return out;
   if ((a == Algorithm::kNvls || a == Algorithm::kNvlsTree) &&
       (t.nvls.channels == 0 || (kind != CollectiveKind::kAllReduce && local > c.max_nvls_arity))) {
     return out;
   }
   // LL128 only over NVLink (or one GPU per node) and network paths up to PXB/PXN, i.e. NICs that
   // write into GPU memory through the GPU's PCIe switch (GPUDirect RDMA).
-  if (p == Protocol::kLL128 && (!(nvswitch || local == 1) || (nodes > 1 && !cluster_.inter_node.gpudirect_rdma))) {
+  if (p == Protocol::kLL128 &&
+      (!(nvswitch || local == 1) || (nodes > 1 && !cluster_.inter_node.gpudirect_rdma))) {
     return out;
   }
 
@@ -346,17 +364,20 @@ CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopo
     intra *= kind == CollectiveKind::kAllReduce ? 2.0 : (ppn - 1) / ppn;
     const double inter_bw = g.bw_inter * ((nodes <= 2 && a == Algorithm::kNvlsTree) ? 2 : 1);
     bw = std::min({intra, inter_bw,
-                   a == Algorithm::kNvlsTree ? c.per_ch_max_nvls_tree_bw[arch][scale] : std::numeric_limits<double>::max()});
+                   a == Algorithm::kNvlsTree ? c.per_ch_max_nvls_tree_bw[arch][scale]
+                                             : std::numeric_limits<double>::max()});
   }
   double bus = channels * bw;
-  if (a == Algorithm::kRing && p == Protocol::kLL) bus = std::min(ll_max_bw, bus * c.ll_ring_fraction);
+  if (a == Algorithm::kRing && p == Protocol::kLL)
+    bus = std::min(ll_max_bw, bus * c.ll_ring_fraction);
   if (a == Algorithm::kRing && p == Protocol::kLL128) {
     bus = std::min(bus * c.ll128_efficiency, channels * c.per_ch_max_ring_ll128_bw[arch][scale]);
   }
   if (a == Algorithm::kTree && kind == CollectiveKind::kAllReduce) {
     bus = std::min(bus * c.tree_efficiency, channels * c.per_ch_max_tree_bw[arch][scale]);
   }
-  if (a == Algorithm::kTree && p == Protocol::kLL) bus = std::min(bus / c.tree_ll_divisor, ll_max_bw);
+  if (a == Algorithm::kTree && p == Protocol::kLL)
+    bus = std::min(bus / c.tree_ll_divisor, ll_max_bw);
   if (a == Algorithm::kTree && p == Protocol::kLL128) {
     bus = std::min(bus * (nodes == 1 ? c.tree_ll128_intra_factor : c.tree_ll128_inter_factor),
                    channels * c.per_ch_max_tree_ll128_bw[arch][scale]);
@@ -382,9 +403,12 @@ CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopo
   }
   if (bus <= 0) return out;
 
-  const int nsteps = kind == CollectiveKind::kAllReduce ? 2 * (n - 1) : is_ring_like(kind) ? n - 1 : n;
+  const int nsteps = kind == CollectiveKind::kAllReduce ? 2 * (n - 1)
+                     : is_ring_like(kind)               ? n - 1
+                                                        : n;
   double alg = bus;
-  if (!(a != Algorithm::kRing && (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter))) {
+  if (!(a != Algorithm::kRing &&
+        (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter))) {
     if (a == Algorithm::kRing || a == Algorithm::kNvls || a == Algorithm::kNvlsTree) {
       alg = bus * n / nsteps;
     } else {
@@ -397,7 +421,8 @@ CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopo
   const std::size_t hw = nodes == 1 ? intra_hw : kNetLat;
   double intra_lat = c.hw_latency_us[intra_hw][ai(a)][pi(p)];
   const double nic_lat = cluster_.inter_node.nic_latency.microseconds();  // graph->latencyInter
-  double inter_lat = (ppn == 1 ? c.hw_latency_us[kNetLat][ai(Algorithm::kTree)][pi(p)] : c.hw_latency_us[kNetLat][ai(a)][pi(p)]) +
+  double inter_lat = (ppn == 1 ? c.hw_latency_us[kNetLat][ai(Algorithm::kTree)][pi(p)]
+                               : c.hw_latency_us[kNetLat][ai(a)][pi(p)]) +
                      nic_lat + (simple ? nic_lat : 0.0);
   double lat = c.base_latency_us[ai(a)][pi(p)];
   const double log_nodes = log2_floor(nodes);
@@ -413,16 +438,21 @@ CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopo
           if (simple) net_overhead *= 3;
         }
         intra_lat = std::max(intra_lat, net_overhead);
-        const int inter_steps = nodes == 1 ? 0 : kind == CollectiveKind::kAllReduce ? 2 * (nodes - 1) : nodes - 1;
+        const int inter_steps = nodes == 1                           ? 0
+                                : kind == CollectiveKind::kAllReduce ? 2 * (nodes - 1)
+                                                                     : nodes - 1;
         lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
       }
       break;
     }
     case Algorithm::kTree:
-      if (kind == CollectiveKind::kAllReduce) lat += 2 * ((n / nodes - 1) * intra_lat + log_nodes * inter_lat);
+      if (kind == CollectiveKind::kAllReduce)
+        lat += 2 * ((n / nodes - 1) * intra_lat + log_nodes * inter_lat);
       break;
     case Algorithm::kCollNetDirect:
-      lat += 2 * (std::min(1, n / nodes - 1) * intra_lat + (n / nodes - 1) * c.collnet_arity_latency_us) + inter_lat;
+      lat += 2 * (std::min(1, n / nodes - 1) * intra_lat +
+                  (n / nodes - 1) * c.collnet_arity_latency_us) +
+             inter_lat;
       break;
     case Algorithm::kCollNetChain:
       lat += 2 * (n / nodes - 1) * intra_lat + inter_lat;
@@ -444,26 +474,29 @@ CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopo
   return out;
 }
 
-double CollectiveModel::nccl_latency(CollectiveKind kind, double bytes, const NcclTopology& t, Algorithm a, Protocol p,
-                                     const Tuned& e) const {
+double CollectiveModel::nccl_latency(CollectiveKind kind, double bytes, const NcclTopology& t,
+                                     Algorithm a, Protocol p, const Tuned& e) const {
   // Plateau effect of multi-node Simple rings (ncclTopoGetAlgoTime; 1.9 before Ampere, which we
   // do not model).
-  if (a == Algorithm::kRing && p == Protocol::kSimple && t.shape.nodes > 1 && kind == CollectiveKind::kAllReduce &&
+  if (a == Algorithm::kRing && p == Protocol::kSimple && t.shape.nodes > 1 &&
+      kind == CollectiveKind::kAllReduce &&
       std::floor(bytes / (static_cast<double>(t.channels) * t.shape.ranks)) >= 64) {
     return e.latency_us * cluster_.nccl.plateau_factor;
   }
   return e.latency_us;
 }
 
-double CollectiveModel::nccl_time(CollectiveKind kind, double bytes, const NcclTopology& t, Algorithm a, Protocol p,
-                                  const Tuned& e) const {
+double CollectiveModel::nccl_time(CollectiveKind kind, double bytes, const NcclTopology& t,
+                                  Algorithm a, Protocol p, const Tuned& e) const {
   const NcclCalibration& c = cluster_.nccl;
   double bw = e.alg_bw;
   const int log_size = log2_floor(std::floor(bytes / 64.0));
-  if (a == Algorithm::kTree && kind == CollectiveKind::kAllReduce && log_size >= 0 && log_size < 23) {
+  if (a == Algorithm::kTree && kind == CollectiveKind::kAllReduce && log_size >= 0 &&
+      log_size < 23) {
     bw *= c.tree_correction[pi(p)][static_cast<std::size_t>(log_size)];
   }
-  if (a == Algorithm::kNvlsTree && kind == CollectiveKind::kAllReduce && log_size >= 0 && log_size < 24 && arch_ >= 3) {
+  if (a == Algorithm::kNvlsTree && kind == CollectiveKind::kAllReduce && log_size >= 0 &&
+      log_size < 24 && arch_ >= 3) {
     bw *= c.tree_correction[pi(p)][static_cast<std::size_t>(log_size)];
   }
   return nccl_latency(kind, bytes, t, a, p, e) + bytes / (1000.0 * bw);
@@ -471,16 +504,20 @@ double CollectiveModel::nccl_time(CollectiveKind kind, double bytes, const NcclT
 
 // Channels the kernel runs on (enqueue.cc topoGetAlgoInfo): NVLS uses its own channels; rings and
 // trees drop channels while each thread would have less than its threshold of bytes.
-int CollectiveModel::channels_used(double bytes, const NcclTopology& t, Algorithm a, Protocol p) const {
+int CollectiveModel::channels_used(double bytes, const NcclTopology& t, Algorithm a,
+                                   Protocol p) const {
   const NcclCalibration& c = cluster_.nccl;
   if (a == Algorithm::kNvls || a == Algorithm::kNvlsTree) {
-    return a == Algorithm::kNvls && t.shape.nodes > 1 ? std::min(t.nvls_channels, t.channels) : t.nvls_channels;
+    return a == Algorithm::kNvls && t.shape.nodes > 1 ? std::min(t.nvls_channels, t.channels)
+                                                      : t.nvls_channels;
   }
   int nc = t.channels;
   if (a == Algorithm::kCollNetDirect) return nc;
   double threads = c.max_threads[pi(p)];
   const NcclGraph& ring = t.ring;
-  if (a == Algorithm::kRing && p == Protocol::kSimple && ring.bw_intra * ring.channels <= c.pcie_x16_bw[0]) threads = 256;
+  if (a == Algorithm::kRing && p == Protocol::kSimple &&
+      ring.bw_intra * ring.channels <= c.pcie_x16_bw[0])
+    threads = 256;
   double threshold = c.thread_threshold[pi(p)];
   if (a == Algorithm::kRing && p == Protocol::kLL) threshold *= t.shape.ranks;
   while (nc >= 2 && bytes < nc * threads * threshold) --nc;
@@ -491,22 +528,24 @@ int CollectiveModel::channels_used(double bytes, const NcclTopology& t, Algorith
 // stages, and the transfer reaches its rate only once the first chunk has crossed them, so the
 // time grows by (stages - 1) chunk times. Chunk sizes follow NCCL's buffers and its chunk
 // shrinking for small messages (enqueue.cc calcCollChunking).
-double CollectiveModel::pipeline_fill_us(CollectiveKind kind, double bytes, const NcclTopology& t, Algorithm a,
-                                         int channels, const Tuned& e) const {
+double CollectiveModel::pipeline_fill_us(CollectiveKind kind, double bytes, const NcclTopology& t,
+                                         Algorithm a, int channels, const Tuned& e) const {
   const NcclCalibration& c = cluster_.nccl;
   const GroupShape& s = t.shape;
   const double step = c.buffer_bytes[pi(Protocol::kSimple)] / c.steps;  // bytes per step slot
   const double nc = std::max(1, channels);
   const double link_rate = e.bus_bw * 1e3 / nc;  // bytes per microsecond per channel and link
   const double alg_rate = e.alg_bw * 1e3 / nc;
-  const double hops = (s.ranks_per_node - 1) + std::ceil(std::log2(static_cast<double>(s.nodes)) - kEps);
+  const double hops =
+      (s.ranks_per_node - 1) + std::ceil(std::log2(static_cast<double>(s.nodes)) - kEps);
   double stages = 1, chunk = 0, rate = alg_rate;
   switch (a) {
     case Algorithm::kRing: {
       const bool pipelined = kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
       const double per_loop = pipelined ? 1.0 : s.ranks;  // chunks per channel per loop
-      chunk = std::min(step * (pipelined ? 1 : c.ring_chunk_steps), std::ceil(bytes / (nc * per_loop)));
-      stages = pipelined                              ? std::max(1, s.ranks - 1)
+      chunk =
+          std::min(step * (pipelined ? 1 : c.ring_chunk_steps), std::ceil(bytes / (nc * per_loop)));
+      stages = pipelined                            ? std::max(1, s.ranks - 1)
                : kind == CollectiveKind::kAllGather ? c.ring_copy_pipeline_stages
                                                     : c.ring_pipeline_stages;
       rate = link_rate;
@@ -539,7 +578,9 @@ double CollectiveModel::pipeline_fill_us(CollectiveKind kind, double bytes, cons
       if (bytes < 16 * ops * chunk && chunk > 131072) chunk = 131072;
       if (bytes < 4 * ops * chunk && chunk > 65536) chunk = 65536;
       if (bytes < 1 * ops * chunk && chunk > 32768) chunk = 32768;
-      return ((c.nvls_pipeline_stages - 1) * heads * chunk + 2 * (hops - (s.ranks_per_node - 1)) * chunk) / rate;
+      return ((c.nvls_pipeline_stages - 1) * heads * chunk +
+              2 * (hops - (s.ranks_per_node - 1)) * chunk) /
+             rate;
     }
   }
   return std::max(0.0, stages - 1) * chunk / rate;
@@ -547,8 +588,9 @@ double CollectiveModel::pipeline_fill_us(CollectiveKind kind, double bytes, cons
 
 // ---------------------------------------------------------------------------------------------
 
-CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes, const NcclTopology& t, Algorithm a,
-                                              Protocol p, int gpus_per_thread) const {
+CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
+                                              const NcclTopology& t, Algorithm a, Protocol p,
+                                              int gpus_per_thread) const {
   const NcclCalibration& c = cluster_.nccl;
   CollectivePrediction out;
   out.algorithm = a;
@@ -571,12 +613,16 @@ CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes, 
     out.valid = true;
     out.nccl_time_us = nccl_time(kind, b, t, a, p, full);
     out.channels = channels_used(b, t, a, p);
-    const int run_channels = (a == Algorithm::kNvls || a == Algorithm::kNvlsTree) ? std::max(1, out.channels) : std::max(1, t.channels);
-    const Tuned used = tune(kind, t, a, p, std::min(1.0, static_cast<double>(out.channels) / run_channels));
+    const int run_channels = (a == Algorithm::kNvls || a == Algorithm::kNvlsTree)
+                                 ? std::max(1, out.channels)
+                                 : std::max(1, t.channels);
+    const Tuned used =
+        tune(kind, t, a, p, std::min(1.0, static_cast<double>(out.channels) / run_channels));
     // NCCL's latency (with the ring plateau factor), plus the pipeline fill of Simple chunks; the
     // fill replaces NCCL's empirical tree size correction, so the rate is NCCL's uncorrected one.
     out.latency_us = nccl_latency(kind, b, t, a, p, full);
-    if (p == Protocol::kSimple) out.latency_us += pipeline_fill_us(kind, b, t, a, out.channels, used);
+    if (p == Protocol::kSimple)
+      out.latency_us += pipeline_fill_us(kind, b, t, a, out.channels, used);
     out.alg_bandwidth_GBps = used.alg_bw;
     out.time_us = out.latency_us + b / (1e3 * out.alg_bandwidth_GBps);
   }
@@ -590,13 +636,13 @@ CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes, 
   return out;
 }
 
-CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes, const NcclTopology& t,
-                                              int gpus_per_thread) const {
+CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
+                                              const NcclTopology& t, int gpus_per_thread) const {
   CollectivePrediction best;
   for (int a = 0; a < NcclCalibration::kAlgorithms; ++a) {
     for (int p = 0; p < NcclCalibration::kProtocols; ++p) {
-      const CollectivePrediction c =
-          predict(kind, bytes, t, static_cast<Algorithm>(a), static_cast<Protocol>(p), gpus_per_thread);
+      const CollectivePrediction c = predict(kind, bytes, t, static_cast<Algorithm>(a),
+                                             static_cast<Protocol>(p), gpus_per_thread);
       if (c.valid && (!best.valid || c.nccl_time_us < best.nccl_time_us)) best = c;
     }
   }
@@ -604,17 +650,18 @@ CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes, 
   return best;
 }
 
-CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes, const GroupShape& shape,
-                                              int gpus_per_thread) const {
+CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
+                                              const GroupShape& shape, int gpus_per_thread) const {
   return predict(kind, bytes, topology(shape), gpus_per_thread);
 }
 
 CollectivePrediction CollectiveModel::predict_p2p(Bytes bytes, bool same_node) const {
   const NcclCalibration& c = cluster_.nccl;
   const double link = nvlink_ > 0 ? nvlink_ : pcie_;
-  return p2p_prediction(c.p2p_latency_us + (same_node ? 0.0 : cluster_.inter_node.nic_latency.microseconds()),
-                        bytes.as_double(),
-                        same_node ? link * c.p2p_nvlink_efficiency : std::min(nic_, pcie_) * c.p2p_net_efficiency);
+  return p2p_prediction(
+      c.p2p_latency_us + (same_node ? 0.0 : cluster_.inter_node.nic_latency.microseconds()),
+      bytes.as_double(),
+      same_node ? link * c.p2p_nvlink_efficiency : std::min(nic_, pcie_) * c.p2p_net_efficiency);
 }
 
 // All-to-all is a group of point-to-point sends (NCCL has no tuned algorithm for it): each rank
@@ -627,11 +674,13 @@ CollectivePrediction CollectiveModel::all_to_all(Bytes bytes, const GroupShape& 
   const double b = bytes.as_double();
   const double link = nvlink_ > 0 ? nvlink_ : pcie_;
   const double intra_us = b * (local - 1) / n / (1e3 * link * c.p2p_nvlink_efficiency);
-  const double nic_share = std::min(nic_, pcie_) * std::min(1.0, static_cast<double>(s.nics_per_node) / local);
+  const double nic_share =
+      std::min(nic_, pcie_) * std::min(1.0, static_cast<double>(s.nics_per_node) / local);
   const double inter_us = b * (n - local) / n / (1e3 * nic_share * c.p2p_net_efficiency);
   const double stream_us = std::max({intra_us, inter_us, 1e-9});
-  return p2p_prediction(c.p2p_latency_us + (s.nodes > 1 ? cluster_.inter_node.nic_latency.microseconds() : 0.0), b,
-                        b / (1e3 * stream_us));
+  return p2p_prediction(
+      c.p2p_latency_us + (s.nodes > 1 ? cluster_.inter_node.nic_latency.microseconds() : 0.0), b,
+      b / (1e3 * stream_us));
 }
 
 }  // namespace trainsim::topo

@@ -20,7 +20,15 @@
 
 namespace trainsim::topo {
 
-enum class Algorithm : std::uint8_t { kTree, kRing, kCollNetDirect, kCollNetChain, kNvls, kNvlsTree, kPat };
+enum class Algorithm : std::uint8_t {
+  kTree,
+  kRing,
+  kCollNetDirect,
+  kCollNetChain,
+  kNvls,
+  kNvlsTree,
+  kPat
+};
 enum class Protocol : std::uint8_t { kLL, kLL128, kSimple };
 const char* to_string(Algorithm a);
 const char* to_string(Protocol p);
@@ -73,8 +81,8 @@ class CollectiveModel {
   CollectivePrediction predict(sim::CollectiveKind kind, Bytes bytes, const NcclTopology& topo,
                                int gpus_per_thread = 0) const;
   // One algorithm/protocol pair; `valid` is false where NCCL would not use it.
-  CollectivePrediction predict(sim::CollectiveKind kind, Bytes bytes, const NcclTopology& topo, Algorithm a,
-                               Protocol p, int gpus_per_thread = 0) const;
+  CollectivePrediction predict(sim::CollectiveKind kind, Bytes bytes, const NcclTopology& topo,
+                               Algorithm a, Protocol p, int gpus_per_thread = 0) const;
   // A point-to-point message between two GPUs (same node or not).
   CollectivePrediction predict_p2p(Bytes bytes, bool same_node) const;
 
@@ -91,24 +99,26 @@ class CollectiveModel {
   };
 
   NcclGraph search(Pattern pattern, const GroupShape& s, int min_channels, int max_channels) const;
-  bool fits(Pattern pattern, const GroupShape& s, int channels, double bw_intra, double bw_inter) const;
+  bool fits(Pattern pattern, const GroupShape& s, int channels, double bw_intra,
+            double bw_inter) const;
   const NcclGraph& graph_of(const NcclTopology& t, Algorithm a) const;
   // NCCL's table entry; `channel_scale` < 1 models the channels dropped for small messages.
-  Tuned tune(sim::CollectiveKind kind, const NcclTopology& t, Algorithm a, Protocol p, double channel_scale) const;
-  double nccl_latency(sim::CollectiveKind kind, double bytes, const NcclTopology& t, Algorithm a, Protocol p,
-                      const Tuned& e) const;
-  double nccl_time(sim::CollectiveKind kind, double bytes, const NcclTopology& t, Algorithm a, Protocol p,
-                   const Tuned& e) const;
+  Tuned tune(sim::CollectiveKind kind, const NcclTopology& t, Algorithm a, Protocol p,
+             double channel_scale) const;
+  double nccl_latency(sim::CollectiveKind kind, double bytes, const NcclTopology& t, Algorithm a,
+                      Protocol p, const Tuned& e) const;
+  double nccl_time(sim::CollectiveKind kind, double bytes, const NcclTopology& t, Algorithm a,
+                   Protocol p, const Tuned& e) const;
   int channels_used(double bytes, const NcclTopology& t, Algorithm a, Protocol p) const;
-  double pipeline_fill_us(sim::CollectiveKind kind, double bytes, const NcclTopology& t, Algorithm a, int channels,
-                          const Tuned& e) const;
+  double pipeline_fill_us(sim::CollectiveKind kind, double bytes, const NcclTopology& t,
+                          Algorithm a, int channels, const Tuned& e) const;
   CollectivePrediction all_to_all(Bytes bytes, const GroupShape& s) const;
 
   ClusterSpec cluster_;
-  int arch_ = 1;           // NcclCalibration architecture row
-  double nvlink_ = 0;      // effective NVLink GB/s per GPU per direction (0: PCIe node)
-  double pcie_ = 0;        // NCCL's PCIe x16 GB/s for the node's generation
-  double nic_ = 0;         // NIC line rate in GB/s (NCCL: Mb/s / 8000)
+  int arch_ = 1;       // NcclCalibration architecture row
+  double nvlink_ = 0;  // effective NVLink GB/s per GPU per direction (0: PCIe node)
+  double pcie_ = 0;    // NCCL's PCIe x16 GB/s for the node's generation
+  double nic_ = 0;     // NIC line rate in GB/s (NCCL: Mb/s / 8000)
 };
 
 }  // namespace trainsim::topo

@@ -68,7 +68,8 @@ std::string strip_tag(const std::string& line) {
   throw InputError(file, "line " + std::to_string(line), what);
 }
 
-double number(const std::string& tok, const std::string& file, int line, const std::string& column) {
+double number(const std::string& tok, const std::string& file, int line,
+              const std::string& column) {
   if (tok == "N/A" || tok == "nan" || tok == "-nan") return 0;
   std::size_t used = 0;
   double v = 0;
@@ -126,7 +127,8 @@ NcclTestsLog parse_text(const std::string& content, const std::string& file) {
       log.gpus_per_thread = is_integer(tok[3]) ? std::stoi(tok[3]) : 0;
       continue;
     }
-    if (tok.size() >= 3 && tok[0] == "Rank" && is_integer(tok[1]) && (tok[2] == "Group" || tok[2] == "Pid")) {
+    if (tok.size() >= 3 && tok[0] == "Rank" && is_integer(tok[1]) &&
+        (tok[2] == "Group" || tok[2] == "Pid")) {
       ++log.ranks;
       continue;
     }
@@ -138,18 +140,22 @@ NcclTestsLog parse_text(const std::string& content, const std::string& file) {
         words[0] = words[0].substr(1);
       }
       if (words.empty()) continue;
-      if (words.size() >= 4 && words[0] == "Collective" && words[1] == "test" && words[2] == "starting:") {
+      if (words.size() >= 4 && words[0] == "Collective" && words[1] == "test" &&
+          words[2] == "starting:") {
         log.test = words[3];
       } else if (words[0] == "nThread" && words.size() >= 4 && words[2] == "nGpus") {
         log.threads = is_integer(words[1]) ? std::stoi(words[1]) : 0;
         log.gpus_per_thread = is_integer(words[3]) ? std::stoi(words[3]) : 0;
       } else if (words[0] == "Rank" && words.size() >= 2 && is_integer(words[1])) {
         ++log.ranks;
-      } else if (words[0] == "size" && std::find(words.begin(), words.end(), "count") != words.end()) {
+      } else if (words[0] == "size" &&
+                 std::find(words.begin(), words.end(), "count") != words.end()) {
         Columns c = read_header(words);
         if (c.size < 0 || c.count < 0 || c.time.empty() || c.algbw.size() != c.time.size() ||
             c.busbw.size() != c.time.size()) {
-          fail_line(file, line_no, "unrecognised nccl-tests table header (expected size, count, type, time, algbw, busbw)");
+          fail_line(file, line_no,
+                    "unrecognised nccl-tests table header (expected size, count, type, time, "
+                    "algbw, busbw)");
         }
         cols = c;
       }
@@ -159,13 +165,15 @@ NcclTestsLog parse_text(const std::string& content, const std::string& file) {
     const Columns& c = *cols;
     if (static_cast<int>(tok.size()) != c.tokens) {
       fail_line(file, line_no,
-                "expected " + std::to_string(c.tokens) + " columns as in the table header, got " + std::to_string(tok.size()));
+                "expected " + std::to_string(c.tokens) + " columns as in the table header, got " +
+                    std::to_string(tok.size()));
     }
     NcclTestsRow row;
     row.line = line_no;
     const double size = number(tok[static_cast<std::size_t>(c.size)], file, line_no, "size");
     const double count = number(tok[static_cast<std::size_t>(c.count)], file, line_no, "count");
-    if (size < 0 || count < 0 || size > 9.2e18) fail_line(file, line_no, "expected a non-negative size and count");
+    if (size < 0 || count < 0 || size > 9.2e18)
+      fail_line(file, line_no, "expected a non-negative size and count");
     row.bytes = static_cast<std::int64_t>(size);
     row.count = static_cast<std::int64_t>(count);
     if (c.type >= 0) row.type = tok[static_cast<std::size_t>(c.type)];
@@ -175,14 +183,18 @@ NcclTestsLog parse_text(const std::string& content, const std::string& file) {
       p.time_us = number(tok[static_cast<std::size_t>(c.time[k])], file, line_no, "time");
       p.algbw_GBps = number(tok[static_cast<std::size_t>(c.algbw[k])], file, line_no, "algbw");
       p.busbw_GBps = number(tok[static_cast<std::size_t>(c.busbw[k])], file, line_no, "busbw");
-      if (p.time_us < 0 || p.algbw_GBps < 0 || p.busbw_GBps < 0) fail_line(file, line_no, "expected non-negative times and bandwidths");
+      if (p.time_us < 0 || p.algbw_GBps < 0 || p.busbw_GBps < 0)
+        fail_line(file, line_no, "expected non-negative times and bandwidths");
       (k == 0 ? row.out_of_place : row.in_place) = p;
     }
-    if (row.bytes > 0 && row.best_time_us() <= 0) fail_line(file, line_no, "expected a positive time for a non-empty message");
+    if (row.bytes > 0 && row.best_time_us() <= 0)
+      fail_line(file, line_no, "expected a positive time for a non-empty message");
     log.rows.push_back(row);
   }
   if (!cols) {
-    throw InputError(file, "", "no nccl-tests result table: expected a header line '#  size  count  type ... time  algbw  busbw'");
+    throw InputError(file, "",
+                     "no nccl-tests result table: expected a header line '#  size  count  type ... "
+                     "time  algbw  busbw'");
   }
   if (log.rows.empty()) throw InputError(file, "", "the nccl-tests table has no result rows");
   return log;
@@ -202,7 +214,8 @@ NcclTestsPlacement read_placement(const Json& v, const std::string& file, const 
   p.busbw_GBps = value("bus_bw");
   // Per-iteration statistics (-I) are documentation here.
   for (const auto& [key, unused] : v.items()) {
-    if (key != "time" && key != "cpu_time" && key != "alg_bw" && key != "bus_bw" && key != "nwrong") r.allow({key.c_str()});
+    if (key != "time" && key != "cpu_time" && key != "alg_bw" && key != "bus_bw" && key != "nwrong")
+      r.allow({key.c_str()});
   }
   r.finish();
   return p;
@@ -215,11 +228,15 @@ NcclTestsLog parse_json(const std::string& content, const std::string& file) {
   log.file = file;
   if (doc.contains("config") && doc["config"].is_object()) {
     const Json& c = doc["config"];
-    if (c.contains("nthreads") && c["nthreads"].is_number_integer()) log.threads = c["nthreads"].get<int>();
-    if (c.contains("ngpus") && c["ngpus"].is_number_integer()) log.gpus_per_thread = c["ngpus"].get<int>();
+    if (c.contains("nthreads") && c["nthreads"].is_number_integer())
+      log.threads = c["nthreads"].get<int>();
+    if (c.contains("ngpus") && c["ngpus"].is_number_integer())
+      log.gpus_per_thread = c["ngpus"].get<int>();
   }
-  if (doc.contains("devices") && doc["devices"].is_array()) log.ranks = static_cast<int>(doc["devices"].size());
-  if (doc.contains("args") && doc["args"].is_array() && !doc["args"].empty() && doc["args"][0].is_string()) {
+  if (doc.contains("devices") && doc["devices"].is_array())
+    log.ranks = static_cast<int>(doc["devices"].size());
+  if (doc.contains("args") && doc["args"].is_array() && !doc["args"].empty() &&
+      doc["args"][0].is_string()) {
     std::string prog = doc["args"][0].get<std::string>();
     const std::size_t slash = prog.find_last_of('/');
     log.test = slash == std::string::npos ? prog : prog.substr(slash + 1);
@@ -271,7 +288,8 @@ NcclTestsLog read_nccl_tests(const std::string& path) {
   return parse_nccl_tests(buf.str(), path);
 }
 
-std::optional<CollectiveKind> collective_of_test(const std::string& name, const std::string& file, bool* p2p) {
+std::optional<CollectiveKind> collective_of_test(const std::string& name, const std::string& file,
+                                                 bool* p2p) {
   std::string n = name;
   const std::string suffix = "_perf";
   if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
@@ -279,12 +297,16 @@ std::optional<CollectiveKind> collective_of_test(const std::string& name, const 
   }
   std::string key;
   for (char ch : n) {
-    if (ch != '_' && ch != '-') key.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+    if (ch != '_' && ch != '-')
+      key.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
   }
   static const std::map<std::string, CollectiveKind> kinds = {
-      {"allreduce", CollectiveKind::kAllReduce},   {"allgather", CollectiveKind::kAllGather},
-      {"reducescatter", CollectiveKind::kReduceScatter}, {"broadcast", CollectiveKind::kBroadcast},
-      {"reduce", CollectiveKind::kReduce},         {"alltoall", CollectiveKind::kAllToAll}};
+      {"allreduce", CollectiveKind::kAllReduce},
+      {"allgather", CollectiveKind::kAllGather},
+      {"reducescatter", CollectiveKind::kReduceScatter},
+      {"broadcast", CollectiveKind::kBroadcast},
+      {"reduce", CollectiveKind::kReduce},
+      {"alltoall", CollectiveKind::kAllToAll}};
   if (p2p != nullptr) *p2p = false;
   if (key == "sendrecv") {
     if (p2p != nullptr) *p2p = true;
@@ -292,8 +314,10 @@ std::optional<CollectiveKind> collective_of_test(const std::string& name, const 
   }
   auto it = kinds.find(key);
   if (it == kinds.end()) {
-    throw InputError(file, "", "unknown collective '" + name +
-                                   "': expected all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall or sendrecv");
+    throw InputError(file, "",
+                     "unknown collective '" + name +
+                         "': expected all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
+                         "alltoall or sendrecv");
   }
   return it->second;
 }
@@ -302,8 +326,10 @@ double nccl_tests_bus_factor(std::optional<CollectiveKind> kind, int ranks) {
   return kind ? topo::CollectiveModel::bus_factor(*kind, ranks) : 1.0;
 }
 
-std::vector<NcclComparisonRow> compare_nccl_tests(const NcclTestsLog& log, const topo::ClusterSpec& cluster,
-                                                  const topo::GroupShape& shape, std::optional<CollectiveKind> kind,
+std::vector<NcclComparisonRow> compare_nccl_tests(const NcclTestsLog& log,
+                                                  const topo::ClusterSpec& cluster,
+                                                  const topo::GroupShape& shape,
+                                                  std::optional<CollectiveKind> kind,
                                                   int gpus_per_thread) {
   const topo::CollectiveModel model(cluster);
   const topo::NcclTopology topology = model.topology(shape);
@@ -327,7 +353,9 @@ std::vector<NcclComparisonRow> compare_nccl_tests(const NcclTestsLog& log, const
     c.measured_busbw_GBps = b / (c.measured_time_us * 1e3) * factor;
     c.predicted_busbw_GBps = b / (c.predicted_time_us * 1e3) * factor;
     c.time_error = (c.predicted_time_us - c.measured_time_us) / c.measured_time_us;
-    c.busbw_error = c.measured_busbw_GBps > 0 ? (c.predicted_busbw_GBps - c.measured_busbw_GBps) / c.measured_busbw_GBps : 0;
+    c.busbw_error = c.measured_busbw_GBps > 0
+                        ? (c.predicted_busbw_GBps - c.measured_busbw_GBps) / c.measured_busbw_GBps
+                        : 0;
     c.algorithm = p.algorithm;
     c.protocol = p.protocol;
     out.push_back(c);

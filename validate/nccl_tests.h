@@ -38,10 +38,10 @@ struct NcclTestsRow {
 
 struct NcclTestsLog {
   std::string file;
-  std::string test;          // e.g. "all_reduce_perf"; empty when the log does not say
-  int threads = 0;           // nThread (0: not stated)
-  int gpus_per_thread = 0;   // nGpus (-g); 0: not stated
-  int ranks = 0;             // devices listed in "# Using devices"; 0: not listed
+  std::string test;         // e.g. "all_reduce_perf"; empty when the log does not say
+  int threads = 0;          // nThread (0: not stated)
+  int gpus_per_thread = 0;  // nGpus (-g); 0: not stated
+  int ranks = 0;            // devices listed in "# Using devices"; 0: not listed
   std::vector<NcclTestsRow> rows;
 };
 
@@ -51,7 +51,8 @@ NcclTestsLog read_nccl_tests(const std::string& path);
 
 // The operation a test measures: "all_reduce_perf" or "all_reduce" -> kAllReduce, ...;
 // "sendrecv" -> nullopt with *p2p = true. Throws InputError (file, "") for an unknown name.
-std::optional<sim::CollectiveKind> collective_of_test(const std::string& name, const std::string& file, bool* p2p);
+std::optional<sim::CollectiveKind> collective_of_test(const std::string& name,
+                                                      const std::string& file, bool* p2p);
 
 struct NcclComparisonRow {
   std::int64_t bytes = 0;
@@ -66,9 +67,11 @@ struct NcclComparisonRow {
 // Predicts every row of `log` as `kind` (or a point-to-point send/receive when `p2p`) on a group
 // of `shape` of `cluster`, with the host launch floor of `gpus_per_thread` GPUs per thread.
 // nccl-tests' busbw factors are applied to both sides.
-std::vector<NcclComparisonRow> compare_nccl_tests(const NcclTestsLog& log, const topo::ClusterSpec& cluster,
+std::vector<NcclComparisonRow> compare_nccl_tests(const NcclTestsLog& log,
+                                                  const topo::ClusterSpec& cluster,
                                                   const topo::GroupShape& shape,
-                                                  std::optional<sim::CollectiveKind> kind, int gpus_per_thread);
+                                                  std::optional<sim::CollectiveKind> kind,
+                                                  int gpus_per_thread);
 
 // nccl-tests' bus bandwidth factor, including sendrecv (1).
 double nccl_tests_bus_factor(std::optional<sim::CollectiveKind> kind, int ranks);

@@ -51,7 +51,7 @@ TEST_CASE("topologies/Cluster: nodes per leaf follow the switch radix and the ta
   net.oversubscription = 3.0;
   CHECK(topo::nodes_per_leaf_for_radix(net) == 48);  // 48 down, 16 up
   net.topology = "fat_tree";
-  CHECK(topo::nodes_per_leaf_for_radix(net) == 6);   // 48 down ports / 8 NICs per node
+  CHECK(topo::nodes_per_leaf_for_radix(net) == 6);  // 48 down ports / 8 NICs per node
   // The presets derive it: 40-port HDR leaves give the DGX A100 SuperPOD's 20-node units.
   CHECK(config::load_cluster("dgx-a100-80gb", 40).inter_node.nodes_per_leaf == 20);
   CHECK(config::load_cluster("dgx-h100", 40).inter_node.nodes_per_leaf == 32);
@@ -62,7 +62,9 @@ TEST_CASE("topologies/Cluster: route latency counts the switch hops") {
   topo::Cluster cluster(spec);
   const double hop = spec.inter_node.latency.seconds();
   CHECK(cluster.route_latency(0, 0).seconds() == 0.0);
-  CHECK(cluster.route_latency(0, 1).seconds() == doctest::Approx(spec.intra_node.latency.seconds()));
-  CHECK(cluster.route_latency(0, 8).seconds() == doctest::Approx(hop));          // one leaf
-  CHECK(cluster.route_latency(0, 8 * 40).seconds() == doctest::Approx(3 * hop));  // leaf, spine, leaf
+  CHECK(cluster.route_latency(0, 1).seconds() ==
+        doctest::Approx(spec.intra_node.latency.seconds()));
+  CHECK(cluster.route_latency(0, 8).seconds() == doctest::Approx(hop));  // one leaf
+  CHECK(cluster.route_latency(0, 8 * 40).seconds() ==
+        doctest::Approx(3 * hop));  // leaf, spine, leaf
 }

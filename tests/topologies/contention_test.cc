@@ -25,7 +25,8 @@ double dp_all_reduce_s(const topo::ClusterSpec& spec, std::int64_t bytes, bool s
   const std::uint32_t c = g.add_class("replica");
   sim::Task t;
   t.kind = sim::TaskKind::kCollective;
-  t.payload = g.add_comm_op(c, sim::CommOp{sim::CollectiveKind::kAllReduce, sim::DataType::kBf16, sim::Bytes(bytes)});
+  t.payload = g.add_comm_op(
+      c, sim::CommOp{sim::CollectiveKind::kAllReduce, sim::DataType::kBf16, sim::Bytes(bytes)});
   t.name = g.intern("dp all-reduce");
   g.add_task(c, t, {});
   std::vector<sim::RankId> simulated;
@@ -33,7 +34,8 @@ double dp_all_reduce_s(const topo::ClusterSpec& spec, std::int64_t bytes, bool s
     sim::Communicator comm;
     comm.slot = 0;
     comm.symmetry_class = 0;
-    for (std::uint32_t node = 0; node < kNodes; ++node) comm.members.push_back(sim::RankId{node * kGpusPerNode + local});
+    for (std::uint32_t node = 0; node < kNodes; ++node)
+      comm.members.push_back(sim::RankId{node * kGpusPerNode + local});
     const sim::CommId id = g.add_communicator(comm);
     for (sim::RankId r : comm.members) {
       g.set_class_of(r, c);
@@ -61,7 +63,9 @@ topo::ClusterSpec fabric(const std::string& topology, int nodes_per_leaf, double
 
 }  // namespace
 
-TEST_CASE("topologies/contention: an oversubscribed fat tree slows DP all-reduces, a rail-optimized fabric does not") {
+TEST_CASE(
+    "topologies/contention: an oversubscribed fat tree slows DP all-reduces, a rail-optimized "
+    "fabric does not") {
   const std::int64_t bytes = std::int64_t{1} << 30;
   // Two nodes per leaf: every DP ring leaves its leaf between node pairs.
   const double non_blocking = dp_all_reduce_s(fabric("fat_tree", 2, 1.0), bytes, true);
@@ -79,15 +83,18 @@ TEST_CASE("topologies/contention: an oversubscribed fat tree slows DP all-reduce
   // slowdown is contention, not a slower link.
   topo::ClusterSpec one = fabric("fat_tree", 2, 4.0);
   const topo::CollectiveModel model(one);
-  const auto alone = model.predict(sim::CollectiveKind::kAllReduce, sim::Bytes(bytes), topo::GroupShape{kNodes, kNodes, 1, 1});
+  const auto alone = model.predict(sim::CollectiveKind::kAllReduce, sim::Bytes(bytes),
+                                   topo::GroupShape{kNodes, kNodes, 1, 1});
   CHECK(non_blocking == doctest::Approx(alone.time_us * 1e-6).epsilon(0.01));
 }
 
 TEST_CASE("topologies/contention: symmetric fidelity keeps the multiplicity of identical groups") {
   const std::int64_t bytes = std::int64_t{256} << 20;
-  for (const auto& spec : {fabric("fat_tree", 2, 4.0), fabric("fat_tree", 2, 1.0), fabric("rail_optimized", 4, 4.0)}) {
+  for (const auto& spec :
+       {fabric("fat_tree", 2, 4.0), fabric("fat_tree", 2, 1.0), fabric("rail_optimized", 4, 4.0)}) {
     CAPTURE(spec.inter_node.topology);
     CAPTURE(spec.inter_node.oversubscription);
-    CHECK(dp_all_reduce_s(spec, bytes, true) == doctest::Approx(dp_all_reduce_s(spec, bytes, false)).epsilon(1e-6));
+    CHECK(dp_all_reduce_s(spec, bytes, true) ==
+          doctest::Approx(dp_all_reduce_s(spec, bytes, false)).epsilon(1e-6));
   }
 }

@@ -1,10 +1,10 @@
 // The NCCL calibration file: read, written back (what `trainsim calibrate` emits), read again.
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "config/hardware_reader.h"
 #include "config/presets.h"
@@ -15,10 +15,10 @@ using namespace trainsim;
 TEST_CASE("topologies/NcclCalibration: nccl.json round-trips through to_json") {
   const std::string file = config::preset_file("calibration", "nccl", "test", "");
   const topo::NcclCalibration a = config::read_nccl_calibration(file);
-  CHECK(a.base_latency_us[1][2] == doctest::Approx(8.4));       // Ring / Simple
-  CHECK(a.hw_latency_us[0][4][2] == doctest::Approx(25));       // NVLink / NVLS / Simple
-  CHECK(a.nvls_channels[2] == doctest::Approx(16));             // Hopper
-  CHECK(a.buffer_bytes[2] == doctest::Approx(4194304));         // Simple: 4 MiB
+  CHECK(a.base_latency_us[1][2] == doctest::Approx(8.4));  // Ring / Simple
+  CHECK(a.hw_latency_us[0][4][2] == doctest::Approx(25));  // NVLink / NVLS / Simple
+  CHECK(a.nvls_channels[2] == doctest::Approx(16));        // Hopper
+  CHECK(a.buffer_bytes[2] == doctest::Approx(4194304));    // Simple: 4 MiB
   const std::string copy = "/tmp/trainsim_nccl_" + std::to_string(getpid()) + ".json";
   std::ofstream(copy) << config::to_json(a).dump(2);
   const topo::NcclCalibration b = config::read_nccl_calibration(copy);
@@ -37,14 +37,17 @@ TEST_CASE("topologies/NcclCalibration: nccl.json round-trips through to_json") {
 
 TEST_CASE("topologies/NcclCalibration: a missing or out-of-range constant names its JSON path") {
   const std::string file = "/tmp/trainsim_nccl_bad_" + std::to_string(getpid()) + ".json";
-  const topo::NcclCalibration a = config::read_nccl_calibration(config::preset_file("calibration", "nccl", "test", ""));
+  const topo::NcclCalibration a =
+      config::read_nccl_calibration(config::preset_file("calibration", "nccl", "test", ""));
   config::Json doc = config::to_json(a);
   doc["execution"]["launch_us"] = -1;
   std::ofstream(file) << doc.dump();
-  CHECK_THROWS_WITH_AS(config::read_nccl_calibration(file), doctest::Contains("/execution/launch_us"), InputError);
+  CHECK_THROWS_WITH_AS(config::read_nccl_calibration(file),
+                       doctest::Contains("/execution/launch_us"), InputError);
   doc = config::to_json(a);
   doc.erase("runtime");
   std::ofstream(file) << doc.dump();
-  CHECK_THROWS_WITH_AS(config::read_nccl_calibration(file), doctest::Contains("runtime"), InputError);
+  CHECK_THROWS_WITH_AS(config::read_nccl_calibration(file), doctest::Contains("runtime"),
+                       InputError);
   std::remove(file.c_str());
 }

@@ -32,7 +32,8 @@ host:1234:1234 [0] NCCL INFO comm 0x55 rank 0 nRanks 2 - Init COMPLETE
 )";
 
 // The layout before the 2.13 resync: no `root` column, `error` instead of `#wrong`.
-const char* kOldLayout = R"( nThread 1 nGpus 8 minBytes 32 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
+const char* kOldLayout =
+    R"( nThread 1 nGpus 8 minBytes 32 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
 #                                                     out-of-place                       in-place
 #       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error
 #        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
@@ -65,8 +66,10 @@ TEST_CASE("validate/nccl-tests: the old layout without root, with MPI tags and -
   CHECK(old_log.rows[1].best_time_us() == doctest::Approx(8203.9));
 
   const std::string tagged =
-      "[0] #       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong timestamp\n"
-      "[0]         1024           256     float     sum      -1    16.94    0.06    0.11       0    16.17    0.06    0.11       0 2025-01-02 03:04:05\n";
+      "[0] #       size         count      type   redop    root     time   algbw   busbw  #wrong   "
+      "  time   algbw   busbw  #wrong timestamp\n"
+      "[0]         1024           256     float     sum      -1    16.94    0.06    0.11       0   "
+      " 16.17    0.06    0.11       0 2025-01-02 03:04:05\n";
   const auto t = validate::parse_nccl_tests(tagged, "tagged.log");
   REQUIRE(t.rows.size() == 1);
   CHECK(t.rows[0].bytes == 1024);
@@ -93,7 +96,8 @@ TEST_CASE("validate/nccl-tests: -J JSON output") {
   CHECK(log.rows[1].best_time_us() == doctest::Approx(5.1));
   CHECK_FALSE(log.rows[1].out_of_place.has_value());
   bool p2p = true;
-  CHECK(validate::collective_of_test(log.test, "run.json", &p2p) == sim::CollectiveKind::kAllGather);
+  CHECK(validate::collective_of_test(log.test, "run.json", &p2p) ==
+        sim::CollectiveKind::kAllGather);
   CHECK_FALSE(p2p);
   // A non-empty message without a time is an error naming the JSON path.
   const auto check_error = [](const std::string& text, const std::string& fragment) {
@@ -104,9 +108,11 @@ TEST_CASE("validate/nccl-tests: -J JSON output") {
       CHECK_MESSAGE(std::string(e.what()).find(fragment) != std::string::npos, e.what());
     }
   };
-  check_error(R"({"results":[{"size":8,"count":2,"out_of_place":{"time":"x","alg_bw":0,"bus_bw":0}}]})",
-              "bad.json: /results/0/out_of_place/time");
-  check_error(R"({"results":[{"size":8,"count":2,"out_of_place":null}]})", "/results/0: expected a positive time");
+  check_error(
+      R"({"results":[{"size":8,"count":2,"out_of_place":{"time":"x","alg_bw":0,"bus_bw":0}}]})",
+      "bad.json: /results/0/out_of_place/time");
+  check_error(R"({"results":[{"size":8,"count":2,"out_of_place":null}]})",
+              "/results/0: expected a positive time");
   check_error(R"({"nothing":1})", "bad.json: /results");
 }
 
@@ -120,12 +126,16 @@ TEST_CASE("validate/nccl-tests: bad text logs name the file and the line") {
     return std::string("accepted");
   };
   const std::string header =
-      "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n";
-  CHECK(error_of(header + "  8  2  float  sum  -1  13.0  0.0  0.0  0  13.0  0.0\n").find("bad.log: line 2: expected 13 columns") == 0);
-  CHECK(error_of(header + "  8  2  float  sum  -1  1x3  0.0  0.0  0  13.0  0.0  0.0  0\n").find("bad.log: line 2: expected a number in column 'time'") == 0);
+      "#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
+      "time   algbw   busbw  #wrong\n";
+  CHECK(error_of(header + "  8  2  float  sum  -1  13.0  0.0  0.0  0  13.0  0.0\n")
+            .find("bad.log: line 2: expected 13 columns") == 0);
+  CHECK(error_of(header + "  8  2  float  sum  -1  1x3  0.0  0.0  0  13.0  0.0  0.0  0\n")
+            .find("bad.log: line 2: expected a number in column 'time'") == 0);
   CHECK(error_of("just some text\n").find("bad.log: no nccl-tests result table") == 0);
   CHECK(error_of(header).find("bad.log: the nccl-tests table has no result rows") == 0);
-  CHECK(error_of(header + "  8  2  float  sum  -1  0  0.0  0.0  0  0  0.0  0.0  0\n").find("line 2: expected a positive time") != std::string::npos);
+  CHECK(error_of(header + "  8  2  float  sum  -1  0  0.0  0.0  0  0  0.0  0.0  0\n")
+            .find("line 2: expected a positive time") != std::string::npos);
   CHECK_THROWS_AS(validate::read_nccl_tests("/nonexistent/all_reduce.log"), InputError);
   CHECK_THROWS_AS(validate::collective_of_test("gather_perf", "x.log", nullptr), InputError);
 }
