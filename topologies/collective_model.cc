@@ -296,7 +296,8 @@ const NcclGraph& CollectiveModel::graph_of(const NcclTopology& t, Algorithm a) c
 // NCCL's table (tuning.cc ncclTopoTuneModel and the enable rules there and in enqueue.cc).
 
 CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopology& t,
-                                             Algorithm a, Protocol p, double channel_scale) const {
+                                             Algorithm a, Protocol p, double channel_scale,
+                                             bool run_time) const {
   const NcclCalibration& c = cluster_.nccl;
   const GroupShape& s = t.shape;
   Tuned out;
@@ -362,7 +363,10 @@ CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopo
   if (a == Algorithm::kNvls || a == Algorithm::kNvlsTree) {
     double intra = g.bw_intra * c.nvls_efficiency[arch] * (g.channels - 1) / g.channels;
     intra *= kind == CollectiveKind::kAllReduce ? 2.0 : (ppn - 1) / ppn;
-    const double inter_bw = g.bw_inter * ((nodes <= 2 && a == Algorithm::kNvlsTree) ? 2 : 1);
+    // On one node bwInter crosses no NIC: it is the search's speed step, which NCCL's estimate
+    // keeps but the hardware does not have (run_time: NVLink alone binds).
+    const double inter_bw = (run_time && nodes == 1) ? std::numeric_limits<double>::max()
+                                                      : g.bw_inter * ((nodes <= 2 && a == Algorithm::kNvlsTree) ? 2 : 1);
     bw = std::min({intra, inter_bw,
                    a == Algorithm::kNvlsTree ? c.per_ch_max_nvls_tree_bw[arch][scale]
                                              : std::numeric_limits<double>::max()});
@@ -608,7 +612,7 @@ CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
     if (a != Algorithm::kRing || p != Protocol::kSimple) return out;
     out = all_to_all(bytes, t.shape);
   } else {
-    const Tuned full = tune(kind, t, a, p, 1.0);
+    const Tuned full = tune(kind, t, a, p, 1.0, false);
     if (!full.enabled) return out;
     out.valid = true;
     out.nccl_time_us = nccl_time(kind, b, t, a, p, full);
@@ -617,7 +621,7 @@ CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
                                  ? std::max(1, out.channels)
                                  : std::max(1, t.channels);
     const Tuned used =
-        tune(kind, t, a, p, std::min(1.0, static_cast<double>(out.channels) / run_channels));
+        tune(kind, t, a, p, std::min(1.0, static_cast<double>(out.channels) / run_channels), true);
     // NCCL's latency (with the ring plateau factor), plus the pipeline fill of Simple chunks; the
     // fill replaces NCCL's empirical tree size correction, so the rate is NCCL's uncorrected one.
     out.latency_us = nccl_latency(kind, b, t, a, p, full);

@@ -103,8 +103,10 @@ class CollectiveModel {
             double bw_inter) const;
   const NcclGraph& graph_of(const NcclTopology& t, Algorithm a) const;
   // NCCL's table entry; `channel_scale` < 1 models the channels dropped for small messages.
+  // `run_time`: the rate the kernel achieves rather than NCCL's estimate (differs only where the
+  // estimate caps single-node NVLS by a speed step that no link has).
   Tuned tune(sim::CollectiveKind kind, const NcclTopology& t, Algorithm a, Protocol p,
-             double channel_scale) const;
+             double channel_scale, bool run_time) const;
   double nccl_latency(sim::CollectiveKind kind, double bytes, const NcclTopology& t, Algorithm a,
                       Protocol p, const Tuned& e) const;
   double nccl_time(sim::CollectiveKind kind, double bytes, const NcclTopology& t, Algorithm a,

@@ -175,3 +175,15 @@ TEST_CASE("topologies/CollectiveModel: all-to-all across nodes is bound by one N
   const double nic_time_us = static_cast<double>(kGiB) * 24 / 32 / (48e3 * 0.96);
   CHECK(p.time_us == doctest::Approx(nic_time_us).epsilon(0.03));
 }
+
+TEST_CASE("topologies/CollectiveModel: single-node NVLS runs at the NVLink term, not NCCL's search cap") {
+  // On NVLink 5 NCCL's estimate caps NVLS at 8 x 90 (the top speed step, no link behind it);
+  // B300 nodes measure ~845 GB/s busbw with NVLS (NVIDIA/nccl #2140). The predicted rate is the
+  // NVLink term 8 x 80 x 0.74 x 7/8 x 2 = 829.
+  const topo::CollectiveModel m(config::load_cluster("dgx-b200", 1));
+  const topo::NcclTopology t = m.topology({8, 1, 8, 8});
+  const auto p = m.predict(CollectiveKind::kAllReduce, sim::Bytes(16 * kGiB), t);
+  CHECK(p.algorithm == Algorithm::kNvls);
+  CHECK(busbw(p, CollectiveKind::kAllReduce, 16 * kGiB, 8) == doctest::Approx(829).epsilon(0.01));
+  CHECK(p.nccl_time_us > p.time_us);  // NCCL's own estimate is slower
+}
