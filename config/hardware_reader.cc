@@ -186,6 +186,8 @@ topo::NcclCalibration read_nccl_calibration(const std::string& file) {
   c.dup_channels_min_bw = search.require_double("dup_channels_min_bw", 0, 1e4);
   c.dup_channels_sm90_bw = search.require_double("dup_channels_sm90_bw", 0, 1e4);
   c.max_channels = static_cast<int>(search.require_int("max_channels", 1, 1024));
+  c.multi_node_dup_bw = search.require_double("multi_node_dup_bw", 0, 1e4);
+  c.multi_node_dup_below = static_cast<int>(search.require_int("multi_node_dup_below", 1, 1024));
   c.ring_max_channels = static_cast<int>(search.require_int("ring_max_channels", 1, 1024));
   c.max_nvls_arity = static_cast<int>(search.require_int("max_nvls_arity", 1, 1024));
   c.max_direct_arity = static_cast<int>(search.require_int("max_direct_arity", 1, 1024));
@@ -407,6 +409,8 @@ Json to_json(const topo::NcclCalibration& c) {
                        {"dup_channels_min_bw", c.dup_channels_min_bw},
                        {"dup_channels_sm90_bw", c.dup_channels_sm90_bw},
                        {"max_channels", c.max_channels},
+                       {"multi_node_dup_bw", c.multi_node_dup_bw},
+                       {"multi_node_dup_below", c.multi_node_dup_below},
                        {"ring_max_channels", c.ring_max_channels},
                        {"max_nvls_arity", c.max_nvls_arity},
                        {"max_direct_arity", c.max_direct_arity}};

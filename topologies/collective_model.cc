@@ -263,7 +263,8 @@ NcclTopology CollectiveModel::topology(const GroupShape& shape) const {
   // Run-time channels (init.cc, connect.cc ncclTopoPostset): rings and trees share
   // min(ring, tree) channels, doubled; Hopper+ multi-node with fast rings doubles again.
   t.channels = std::min(c.max_channels, 2 * std::min(t.ring.channels, t.tree.channels));
-  if (arch_ >= 2 && s.nodes > 1 && t.ring.bw_intra > 45.0 && t.channels < 16) {
+  if (arch_ >= 2 && s.nodes > 1 && t.ring.bw_intra > c.multi_node_dup_bw &&
+      t.channels < c.multi_node_dup_below) {
     t.channels = std::min(c.max_channels, 2 * t.channels);
   }
   if (t.nvls.channels > 0) {
@@ -365,8 +366,9 @@ CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopo
     intra *= kind == CollectiveKind::kAllReduce ? 2.0 : (ppn - 1) / ppn;
     // On one node bwInter crosses no NIC: it is the search's speed step, which NCCL's estimate
     // keeps but the hardware does not have (run_time: NVLink alone binds).
-    const double inter_bw = (run_time && nodes == 1) ? std::numeric_limits<double>::max()
-                                                      : g.bw_inter * ((nodes <= 2 && a == Algorithm::kNvlsTree) ? 2 : 1);
+    const double inter_bw = (run_time && nodes == 1)
+                                ? std::numeric_limits<double>::max()
+                                : g.bw_inter * ((nodes <= 2 && a == Algorithm::kNvlsTree) ? 2 : 1);
     bw = std::min({intra, inter_bw,
                    a == Algorithm::kNvlsTree ? c.per_ch_max_nvls_tree_bw[arch][scale]
                                              : std::numeric_limits<double>::max()});

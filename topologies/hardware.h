@@ -111,6 +111,8 @@ struct NcclCalibration {
   double dup_channels_min_bw = 25.0;        // channels at >= this speed are duplicated ...
   double dup_channels_sm90_bw = 50.0;       // ... on SM90+ only above this speed when > 4 channels
   int max_channels = 64;                    // MAXCHANNELS
+  double multi_node_dup_bw = 45.0;          // Hopper+ multi-node: channels doubled again when the
+  int multi_node_dup_below = 16;            // ring speed exceeds this and channels are fewer
   int ring_max_channels = 32;               // ring graph search budget (MAXCHANNELS / 2)
   int max_nvls_arity = 32;                  // NCCL_MAX_NVLS_ARITY
   int max_direct_arity = 8;                 // CollNetDirect local ranks (NCCL_MAX_DIRECT_ARITY + 1)
