@@ -207,8 +207,7 @@ topo::NcclCalibration read_nccl_calibration(const std::string& file) {
   ObjectReader ex = r.object("execution");
   ex.allow({"description", "sources"});
   c.launch_us = ex.require_double("launch_us", 0, 1e4);
-  c.ring_pipeline_stages = static_cast<int>(ex.require_int("ring_pipeline_stages", 1, 64));
-  c.ring_copy_pipeline_stages = static_cast<int>(ex.require_int("ring_copy_pipeline_stages", 1, 64));
+  c.ring_first_loop_fraction = ex.require_double("ring_first_loop_fraction", 0, 10);
   c.nvls_pipeline_stages = static_cast<int>(ex.require_int("nvls_pipeline_stages", 1, 64));
   ex.finish();
   ObjectReader p2p = r.object("p2p");
@@ -424,8 +423,7 @@ Json to_json(const topo::NcclCalibration& c) {
                         {"max_threads", c.max_threads},
                         {"thread_threshold", c.thread_threshold}};
   out["execution"] = Json{{"launch_us", c.launch_us},
-                          {"ring_pipeline_stages", c.ring_pipeline_stages},
-                          {"ring_copy_pipeline_stages", c.ring_copy_pipeline_stages},
+                          {"ring_first_loop_fraction", c.ring_first_loop_fraction},
                           {"nvls_pipeline_stages", c.nvls_pipeline_stages}};
   out["p2p"] = Json{{"nvlink_efficiency", c.p2p_nvlink_efficiency},
                     {"net_efficiency", c.p2p_net_efficiency},

@@ -531,8 +531,10 @@ int CollectiveModel::channels_used(double bytes, const NcclTopology& t, Algorith
 }
 
 // Pipeline fill of the Simple protocol: a chunk moves store-and-forward through the algorithm's
-// stages, and the transfer reaches its rate only once the first chunk has crossed them, so the
-// time grows by (stages - 1) chunk times. Chunk sizes follow NCCL's buffers and its chunk
+// stages (tree and chain links, NVLS scatter/reduce/gather), and the transfer reaches its rate
+// only once the first chunk has crossed them, so the time grows by (stages - 1) chunk times.
+// Rings have no fill (every link is busy from the first step) but a fitted start-up share of
+// their first loop. Chunk sizes follow NCCL's buffers and its chunk
 // shrinking for small messages (enqueue.cc calcCollChunking).
 double CollectiveModel::pipeline_fill_us(CollectiveKind kind, double bytes, const NcclTopology& t,
                                          Algorithm a, int channels, const Tuned& e) const {
@@ -551,11 +553,15 @@ double CollectiveModel::pipeline_fill_us(CollectiveKind kind, double bytes, cons
       const double per_loop = pipelined ? 1.0 : s.ranks;  // chunks per channel per loop
       chunk =
           std::min(step * (pipelined ? 1 : c.ring_chunk_steps), std::ceil(bytes / (nc * per_loop)));
-      stages = pipelined                            ? std::max(1, s.ranks - 1)
-               : kind == CollectiveKind::kAllGather ? c.ring_copy_pipeline_stages
-                                                    : c.ring_pipeline_stages;
       rate = link_rate;
-      break;
+      if (pipelined) {  // a chain: the first chunk crosses n - 1 links before the last one starts
+        stages = std::max(1, s.ranks - 1);
+        break;
+      }
+      // A ring loop: every link busy from the start, but the first loop runs below the link rate
+      // (fitted: a fraction of that loop's bandwidth time; the rest of the transfer is at rate).
+      const double steps = kind == CollectiveKind::kAllReduce ? 2.0 * (s.ranks - 1) : s.ranks - 1.0;
+      return c.ring_first_loop_fraction * steps * chunk / rate;
     }
     case Algorithm::kTree:
     case Algorithm::kCollNetChain:

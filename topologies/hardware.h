@@ -130,8 +130,7 @@ struct NcclCalibration {
 
   // ---- execution terms (ours; see nccl.json for the evidence) ----
   double launch_us = 5.5;          // host enqueue + launch per GPU when one thread drives several
-  int ring_pipeline_stages = 3;    // Simple ring step that reduces: receive, reduce, send
-  int ring_copy_pipeline_stages = 2;  // one that copies (all-gather): receive, send
+  double ring_first_loop_fraction = 1.0 / 7;  // ring start-up: share of the first loop's time
   int nvls_pipeline_stages = 3;    // NVLS: scatter, reduce (multimem), gather
 
   // ---- point-to-point ----

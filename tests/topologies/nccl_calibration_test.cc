@@ -31,7 +31,7 @@ TEST_CASE("topologies/NcclCalibration: nccl.json round-trips through to_json") {
   CHECK(b.pcie_x16_bw == a.pcie_x16_bw);
   CHECK(b.max_threads == a.max_threads);
   CHECK(b.launch_us == a.launch_us);
-  CHECK(b.ring_pipeline_stages == a.ring_pipeline_stages);
+  CHECK(b.ring_first_loop_fraction == a.ring_first_loop_fraction);
   CHECK(b.p2p_net_efficiency == a.p2p_net_efficiency);
 }
 
