@@ -154,7 +154,7 @@ int run(const CollectiveArgs& a) {
     r.algorithm = p2p ? "P2P" : topo::to_string(p.algorithm);
     r.protocol = topo::to_string(p.protocol);
     rows.push_back(r);
-    if (size == 0) break;
+    if (size == 0 || size > hi / a.step_factor) break;  // also keeps size * factor in range
   }
 
   if (!a.json.empty()) {

@@ -84,6 +84,12 @@ TEST_CASE("cli collective: --json - writes the rows with nccl-tests' bandwidths"
   CHECK(j["rows"][0]["bytes"] == 1048576);
 }
 
+TEST_CASE("cli collective: a huge step factor ends the sweep instead of overflowing") {
+  const Outcome o = trainsim("collective -b 8 -e 16G -f 4611686018427387904");
+  CHECK(o.code == 0);
+  CHECK(count_lines_starting_with_digit(o.output) == 1);
+}
+
 TEST_CASE("cli collective: bad options exit 2 and say what was expected") {
   struct Case {
     std::string args, fragment;
@@ -96,6 +102,7 @@ TEST_CASE("cli collective: bad options exit 2 and say what was expected") {
       {"collective --cluster nope", "nope"},
       {"collective --dtype float17", "--dtype: expected one of"},
       {"collective --step-factor 1", "--step-factor"},
+      {"collective --gpus-per-thread 0", "--gpus-per-thread"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.args);
