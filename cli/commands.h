@@ -31,6 +31,8 @@ CLI::App* subcommand(CLI::App& parent, const std::string& name, const std::strin
 
 void add_run_command(CLI::App& app, Registry& registry);
 void add_compare_command(CLI::App& app, Registry& registry);
+void add_collective_command(CLI::App& app, Registry& registry);
+void add_validate_nccl_command(CLI::App& app, Registry& registry);
 
 // Opens `path` for writing ("-" is stdout; gzip-compressed when it ends in ".gz") and calls
 // `write`. Throws InputError when the file cannot be written.

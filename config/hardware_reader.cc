@@ -157,10 +157,59 @@ topo::NcclCalibration read_nccl_calibration(const std::string& file) {
   c.inter_speeds_blackwell = read_list(speeds, "inter_blackwell");
   speeds.finish();
   c.net_overhead_us = r.require_double("net_overhead_us", 0, 1e3);
+  c.net_overhead_amd_us = r.require_double("net_overhead_amd_us", 0, 1e3);
   c.plateau_factor = r.require_double("plateau_factor", 1, 10);
+  c.ll_ring_fraction = r.require_double("ll_ring_fraction", 0.01, 1);
   c.ll128_efficiency = r.require_double("ll128_efficiency", 0.01, 1);
   c.tree_efficiency = r.require_double("tree_efficiency", 0.01, 1);
   c.tree_ll_divisor = r.require_double("tree_ll_divisor", 1, 100);
+  const auto ll128 = read_row<2>(r, "tree_ll128_factors", 0.01, 1);
+  c.tree_ll128_intra_factor = ll128[0];
+  c.tree_ll128_inter_factor = ll128[1];
+  ObjectReader pat = r.object("pat");
+  c.pat_efficiency = pat.require_double("efficiency", 0.01, 1);
+  c.pat_log_latency_divisor = pat.require_double("log_latency_divisor", 0.1, 100);
+  c.pat_rank_latency_us = pat.require_double("rank_latency_us", 0, 1e3);
+  pat.finish();
+  ObjectReader collnet = r.object("collnet");
+  c.collnet_inter_efficiency = collnet.require_double("inter_efficiency", 0.01, 1);
+  c.collnet_direct_hopper_efficiency = collnet.require_double("direct_hopper_efficiency", 0.01, 1);
+  c.collnet_arity_latency_us = collnet.require_double("arity_latency_us", 0, 1e3);
+  collnet.finish();
+  ObjectReader pcie = r.object("pcie_x16_GBps");
+  c.pcie_x16_bw = {pcie.require_double("gen3", 0.1, 1e4), pcie.require_double("gen4", 0.1, 1e4),
+                   pcie.require_double("gen5", 0.1, 1e4), pcie.require_double("gen6", 0.1, 1e4)};
+  pcie.finish();
+  ObjectReader search = r.object("search");
+  search.allow({"description"});
+  c.search_speed_ratio = search.require_double("speed_ratio", 0, 1);
+  c.dup_channels_min_bw = search.require_double("dup_channels_min_bw", 0, 1e4);
+  c.dup_channels_sm90_bw = search.require_double("dup_channels_sm90_bw", 0, 1e4);
+  c.max_channels = static_cast<int>(search.require_int("max_channels", 1, 1024));
+  c.multi_node_dup_bw = search.require_double("multi_node_dup_bw", 0, 1e4);
+  c.multi_node_dup_below = static_cast<int>(search.require_int("multi_node_dup_below", 1, 1024));
+  c.ring_max_channels = static_cast<int>(search.require_int("ring_max_channels", 1, 1024));
+  c.max_nvls_arity = static_cast<int>(search.require_int("max_nvls_arity", 1, 1024));
+  c.max_direct_arity = static_cast<int>(search.require_int("max_direct_arity", 1, 1024));
+  search.finish();
+  ObjectReader rt = r.object("runtime");
+  rt.allow({"description", "sources"});
+  c.steps = static_cast<int>(rt.require_int("steps", 1, 1024));
+  c.buffer_bytes = read_row<3>(rt, "buffer_bytes", 1024, 1e10);
+  c.ll128_data_fraction = rt.require_double("ll128_data_fraction", 0.01, 1);
+  c.ring_chunk_steps = static_cast<int>(rt.require_int("ring_chunk_steps", 1, 1024));
+  c.nvls_chunk_bytes = rt.require_double("nvls_chunk_bytes", 1024, 1e10);
+  c.nvls_channels = read_arch_values(rt.object("nvls_channels"), 0, 1024);
+  c.nvls_channels_multi_node = read_arch_values(rt.object("nvls_channels_multi_node"), 0, 1024);
+  c.max_threads = read_row<3>(rt, "max_threads", 32, 4096);
+  c.thread_threshold = read_row<3>(rt, "thread_threshold", 1, 1e6);
+  rt.finish();
+  ObjectReader ex = r.object("execution");
+  ex.allow({"description", "sources"});
+  c.launch_us = ex.require_double("launch_us", 0, 1e4);
+  c.ring_first_loop_fraction = ex.require_double("ring_first_loop_fraction", 0, 10);
+  c.nvls_pipeline_stages = static_cast<int>(ex.require_int("nvls_pipeline_stages", 1, 64));
+  ex.finish();
   ObjectReader p2p = r.object("p2p");
   p2p.allow({"description", "sources"});
   c.p2p_nvlink_efficiency = p2p.require_double("nvlink_efficiency", 0.01, 1);
@@ -235,18 +284,32 @@ topo::ClusterSpec read_cluster(const Json& section, const std::string& file, con
   intra.allow({"description", "sources"});
   c.intra_node.fabric = intra.get_choice("fabric", 0, {"nvswitch", "pcie"}) == 0 ? "nvswitch" : "pcie";
   c.intra_node.nvswitch_generation = static_cast<int>(intra.get_int("nvswitch_generation", 0, 0, 10));
+  c.intra_node.nvswitches = static_cast<int>(intra.get_int("nvswitches", 0, 0, 1024));
   c.intra_node.nvls = intra.get_bool("nvls", false);
   c.intra_node.bandwidth = Bandwidth::gb_per_s(intra.require_double("bandwidth_GBps", 0.1, 1e6));
   c.intra_node.latency = Duration::from_seconds(intra.get_double("latency_us", 0.5, 0, 1e4) * 1e-6);
+  if (c.intra_node.nvls && c.intra_node.fabric != "nvswitch") {
+    intra.fail("nvls", "NVLink SHARP needs an NVSwitch fabric; this node's fabric is PCIe");
+  }
+  if (c.intra_node.nvls && c.intra_node.nvswitch_generation != 0 && c.intra_node.nvswitch_generation < 3) {
+    intra.fail("nvls", "NVLink SHARP needs NVSwitch generation 3 or later, got generation " +
+                           std::to_string(c.intra_node.nvswitch_generation));
+  }
   intra.finish();
   ObjectReader inter = r.object("inter_node");
-  inter.allow({"description", "sources", "nic"});
+  inter.allow({"description", "sources"});
   c.inter_node.topology = inter.get_choice("topology", 0, {"rail_optimized", "fat_tree"}) == 0 ? "rail_optimized" : "fat_tree";
   c.inter_node.nics_per_node = static_cast<int>(inter.require_int("nics_per_node", 1, 64));
+  c.inter_node.nic = inter.get_string("nic", "");
   c.inter_node.nic_bandwidth = Bandwidth::gbit_per_s(inter.require_double("nic_bandwidth_Gbps", 0.1, 1e5));
+  c.inter_node.switch_radix = static_cast<int>(inter.get_int("switch_radix", 64, 2, 4096));
   c.inter_node.oversubscription = inter.get_double("oversubscription", 1.0, 1.0, 1000.0);
-  c.inter_node.nodes_per_leaf = static_cast<int>(inter.get_int("nodes_per_leaf", 32, 1, 1 << 20));
+  const std::optional<std::int64_t> per_leaf = inter.get_optional_int("nodes_per_leaf", 1, 1 << 20);
+  c.inter_node.nodes_per_leaf =
+      per_leaf ? static_cast<int>(*per_leaf) : topo::nodes_per_leaf_for_radix(c.inter_node);
   c.inter_node.latency = Duration::from_seconds(inter.get_double("latency_us", 1.0, 0, 1e4) * 1e-6);
+  c.inter_node.nic_latency = Duration::from_seconds(inter.get_double("nic_latency_us", 0.0, 0, 1e5) * 1e-6);
+  c.inter_node.gpudirect_rdma = inter.get_bool("gpudirect_rdma", true);
   c.inter_node.sharp = inter.get_bool("sharp", false);
   inter.finish();
   c.pcie_generation = static_cast<int>(r.get_int("pcie_generation", 4, 3, 6));
@@ -326,10 +389,42 @@ Json to_json(const topo::NcclCalibration& c) {
                                          {"intra_blackwell", c.intra_speeds_blackwell},
                                          {"inter_blackwell", c.inter_speeds_blackwell}};
   out["net_overhead_us"] = c.net_overhead_us;
+  out["net_overhead_amd_us"] = c.net_overhead_amd_us;
   out["plateau_factor"] = c.plateau_factor;
+  out["ll_ring_fraction"] = c.ll_ring_fraction;
   out["ll128_efficiency"] = c.ll128_efficiency;
   out["tree_efficiency"] = c.tree_efficiency;
   out["tree_ll_divisor"] = c.tree_ll_divisor;
+  out["tree_ll128_factors"] = Json::array({c.tree_ll128_intra_factor, c.tree_ll128_inter_factor});
+  out["pat"] = Json{{"efficiency", c.pat_efficiency},
+                    {"log_latency_divisor", c.pat_log_latency_divisor},
+                    {"rank_latency_us", c.pat_rank_latency_us}};
+  out["collnet"] = Json{{"inter_efficiency", c.collnet_inter_efficiency},
+                        {"direct_hopper_efficiency", c.collnet_direct_hopper_efficiency},
+                        {"arity_latency_us", c.collnet_arity_latency_us}};
+  out["pcie_x16_GBps"] = Json{{"gen3", c.pcie_x16_bw[0]}, {"gen4", c.pcie_x16_bw[1]},
+                              {"gen5", c.pcie_x16_bw[2]}, {"gen6", c.pcie_x16_bw[3]}};
+  out["search"] = Json{{"speed_ratio", c.search_speed_ratio},
+                       {"dup_channels_min_bw", c.dup_channels_min_bw},
+                       {"dup_channels_sm90_bw", c.dup_channels_sm90_bw},
+                       {"max_channels", c.max_channels},
+                       {"multi_node_dup_bw", c.multi_node_dup_bw},
+                       {"multi_node_dup_below", c.multi_node_dup_below},
+                       {"ring_max_channels", c.ring_max_channels},
+                       {"max_nvls_arity", c.max_nvls_arity},
+                       {"max_direct_arity", c.max_direct_arity}};
+  out["runtime"] = Json{{"steps", c.steps},
+                        {"buffer_bytes", c.buffer_bytes},
+                        {"ll128_data_fraction", c.ll128_data_fraction},
+                        {"ring_chunk_steps", c.ring_chunk_steps},
+                        {"nvls_chunk_bytes", c.nvls_chunk_bytes},
+                        {"nvls_channels", arch_values(c.nvls_channels)},
+                        {"nvls_channels_multi_node", arch_values(c.nvls_channels_multi_node)},
+                        {"max_threads", c.max_threads},
+                        {"thread_threshold", c.thread_threshold}};
+  out["execution"] = Json{{"launch_us", c.launch_us},
+                          {"ring_first_loop_fraction", c.ring_first_loop_fraction},
+                          {"nvls_pipeline_stages", c.nvls_pipeline_stages}};
   out["p2p"] = Json{{"nvlink_efficiency", c.p2p_nvlink_efficiency},
                     {"net_efficiency", c.p2p_net_efficiency},
                     {"latency_us", c.p2p_latency_us}};

@@ -10,7 +10,7 @@ namespace trainsim::topo {
 
 namespace {
 
-enum class VertexKind { kGpu, kSwitch, kNic, kLeaf, kCore };
+enum class VertexKind { kGpu, kSwitch, kNic, kLeaf, kSpine };
 
 struct VertexProps {
   VertexKind kind = VertexKind::kGpu;
@@ -21,7 +21,8 @@ struct EdgeProps {
   std::uint32_t id = 0;
 };
 
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexProps, EdgeProps>;
+using Graph =
+    boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexProps, EdgeProps>;
 using Vertex = boost::graph_traits<Graph>::vertex_descriptor;
 
 }  // namespace
@@ -29,16 +30,19 @@ using Vertex = boost::graph_traits<Graph>::vertex_descriptor;
 struct Cluster::Impl {
   Graph graph;
   std::vector<double> capacity;  // bytes/s per directed link
+  std::vector<Duration> latency;
   std::vector<std::string> name;
   std::vector<std::uint32_t> gpu_to_switch, switch_to_gpu, gpu_to_nic, nic_to_gpu;
-  std::vector<std::uint32_t> nic_to_leaf, leaf_to_nic, leaf_to_core, core_to_leaf;
+  std::vector<std::uint32_t> nic_to_leaf, leaf_to_nic, leaf_to_spine, spine_to_leaf;
   std::vector<int> leaf_of_nic;
   int num_leaves = 0;
 
-  std::uint32_t link(Vertex from, Vertex to, double bytes_per_s, std::string label) {
+  std::uint32_t link(Vertex from, Vertex to, double bytes_per_s, Duration delay,
+                     std::string label) {
     const auto id = static_cast<std::uint32_t>(capacity.size());
     boost::add_edge(from, to, EdgeProps{id}, graph);
     capacity.push_back(bytes_per_s);
+    latency.push_back(delay);
     name.push_back(std::move(label));
     return id;
   }
@@ -54,35 +58,49 @@ Cluster::Cluster(const ClusterSpec& spec) : spec_(spec), impl_(std::make_unique<
   const std::size_t arch = spec_.gpu.architecture == Architecture::kAmpere   ? 1
                            : spec_.gpu.architecture == Architecture::kHopper ? 2
                                                                              : 3;
-  // Effective capacities. NVLink: NCCL's per-link effective speed times the link count (topo.cc
-  // SM80 20 GB/s, SM90 20.6, SM100 40.1). PCIe GPU-NIC: NCCL's model, Gen4 x16 = 24 GB/s,
+  // Effective capacities. NVLink: NCCL's per-link effective speed times the link count (topo.h
+  // SM80 20 GB/s, SM90 20.6, SM100 40.1). PCIe GPU-NIC: NCCL's model (topo.cc), Gen4 x16 = 24 GB/s,
   // Gen5 x16 = 48 GB/s. NIC and switch ports: line rate times the share RDMA achieves
   // (NcclCalibration::p2p_net_efficiency, ~96% measured by NVIDIA, nccl #412 / nccl-tests #267).
+  const double pcie =
+      nccl.pcie_x16_bw[static_cast<std::size_t>(std::clamp(spec_.pcie_generation, 3, 6) - 3)] * 1e9;
   double nvlink = spec_.gpu.nvlink_links * nccl.nvlink_link_bw[arch] * 1e9;
-  if (spec_.intra_node.fabric != "nvswitch" || nvlink <= 0) nvlink = (spec_.pcie_generation >= 5 ? 48e9 : 24e9);
-  const double pcie = spec_.pcie_generation >= 5 ? 48e9 : 24e9;
+  if (spec_.intra_node.fabric != "nvswitch" || nvlink <= 0) nvlink = pcie;
+  const Duration hop = spec_.inter_node.latency;
   const double port = spec_.inter_node.nic_bandwidth.bytes_per_second() * nccl.p2p_net_efficiency;
 
   std::vector<Vertex> gpu_v, switch_v, nic_v, leaf_v;
-  for (int g = 0; g < gpus; ++g) gpu_v.push_back(boost::add_vertex(VertexProps{VertexKind::kGpu, g}, m.graph));
-  for (int n = 0; n < nodes; ++n) switch_v.push_back(boost::add_vertex(VertexProps{VertexKind::kSwitch, n}, m.graph));
-  for (int i = 0; i < nodes * nics; ++i) nic_v.push_back(boost::add_vertex(VertexProps{VertexKind::kNic, i}, m.graph));
+  for (int g = 0; g < gpus; ++g)
+    gpu_v.push_back(boost::add_vertex(VertexProps{VertexKind::kGpu, g}, m.graph));
+  for (int n = 0; n < nodes; ++n)
+    switch_v.push_back(boost::add_vertex(VertexProps{VertexKind::kSwitch, n}, m.graph));
+  for (int i = 0; i < nodes * nics; ++i)
+    nic_v.push_back(boost::add_vertex(VertexProps{VertexKind::kNic, i}, m.graph));
 
   const int per_leaf = std::max(1, spec_.inter_node.nodes_per_leaf);
   const bool rail = spec_.inter_node.topology == "rail_optimized";
   const int units = (nodes + per_leaf - 1) / per_leaf;
   m.num_leaves = rail ? units * nics : units;
-  for (int l = 0; l < m.num_leaves; ++l) leaf_v.push_back(boost::add_vertex(VertexProps{VertexKind::kLeaf, l}, m.graph));
-  const Vertex core = boost::add_vertex(VertexProps{VertexKind::kCore, 0}, m.graph);
+  for (int l = 0; l < m.num_leaves; ++l)
+    leaf_v.push_back(boost::add_vertex(VertexProps{VertexKind::kLeaf, l}, m.graph));
+  const Vertex spine = boost::add_vertex(VertexProps{VertexKind::kSpine, 0}, m.graph);
 
   for (int g = 0; g < gpus; ++g) {
     const int node = g / gpn;
     const std::string gname = "gpu" + std::to_string(g);
-    m.gpu_to_switch.push_back(m.link(gpu_v[static_cast<std::size_t>(g)], switch_v[static_cast<std::size_t>(node)], nvlink, gname + "->nvswitch"));
-    m.switch_to_gpu.push_back(m.link(switch_v[static_cast<std::size_t>(node)], gpu_v[static_cast<std::size_t>(g)], nvlink, "nvswitch->" + gname));
+    m.gpu_to_switch.push_back(m.link(gpu_v[static_cast<std::size_t>(g)],
+                                     switch_v[static_cast<std::size_t>(node)], nvlink,
+                                     spec_.intra_node.latency, gname + "->nvswitch"));
+    m.switch_to_gpu.push_back(m.link(switch_v[static_cast<std::size_t>(node)],
+                                     gpu_v[static_cast<std::size_t>(g)], nvlink, Duration::zero(),
+                                     "nvswitch->" + gname));
     const int nic = nic_of(g);
-    m.gpu_to_nic.push_back(m.link(gpu_v[static_cast<std::size_t>(g)], nic_v[static_cast<std::size_t>(nic)], pcie, gname + "->nic" + std::to_string(nic)));
-    m.nic_to_gpu.push_back(m.link(nic_v[static_cast<std::size_t>(nic)], gpu_v[static_cast<std::size_t>(g)], pcie, "nic" + std::to_string(nic) + "->" + gname));
+    m.gpu_to_nic.push_back(m.link(gpu_v[static_cast<std::size_t>(g)],
+                                  nic_v[static_cast<std::size_t>(nic)], pcie, Duration::zero(),
+                                  gname + "->nic" + std::to_string(nic)));
+    m.nic_to_gpu.push_back(m.link(nic_v[static_cast<std::size_t>(nic)],
+                                  gpu_v[static_cast<std::size_t>(g)], pcie, Duration::zero(),
+                                  "nic" + std::to_string(nic) + "->" + gname));
   }
   std::vector<int> leaf_ports(static_cast<std::size_t>(m.num_leaves), 0);
   for (int i = 0; i < nodes * nics; ++i) {
@@ -91,15 +109,21 @@ Cluster::Cluster(const ClusterSpec& spec) : spec_(spec), impl_(std::make_unique<
     m.leaf_of_nic.push_back(leaf);
     ++leaf_ports[static_cast<std::size_t>(leaf)];
     const std::string nname = "nic" + std::to_string(i), lname = "leaf" + std::to_string(leaf);
-    m.nic_to_leaf.push_back(m.link(nic_v[static_cast<std::size_t>(i)], leaf_v[static_cast<std::size_t>(leaf)], port, nname + "->" + lname));
-    m.leaf_to_nic.push_back(m.link(leaf_v[static_cast<std::size_t>(leaf)], nic_v[static_cast<std::size_t>(i)], port, lname + "->" + nname));
+    m.nic_to_leaf.push_back(m.link(nic_v[static_cast<std::size_t>(i)],
+                                   leaf_v[static_cast<std::size_t>(leaf)], port, hop,
+                                   nname + "->" + lname));
+    m.leaf_to_nic.push_back(m.link(leaf_v[static_cast<std::size_t>(leaf)],
+                                   nic_v[static_cast<std::size_t>(i)], port, Duration::zero(),
+                                   lname + "->" + nname));
   }
   const double over = std::max(1.0, spec_.inter_node.oversubscription);
   for (int l = 0; l < m.num_leaves; ++l) {
     const double up = leaf_ports[static_cast<std::size_t>(l)] * port / over;
     const std::string lname = "leaf" + std::to_string(l);
-    m.leaf_to_core.push_back(m.link(leaf_v[static_cast<std::size_t>(l)], core, up, lname + "->core"));
-    m.core_to_leaf.push_back(m.link(core, leaf_v[static_cast<std::size_t>(l)], up, "core->" + lname));
+    m.leaf_to_spine.push_back(
+        m.link(leaf_v[static_cast<std::size_t>(l)], spine, up, hop, lname + "->spine"));
+    m.spine_to_leaf.push_back(
+        m.link(spine, leaf_v[static_cast<std::size_t>(l)], up, hop, "spine->" + lname));
   }
 }
 
@@ -112,7 +136,9 @@ int Cluster::nic_of(int gpu) const {
   return (gpu / gpn) * nics + (local * nics) / gpn;
 }
 
-int Cluster::leaf_of_nic(int nic) const { return impl_->leaf_of_nic[static_cast<std::size_t>(nic)]; }
+int Cluster::leaf_of_nic(int nic) const {
+  return impl_->leaf_of_nic[static_cast<std::size_t>(nic)];
+}
 int Cluster::num_leaves() const { return impl_->num_leaves; }
 std::size_t Cluster::num_links() const { return impl_->capacity.size(); }
 std::size_t Cluster::num_vertices() const { return boost::num_vertices(impl_->graph); }
@@ -123,7 +149,9 @@ Bandwidth Cluster::link_capacity(ResourceId link) const {
 
 std::string Cluster::link_name(ResourceId link) const { return impl_->name[sim::index(link)]; }
 
-void Cluster::scale_link(ResourceId link, double factor) { impl_->capacity[sim::index(link)] *= factor; }
+void Cluster::scale_link(ResourceId link, double factor) {
+  impl_->capacity[sim::index(link)] *= factor;
+}
 
 std::vector<ResourceId> Cluster::nic_links(int gpu) const {
   const Impl& m = *impl_;
@@ -131,6 +159,13 @@ std::vector<ResourceId> Cluster::nic_links(int gpu) const {
   const auto nic = static_cast<std::size_t>(nic_of(gpu));
   return {ResourceId{m.gpu_to_nic[g]}, ResourceId{m.nic_to_gpu[g]}, ResourceId{m.nic_to_leaf[nic]},
           ResourceId{m.leaf_to_nic[nic]}};
+}
+
+ResourceId Cluster::to_switch(int gpu) const {
+  return ResourceId{impl_->gpu_to_switch[static_cast<std::size_t>(gpu)]};
+}
+ResourceId Cluster::from_switch(int gpu) const {
+  return ResourceId{impl_->switch_to_gpu[static_cast<std::size_t>(gpu)]};
 }
 
 void Cluster::route(int a, int b, std::vector<ResourceId>& out) const {
@@ -147,11 +182,21 @@ void Cluster::route(int a, int b, std::vector<ResourceId>& out) const {
   out.push_back(ResourceId{m.nic_to_leaf[na]});
   const int la = m.leaf_of_nic[na], lb = m.leaf_of_nic[nb];
   if (la != lb) {
-    out.push_back(ResourceId{m.leaf_to_core[static_cast<std::size_t>(la)]});
-    out.push_back(ResourceId{m.core_to_leaf[static_cast<std::size_t>(lb)]});
+    out.push_back(ResourceId{m.leaf_to_spine[static_cast<std::size_t>(la)]});
+    out.push_back(ResourceId{m.spine_to_leaf[static_cast<std::size_t>(lb)]});
   }
   out.push_back(ResourceId{m.leaf_to_nic[nb]});
   out.push_back(ResourceId{m.nic_to_gpu[ub]});
+}
+
+Duration Cluster::link_latency(ResourceId link) const { return impl_->latency[sim::index(link)]; }
+
+Duration Cluster::route_latency(int a, int b) const {
+  std::vector<ResourceId> path;
+  route(a, b, path);
+  Duration total;
+  for (ResourceId r : path) total += link_latency(r);
+  return total;
 }
 
 bool Cluster::connected() const {
@@ -160,9 +205,9 @@ bool Cluster::connected() const {
   std::vector<boost::default_color_type> color(n);
   // Every GPU reaches the first GPU's switch and, through the fabric, every other GPU: search
   // from GPU 0 and check that every GPU vertex was reached.
-  boost::breadth_first_search(
-      g, boost::vertex(0, g),
-      boost::color_map(boost::make_iterator_property_map(color.begin(), boost::get(boost::vertex_index, g))));
+  boost::breadth_first_search(g, boost::vertex(0, g),
+                              boost::color_map(boost::make_iterator_property_map(
+                                  color.begin(), boost::get(boost::vertex_index, g))));
   for (std::size_t v = 0; v < n; ++v) {
     if (g[v].kind == VertexKind::kGpu && color[v] == boost::white_color) return false;
   }

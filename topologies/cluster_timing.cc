@@ -11,18 +11,21 @@ using sim::CollectiveKind;
 using sim::CommId;
 using sim::RankId;
 
-ClusterTiming::ClusterTiming(const Cluster& cluster, const sim::TaskGraph& graph, std::vector<double> slowdown)
+ClusterTiming::ClusterTiming(const Cluster& cluster, const sim::TaskGraph& graph,
+                             std::vector<double> slowdown)
     : cluster_(cluster),
       graph_(graph),
       compute_(cluster.spec().gpu),
       collective_(cluster.spec()),
       slowdown_(std::move(slowdown)) {
-  TRAINSIM_CHECK(static_cast<int>(graph_.num_ranks()) <= cluster_.num_gpus(), "more ranks than GPUs");
+  TRAINSIM_CHECK(static_cast<int>(graph_.num_ranks()) <= cluster_.num_gpus(),
+                 "more ranks than GPUs");
   for (std::uint32_t c = 0; c < graph_.num_communicators(); ++c) {
     comms_by_class_[graph_.communicator(CommId{c}).symmetry_class].push_back(CommId{c});
   }
   ranks_by_class_.resize(graph_.num_classes());
-  for (std::uint32_t r = 0; r < graph_.num_ranks(); ++r) ranks_by_class_[graph_.class_of(RankId{r})].push_back(RankId{r});
+  for (std::uint32_t r = 0; r < graph_.num_ranks(); ++r)
+    ranks_by_class_[graph_.class_of(RankId{r})].push_back(RankId{r});
 }
 
 double ClusterTiming::compute_slowdown(RankId rank) {
@@ -38,8 +41,12 @@ std::vector<Bandwidth> ClusterTiming::resource_capacities() {
   return caps;
 }
 
-const char* ClusterTiming::algorithm_name(std::uint8_t a) const { return to_string(static_cast<Algorithm>(a)); }
-const char* ClusterTiming::protocol_name(std::uint8_t p) const { return to_string(static_cast<Protocol>(p)); }
+const char* ClusterTiming::algorithm_name(std::uint8_t a) const {
+  return to_string(static_cast<Algorithm>(a));
+}
+const char* ClusterTiming::protocol_name(std::uint8_t p) const {
+  return to_string(static_cast<Protocol>(p));
+}
 
 GroupShape ClusterTiming::shape_of(CommId comm) const {
   const auto& members = graph_.communicator(comm).members;
@@ -61,10 +68,19 @@ GroupShape ClusterTiming::shape_of(CommId comm) const {
   return s;
 }
 
-void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm, const std::vector<RankId>& members,
+const NcclTopology& ClusterTiming::topology_of(const GroupShape& shape) {
+  const auto key =
+      std::make_tuple(shape.ranks, shape.nodes, shape.ranks_per_node, shape.nics_per_node);
+  auto it = topologies_.find(key);
+  if (it == topologies_.end()) it = topologies_.emplace(key, collective_.topology(shape)).first;
+  return it->second;
+}
+
+void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm,
+                                        const std::vector<RankId>& members,
                                         std::map<std::uint32_t, double>& load) const {
-  const double n = static_cast<double>(members.size());
-  if (members.size() < 2) return;
+  const std::size_t n = members.size();
+  if (n < 2) return;
   auto add_route = [&](int a, int b, double c) {
     route_scratch_.clear();
     cluster_.route(a, b, route_scratch_);
@@ -74,18 +90,14 @@ void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm
     // Every rank sends 1/n of its buffer to every other rank.
     for (RankId a : members) {
       for (RankId b : members) {
-        if (a != b) add_route(static_cast<int>(sim::index(a)), static_cast<int>(sim::index(b)), 1.0 / n);
+        if (a != b)
+          add_route(static_cast<int>(sim::index(a)), static_cast<int>(sim::index(b)),
+                    1.0 / static_cast<double>(n));
       }
     }
     return;
   }
-  // Bytes each ring edge carries per byte of the operation. Tree and NVLS move each byte about
-  // once per direction per GPU; the ring moves it nsteps/n times.
-  double per_edge = 1.0;
-  if (algorithm == Algorithm::kRing || algorithm == Algorithm::kPat) {
-    per_edge = CollectiveModel::bus_factor(kind, static_cast<int>(members.size()));
-  }
-  // Ring order: members grouped by node in order of appearance (NCCL orders rings node by node).
+  // Members grouped by node in order of appearance (NCCL orders rings and trees node by node).
   std::vector<std::vector<int>> nodes;
   std::map<int, std::size_t> node_slot;
   for (RankId m : members) {
@@ -94,19 +106,44 @@ void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm
     if (fresh) nodes.emplace_back();
     nodes[it->second].push_back(g);
   }
+  const bool nvls = algorithm == Algorithm::kNvls || algorithm == Algorithm::kNvlsTree;
+  const bool ring = algorithm == Algorithm::kRing || algorithm == Algorithm::kPat;
+  // Bytes on each link of the pattern per byte of the operation: a ring edge carries the bus
+  // factor (2(n-1)/n for all-reduce); a tree or chain link carries the buffer once each way; an
+  // NVLS GPU sends and receives its buffer once through the NVSwitch.
+  const double per_edge = ring ? CollectiveModel::bus_factor(kind, static_cast<int>(n)) : 1.0;
+  const double nvls_share = kind == CollectiveKind::kAllReduce
+                                ? 1.0
+                                : (static_cast<double>(n) - 1) / static_cast<double>(n);
   for (const auto& local : nodes) {
     if (local.size() < 2) continue;
-    for (std::size_t i = 0; i < local.size(); ++i) add_route(local[i], local[(i + 1) % local.size()], per_edge);
+    if (nvls) {
+      for (int g : local) {
+        load[sim::index(cluster_.to_switch(g))] += nvls_share;
+        load[sim::index(cluster_.from_switch(g))] += nvls_share;
+      }
+      continue;
+    }
+    // A closed ring inside one node; a chain (the node's part of a ring or tree) otherwise.
+    const std::size_t edges = (ring && nodes.size() == 1) ? local.size() : local.size() - 1;
+    for (std::size_t i = 0; i < edges; ++i) {
+      add_route(local[i], local[(i + 1) % local.size()], per_edge);
+      if (!ring)
+        add_route(local[(i + 1) % local.size()], local[i], per_edge);  // trees: up and down
+    }
   }
   if (nodes.size() < 2) return;
+  // Between nodes: rings cross from each node to the next; trees (and NVLS trees, CollNet) move
+  // the buffer once up and once down per node, which this pattern loads the same way. Channels
+  // leave through the NICs of the node's members (one NIC per GPU on DGX systems).
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const auto& from = nodes[i];
     const auto& to = nodes[(i + 1) % nodes.size()];
-    // Channels leave through the NICs of the node's members (one NIC per GPU on DGX systems).
     std::set<int> nics;
     for (int g : from) nics.insert(cluster_.nic_of(g));
     const std::size_t k = std::max<std::size_t>(1, std::min({from.size(), to.size(), nics.size()}));
-    for (std::size_t j = 0; j < k; ++j) add_route(from[j], to[j], per_edge / static_cast<double>(k));
+    for (std::size_t j = 0; j < k; ++j)
+      add_route(from[j], to[j], per_edge / static_cast<double>(k));
   }
 }
 
@@ -123,13 +160,15 @@ std::vector<sim::Demand> ClusterTiming::to_demands(const std::map<std::uint32_t,
 const sim::CommCost& ClusterTiming::collective_cost(const sim::CommOp& op, CommId comm, bool symmetric) {
   const sim::Communicator& cm = graph_.communicator(comm);
   const std::uint32_t key_id = symmetric ? cm.symmetry_class : sim::index(comm);
-  const auto key = std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), op.bytes.count());
+  const auto key =
+      std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), op.bytes.count());
   auto it = collective_cache_.find(key);
   if (it != collective_cache_.end()) return it->second;
 
   sim::CommCost cost;
   if (cm.members.size() >= 2 && op.bytes.count() > 0) {
-    const CollectivePrediction p = collective_.predict(op.kind, op.bytes, shape_of(comm));
+    const CollectivePrediction p =
+        collective_.predict(op.kind, op.bytes, topology_of(shape_of(comm)));
     cost.latency = Duration::from_seconds(p.latency_us * 1e-6);
     cost.volume = op.bytes.as_double();
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
@@ -167,8 +206,9 @@ const sim::CommCost& ClusterTiming::transfer_cost(Bytes bytes, RankId src, RankI
   sim::CommCost cost;
   const int a = static_cast<int>(sim::index(src)), b = static_cast<int>(sim::index(dst));
   if (a != b && bytes.count() > 0) {
-    const CollectivePrediction p = collective_.predict_p2p(bytes, cluster_.node_of(a) == cluster_.node_of(b));
-    cost.latency = Duration::from_seconds(p.latency_us * 1e-6);
+    const CollectivePrediction p =
+        collective_.predict_p2p(bytes, cluster_.node_of(a) == cluster_.node_of(b));
+    cost.latency = Duration::from_seconds(p.latency_us * 1e-6) + cluster_.route_latency(a, b);
     cost.volume = bytes.as_double();
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
     const auto demand_key = std::make_tuple(key_id, src_slot, symmetric);

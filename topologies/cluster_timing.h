@@ -1,10 +1,13 @@
 #pragma once
 // ClusterTiming: the TimingModel of a concrete cluster. Kernels are priced by the ComputeModel,
 // collectives and point-to-point messages by the CollectiveModel (NCCL's choice of algorithm
-// and protocol, its latency and bandwidth when alone) and mapped onto the cluster's links, so
-// the engine's flow network can share them with concurrent traffic. Rank r runs on GPU r
-// (Megatron's rank order fills a node before the next). Results are cached per communicator
-// (or per symmetry class) and message.
+// and protocol, its latency and bandwidth when alone) and mapped onto the cluster's links with
+// the traffic pattern of the chosen algorithm (ring edges, tree edges, NVSwitch in/out, all
+// pairs), so the engine's flow network shares them with concurrent traffic. Rank r runs on GPU r
+// (Megatron's rank order fills a node before the next). Under symmetry one operation stands for
+// every communicator of its symmetry class: the load of all of them goes into its demands.
+// Results are cached per communicator (or symmetry class) and message; NCCL's topology search
+// per group shape.
 
 #include <map>
 #include <tuple>
@@ -21,7 +24,8 @@ namespace trainsim::topo {
 class ClusterTiming final : public sim::TimingModel {
  public:
   // `slowdown` has one factor per rank (empty: all 1).
-  ClusterTiming(const Cluster& cluster, const sim::TaskGraph& graph, std::vector<double> slowdown = {});
+  ClusterTiming(const Cluster& cluster, const sim::TaskGraph& graph,
+                std::vector<double> slowdown = {});
 
   Duration kernel_time(const sim::Kernel& kernel) override { return compute_.kernel_time(kernel); }
   double compute_slowdown(sim::RankId rank) override;
@@ -37,9 +41,12 @@ class ClusterTiming final : public sim::TimingModel {
   GroupShape shape_of(sim::CommId comm) const;
 
  private:
-  // Adds the link load of `kind` with `algorithm` on one communicator to `load`.
-  void add_collective_load(sim::CollectiveKind kind, Algorithm algorithm, const std::vector<sim::RankId>& members,
+  // Adds the link load (bytes per byte of the operation) of `kind` with `algorithm` on one
+  // communicator to `load`.
+  void add_collective_load(sim::CollectiveKind kind, Algorithm algorithm,
+                           const std::vector<sim::RankId>& members,
                            std::map<std::uint32_t, double>& load) const;
+  const NcclTopology& topology_of(const GroupShape& shape);
   // Demands from link loads. With `own`, only the links in `own` are kept: under symmetry the
   // other images' private links mirror the representative's, and shared links appear in both.
   static std::vector<sim::Demand> to_demands(const std::map<std::uint32_t, double>& load,
@@ -57,6 +64,7 @@ class ClusterTiming final : public sim::TimingModel {
   std::map<std::tuple<std::uint32_t, bool, std::uint8_t, std::uint8_t>, std::vector<sim::Demand>> collective_demands_;
   std::map<std::tuple<std::uint32_t, std::uint16_t, bool, std::int64_t>, sim::CommCost> transfer_cache_;
   std::map<std::tuple<std::uint32_t, std::uint16_t, bool>, std::vector<sim::Demand>> transfer_demands_;
+  std::map<std::tuple<int, int, int, int>, NcclTopology> topologies_;
   mutable std::vector<ResourceId> route_scratch_;
 };
 

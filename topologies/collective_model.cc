@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "sim/check.h"
 
@@ -43,6 +44,9 @@ const char* to_string(Protocol p) {
 
 namespace {
 
+constexpr std::size_t kNvlinkLat = 0, kPciLat = 1, kNetLat = 2;
+constexpr double kEps = 1e-9;
+
 int arch_row(Architecture a) {
   switch (a) {
     case Architecture::kAmpere:
@@ -55,25 +59,50 @@ int arch_row(Architecture a) {
   return 1;
 }
 
-constexpr int kNetLink = 2, kNvlinkLink = 0;
+std::size_t ai(Algorithm a) { return static_cast<std::size_t>(a); }
+std::size_t pi(Protocol p) { return static_cast<std::size_t>(p); }
 
-int idx(Algorithm a) { return static_cast<int>(a); }
-int idx(Protocol p) { return static_cast<int>(p); }
+// NCCL's log2i: floor(log2(n)) for n >= 1, -1 for n <= 0.
+int log2_floor(double n) {
+  if (n < 1) return -1;
+  int k = 0;
+  while (n >= 2) {
+    n /= 2;
+    ++k;
+  }
+  return k;
+}
+
+// Point-to-point traffic (sends, receives, all-to-all) has no NCCL tuning table: a latency, then
+// the bytes at one rate, on the Simple protocol.
+CollectivePrediction p2p_prediction(double latency_us, double bytes, double bandwidth_GBps) {
+  CollectivePrediction out;
+  out.valid = true;
+  out.algorithm = Algorithm::kRing;
+  out.protocol = Protocol::kSimple;
+  out.channels = 1;
+  out.latency_us = latency_us;
+  out.alg_bandwidth_GBps = bandwidth_GBps;
+  out.time_us = out.nccl_time_us = latency_us + bytes / (1e3 * bandwidth_GBps);
+  return out;
+}
+
+bool is_ring_like(CollectiveKind k) {
+  return k == CollectiveKind::kAllReduce || k == CollectiveKind::kAllGather ||
+         k == CollectiveKind::kReduceScatter;
+}
 
 }  // namespace
 
 CollectiveModel::CollectiveModel(const ClusterSpec& cluster)
     : cluster_(cluster), arch_(arch_row(cluster.gpu.architecture)) {
-  nvlink_total_ = cluster_.gpu.nvlink_links * cluster_.nccl.nvlink_link_bw[static_cast<std::size_t>(arch_)];
-  if (cluster_.intra_node.fabric != "nvswitch" || nvlink_total_ <= 0) {
-    // PCIe-only node: NCCL's PCIe model, width x code / 80 (topo.cc): Gen4 x16 = 24 GB/s.
-    nvlink_total_ = cluster_.pcie_generation >= 5 ? 48.0 : 24.0;
+  const NcclCalibration& c = cluster_.nccl;
+  pcie_ = c.pcie_x16_bw[static_cast<std::size_t>(std::clamp(cluster_.pcie_generation, 3, 6) - 3)];
+  if (cluster_.intra_node.fabric == "nvswitch") {
+    nvlink_ = cluster_.gpu.nvlink_links * c.nvlink_link_bw[static_cast<std::size_t>(arch_)];
   }
-}
-
-double CollectiveModel::nic_speed_GBps() const {
   // NCCL reads the NIC speed in Mb/s and divides by 8000 (topo.cc): 400 Gb/s -> 50 GB/s.
-  return cluster_.inter_node.nic_bandwidth.gbps();
+  nic_ = cluster_.inter_node.nic_bandwidth.gbps();
 }
 
 double CollectiveModel::bus_factor(CollectiveKind kind, int n) {
@@ -92,292 +121,578 @@ double CollectiveModel::bus_factor(CollectiveKind kind, int n) {
   return 1.0;
 }
 
-CollectiveModel::Graph CollectiveModel::ring_graph(const GroupShape& s) const {
+// ---------------------------------------------------------------------------------------------
+// Topology search (search.cc ncclTopoCompute), reduced to the bandwidth bookkeeping that decides
+// its result on NVSwitch/PCIe nodes with one NIC per GPU (or fewer): each channel of a ring or
+// tree takes its speed on every GPU's NVLink (or PCIe) in and out, and on one NIC per direction;
+// an NVLS channel takes it on every GPU's NVLink plus once more on its head.
+
+bool CollectiveModel::fits(Pattern pattern, const GroupShape& s, int n, double bi,
+                           double bo) const {
+  const int ngpus = s.ranks_per_node;
+  const bool inter = s.nodes > 1;
+  const double intra_link = nvlink_ > 0 ? nvlink_ : pcie_;
+  if (pattern == Pattern::kNvls) {
+    const int heads_per_gpu = (n + ngpus - 1) / std::max(1, ngpus);
+    if (n * bi + heads_per_gpu * bi > intra_link + kEps) return false;
+    if (inter) {
+      if (n > std::min(ngpus, s.nics_per_node)) return false;  // one head per NIC-local GPU
+      if (bo > std::min(nic_, pcie_) + kEps) return false;
+    }
+    return true;
+  }
+  if (pattern == Pattern::kCollNetDirect) {
+    if (n > std::min(ngpus, s.nics_per_node)) return false;
+    if (ngpus > 1 && n * bi > intra_link + kEps) return false;
+    return bo <= std::min(nic_, pcie_) + kEps;
+  }
+  if (ngpus > 1 && n * bi > intra_link + kEps) return false;
+  if (inter) {
+    const int per_nic = static_cast<int>(std::floor(std::min(nic_, pcie_) / bo + kEps));
+    if (n > per_nic * s.nics_per_node) return false;
+  }
+  return true;
+}
+
+NcclGraph CollectiveModel::search(Pattern pattern, const GroupShape& s, int min_channels,
+                                  int max_channels) const {
   const NcclCalibration& c = cluster_.nccl;
-  const auto& intra_speeds = arch_ >= 3   ? c.intra_speeds_blackwell
-                             : arch_ == 2 ? c.intra_speeds_hopper
-                                          : c.intra_speeds_pre_hopper;
-  const auto& inter_speeds = arch_ >= 3   ? c.inter_speeds_blackwell
-                             : arch_ == 2 ? c.inter_speeds_hopper
-                                          : c.inter_speeds_pre_hopper;
-  constexpr int kMaxChannels = 16;  // MAXCHANNELS/2: the search's channel budget per graph
-  Graph g;
-  double best = 0;
-  if (s.nodes <= 1) {
-    // Intra-node ring: the fastest per-channel speed whose channels fill the NVLink bandwidth.
-    for (double sp : intra_speeds) {
-      const int ch = std::min(kMaxChannels, static_cast<int>(std::floor(nvlink_total_ / sp + 1e-9)));
-      if (ch >= 1 && ch * sp > best + 1e-9) {
-        best = ch * sp;
-        g.channels = ch;
-        g.bw_intra = sp;
-      }
+  const bool inter = s.nodes > 1;
+  const int ngpus = s.ranks_per_node;
+  const std::vector<double>& speeds = inter ? (arch_ >= 3   ? c.inter_speeds_blackwell
+                                               : arch_ == 2 ? c.inter_speeds_hopper
+                                                            : c.inter_speeds_pre_hopper)
+                                            : (arch_ >= 3   ? c.intra_speeds_blackwell
+                                               : arch_ == 2 ? c.intra_speeds_hopper
+                                                            : c.intra_speeds_pre_hopper);
+  const double intra_link = nvlink_ > 0 ? nvlink_ : pcie_;
+  // maxBw: the best per-channel path (GPU to NIC across nodes, GPU to GPU inside one); totalBw:
+  // a GPU's NVLink or PCIe total, raised by n/(n-1) for patterns that need not close a loop.
+  const double max_bw = inter ? std::min(nic_, pcie_) : intra_link;
+  double total_bw = std::max(nvlink_, pcie_);
+  if (pattern != Pattern::kRing && ngpus > 1) total_bw *= static_cast<double>(ngpus) / (ngpus - 1);
+
+  std::size_t i = 0;
+  while (i + 1 < speeds.size() &&
+         (speeds[i] > max_bw + kEps || speeds[i] * min_channels > total_bw + kEps))
+    ++i;
+
+  NcclGraph best;
+  while (true) {
+    const double sp = speeds[i];
+    int n = 0;
+    while (n < max_channels && fits(pattern, s, n + 1, sp, sp)) ++n;
+    if (n >= min_channels && n * sp > best.channels * best.bw_intra + kEps)
+      best = NcclGraph{n, sp, sp};
+    if (best.channels > 0 && best.channels * best.bw_inter >= total_bw - kEps) break;  // optimal
+    if (i + 1 < speeds.size() &&
+        (best.channels == 0 || speeds[i + 1] / best.bw_inter > c.search_speed_ratio)) {
+      ++i;
+      continue;
+    }
+    break;
+  }
+  if (best.channels == 0) {
+    if (pattern == Pattern::kNvls || pattern == Pattern::kCollNetDirect) return best;
+    return NcclGraph{1, 0.1, 0.1};  // NCCL's fallback "simple order" graph
+  }
+
+  // Channel duplication (ncclTopoDupChannels).
+  if (pattern != Pattern::kNvls && best.bw_intra >= c.dup_channels_min_bw &&
+      !(arch_ >= 2 && best.bw_intra < c.dup_channels_sm90_bw && best.channels > 4)) {
+    const int dup = std::min(best.channels * 2, max_channels);
+    const int div = (dup + best.channels - 1) / best.channels;
+    best.bw_intra /= div;
+    best.bw_inter /= div;
+    best.channels = dup;
+  }
+
+  // Pass 2: raise the speed with the channels found (rings: both speeds; NVLS: bwInter up to
+  // twice bwIntra; trees: bwIntra up to twice bwInter).
+  auto index_of = [&](double v) {
+    std::size_t k = 0;
+    while (k + 1 < speeds.size() && speeds[k] > v + kEps) ++k;
+    return k;
+  };
+  if (pattern == Pattern::kRing) {
+    std::size_t k = index_of(best.bw_inter);
+    while (k > 0 && fits(pattern, s, best.channels, speeds[k - 1], speeds[k - 1])) {
+      --k;
+      best.bw_intra = best.bw_inter = speeds[k];
+    }
+  } else if (pattern == Pattern::kNvls) {
+    std::size_t k = index_of(best.bw_inter);
+    while (k > 0 && best.bw_inter < best.bw_intra * 2 &&
+           fits(pattern, s, best.channels, best.bw_intra, speeds[k - 1])) {
+      --k;
+      best.bw_inter = speeds[k];
     }
   } else {
-    // Multi-node ring: each channel leaves the node through one NIC, so the per-channel speed is
-    // bounded by a NIC; the ring's intra-node hops must also carry it.
-    const double nic = nic_speed_GBps();
-    for (double sp : inter_speeds) {
-      const int per_nic = static_cast<int>(std::floor(nic / sp + 1e-9));
-      int ch = std::min(kMaxChannels, per_nic * s.nics_per_node);
-      if (s.ranks_per_node > 1) {
-        ch = std::min(ch, static_cast<int>(std::floor(nvlink_total_ / sp + 1e-9)));
-      }
-      if (ch >= 1 && ch * sp > best + 1e-9) {
-        best = ch * sp;
-        g.channels = ch;
-        g.bw_intra = sp;
-      }
+    std::size_t k = index_of(best.bw_intra);
+    while (k > 0 && best.bw_intra < best.bw_inter * 2 &&
+           fits(pattern, s, best.channels, speeds[k - 1], best.bw_inter)) {
+      --k;
+      best.bw_intra = speeds[k];
     }
   }
-  if (g.channels == 0) {  // slower than every step of the search: one channel at link speed
-    g.channels = 1;
-    g.bw_intra = s.nodes <= 1 ? nvlink_total_ : nic_speed_GBps();
-  }
-  // Channel duplication (search.cc): fast channels are split in two.
-  const bool sm90_plus = arch_ >= 2;
-  if (g.bw_intra >= 25.0 && !(sm90_plus && g.bw_intra < 50.0 && g.channels > 4) &&
-      2 * g.channels <= 2 * kMaxChannels) {
-    g.channels *= 2;
-    g.bw_intra /= 2;
-  }
-  g.bw_inter = g.bw_intra;
-  return g;
+  return best;
 }
 
-CollectiveModel::Graph CollectiveModel::nvls_graph(const GroupShape& s) const {
-  // NVLS uses up to 16 channels (NCCL_NVLS_NCHANNELS), each a share of the NVLink bandwidth.
-  Graph g;
-  g.channels = 16;
-  g.bw_intra = nvlink_total_ / g.channels;
-  g.bw_inter = s.nodes > 1 ? nic_speed_GBps() * s.nics_per_node / g.channels : g.bw_intra;
-  return g;
+NcclTopology CollectiveModel::topology(const GroupShape& shape) const {
+  TRAINSIM_CHECK(shape.ranks >= 1 && shape.nodes >= 1 && shape.ranks_per_node >= 1,
+                 "bad group shape");
+  const NcclCalibration& c = cluster_.nccl;
+  NcclTopology t;
+  t.shape = shape;
+  t.shape.nics_per_node = std::max(1, shape.nics_per_node);
+  if (shape.ranks <= 1) return t;
+  const GroupShape& s = t.shape;
+  t.ring = search(Pattern::kRing, s, 1, c.ring_max_channels);
+  t.tree = search(Pattern::kTree, s, t.ring.channels, t.ring.channels);
+  const bool nvls = cluster_.intra_node.nvls && arch_ >= 2 && nvlink_ > 0 && s.ranks_per_node > 1;
+  if (nvls) {
+    const int heads = std::min(c.max_nvls_arity, s.ranks_per_node);
+    t.nvls = search(Pattern::kNvls, s, s.nodes > 1 ? 1 : heads, heads);
+  }
+  if (cluster_.inter_node.sharp && s.nodes > 1) {
+    t.collnet_chain = search(Pattern::kCollNetChain, s, t.ring.channels, t.ring.channels);
+    if (nvlink_ > 0)
+      t.collnet_direct =
+          search(Pattern::kCollNetDirect, s, 1, std::min(c.max_direct_arity, s.ranks_per_node));
+  }
+  // Run-time channels (init.cc, connect.cc ncclTopoPostset): rings and trees share
+  // min(ring, tree) channels, doubled; Hopper+ multi-node with fast rings doubles again.
+  t.channels = std::min(c.max_channels, 2 * std::min(t.ring.channels, t.tree.channels));
+  if (arch_ >= 2 && s.nodes > 1 && t.ring.bw_intra > c.multi_node_dup_bw &&
+      t.channels < c.multi_node_dup_below) {
+    t.channels = std::min(c.max_channels, 2 * t.channels);
+  }
+  if (t.nvls.channels > 0) {
+    const auto a = static_cast<std::size_t>(arch_);
+    t.nvls_channels =
+        static_cast<int>(s.nodes > 1 ? c.nvls_channels_multi_node[a] : c.nvls_channels[a]);
+  }
+  return t;
 }
 
-CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes, const GroupShape& shape,
-                                              Algorithm a, Protocol p) const {
+const NcclGraph& CollectiveModel::graph_of(const NcclTopology& t, Algorithm a) const {
+  switch (a) {
+    case Algorithm::kTree:
+      return t.tree;
+    case Algorithm::kNvls:
+    case Algorithm::kNvlsTree:
+      return t.nvls;
+    case Algorithm::kCollNetDirect:
+      return t.collnet_direct;
+    case Algorithm::kCollNetChain:
+      return t.collnet_chain;
+    case Algorithm::kRing:
+    case Algorithm::kPat:
+      return t.ring;
+  }
+  return t.ring;
+}
+
+// ---------------------------------------------------------------------------------------------
+// NCCL's table (tuning.cc ncclTopoTuneModel and the enable rules there and in enqueue.cc).
+
+CollectiveModel::Tuned CollectiveModel::tune(CollectiveKind kind, const NcclTopology& t,
+                                             Algorithm a, Protocol p, double channel_scale,
+                                             bool run_time) const {
+  const NcclCalibration& c = cluster_.nccl;
+  const GroupShape& s = t.shape;
+  Tuned out;
+  const int n = s.ranks, nodes = s.nodes;
+  const double ppn = static_cast<double>(n) / nodes;  // NCCL's ppn: ranks / nodes
+  const int local = s.ranks_per_node;
+  const bool nvswitch = nvlink_ > 0;
+  const bool collnet = cluster_.inter_node.sharp && nodes > 1;
+  const bool simple = p == Protocol::kSimple;
+
+  // Which functions each algorithm serves.
+  switch (kind) {
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce:
+      if (a != Algorithm::kRing) return out;
+      break;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+      if (a != Algorithm::kPat && a != Algorithm::kRing && a != Algorithm::kNvls &&
+          a != Algorithm::kCollNetDirect) {
+        return out;
+      }
+      break;
+    case CollectiveKind::kAllReduce:
+      if (a == Algorithm::kPat) return out;
+      break;
+    case CollectiveKind::kAllToAll:
+      return out;  // point-to-point, not tuned
+  }
+  if ((a == Algorithm::kNvls || a == Algorithm::kNvlsTree) && !simple) return out;
+  if (a == Algorithm::kPat && (!simple || n != nodes || nodes < 2))
+    return out;  // PAT: 1 GPU per node
+  // Algorithm availability.
+  if (a == Algorithm::kNvlsTree && nodes == 1) return out;
+  if ((a == Algorithm::kCollNetDirect || a == Algorithm::kCollNetChain) && !collnet) return out;
+  if (a == Algorithm::kNvls && nodes > 1 && !collnet) return out;
+  if (a == Algorithm::kCollNetDirect && !nvswitch) return out;
+  if ((a == Algorithm::kCollNetDirect || a == Algorithm::kCollNetChain) &&
+      local > c.max_direct_arity)
+    return out;
+  if ((a == Algorithm::kNvls || a == Algorithm::kNvlsTree) &&
+      (t.nvls.channels == 0 || (kind != CollectiveKind::kAllReduce && local > c.max_nvls_arity))) {
+    return out;
+  }
+  // LL128 only over NVLink (or one GPU per node) and network paths up to PXB/PXN, i.e. NICs that
+  // write into GPU memory through the GPU's PCIe switch (GPUDirect RDMA).
+  if (p == Protocol::kLL128 &&
+      (!(nvswitch || local == 1) || (nodes > 1 && !cluster_.inter_node.gpudirect_rdma))) {
+    return out;
+  }
+
+  const NcclGraph& g = graph_of(t, a);
+  if (g.channels == 0) return out;
+  if ((a == Algorithm::kNvls || a == Algorithm::kNvlsTree) && g.channels < 2) return out;
+
+  const auto arch = static_cast<std::size_t>(arch_);
+  const std::size_t scale = nodes <= 2 ? static_cast<std::size_t>(nodes - 1) : 2;
+  const std::size_t ll_row = nodes == 1 ? arch : (cluster_.cpu_vendor == "amd" ? 1 : 0);
+  const double ll_max_bw = c.ll_max_bw[ll_row][scale];
+  const double channels = g.channels * channel_scale;
+  const bool is_collnet = a == Algorithm::kCollNetDirect || a == Algorithm::kCollNetChain;
+  double bw = (nodes <= 2 || is_collnet) ? g.bw_intra : g.bw_inter;
+  if (a == Algorithm::kNvls || a == Algorithm::kNvlsTree) {
+    double intra = g.bw_intra * c.nvls_efficiency[arch] * (g.channels - 1) / g.channels;
+    intra *= kind == CollectiveKind::kAllReduce ? 2.0 : (ppn - 1) / ppn;
+    // On one node bwInter crosses no NIC: it is the search's speed step, which NCCL's estimate
+    // keeps but the hardware does not have (run_time: NVLink alone binds).
+    const double inter_bw = (run_time && nodes == 1)
+                                ? std::numeric_limits<double>::max()
+                                : g.bw_inter * ((nodes <= 2 && a == Algorithm::kNvlsTree) ? 2 : 1);
+    bw = std::min({intra, inter_bw,
+                   a == Algorithm::kNvlsTree ? c.per_ch_max_nvls_tree_bw[arch][scale]
+                                             : std::numeric_limits<double>::max()});
+  }
+  double bus = channels * bw;
+  if (a == Algorithm::kRing && p == Protocol::kLL)
+    bus = std::min(ll_max_bw, bus * c.ll_ring_fraction);
+  if (a == Algorithm::kRing && p == Protocol::kLL128) {
+    bus = std::min(bus * c.ll128_efficiency, channels * c.per_ch_max_ring_ll128_bw[arch][scale]);
+  }
+  if (a == Algorithm::kTree && kind == CollectiveKind::kAllReduce) {
+    bus = std::min(bus * c.tree_efficiency, channels * c.per_ch_max_tree_bw[arch][scale]);
+  }
+  if (a == Algorithm::kTree && p == Protocol::kLL)
+    bus = std::min(bus / c.tree_ll_divisor, ll_max_bw);
+  if (a == Algorithm::kTree && p == Protocol::kLL128) {
+    bus = std::min(bus * (nodes == 1 ? c.tree_ll128_intra_factor : c.tree_ll128_inter_factor),
+                   channels * c.per_ch_max_tree_ll128_bw[arch][scale]);
+  }
+  if (a == Algorithm::kPat) bus *= c.pat_efficiency;
+  if (is_collnet && !simple) return out;
+  if (a == Algorithm::kCollNetDirect) {
+    if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter) {
+      bus = ppn * std::min(g.bw_intra, g.bw_inter * c.collnet_inter_efficiency);
+    } else {
+      double factor = ppn / g.channels;  // GPU:NIC ratio
+      factor -= (factor - 1) / 2;
+      bus /= factor;
+      if (arch_ >= 2) bus *= c.collnet_direct_hopper_efficiency;
+    }
+  }
+  // NVLS and CollNetDirect all-gather/reduce-scatter across nodes need CollNet with one head per
+  // local rank.
+  if ((a == Algorithm::kNvls || a == Algorithm::kCollNetDirect) &&
+      (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter) && nodes > 1 &&
+      (!collnet || local > s.nics_per_node)) {
+    return out;
+  }
+  if (bus <= 0) return out;
+
+  const int nsteps = kind == CollectiveKind::kAllReduce ? 2 * (n - 1)
+                     : is_ring_like(kind)               ? n - 1
+                                                        : n;
+  double alg = bus;
+  if (!(a != Algorithm::kRing &&
+        (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter))) {
+    if (a == Algorithm::kRing || a == Algorithm::kNvls || a == Algorithm::kNvlsTree) {
+      alg = bus * n / nsteps;
+    } else {
+      alg = bus * 0.5;
+    }
+  }
+
+  // Latency.
+  const std::size_t intra_hw = nvswitch ? kNvlinkLat : kPciLat;
+  const std::size_t hw = nodes == 1 ? intra_hw : kNetLat;
+  double intra_lat = c.hw_latency_us[intra_hw][ai(a)][pi(p)];
+  const double nic_lat = cluster_.inter_node.nic_latency.microseconds();  // graph->latencyInter
+  double inter_lat = (ppn == 1 ? c.hw_latency_us[kNetLat][ai(Algorithm::kTree)][pi(p)]
+                               : c.hw_latency_us[kNetLat][ai(a)][pi(p)]) +
+                     nic_lat + (simple ? nic_lat : 0.0);
+  double lat = c.base_latency_us[ai(a)][pi(p)];
+  const double log_nodes = log2_floor(nodes);
+  switch (a) {
+    case Algorithm::kRing: {
+      if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) {
+        // NCCL's graphs keep the same channels on every node on the systems we model.
+        lat += c.hw_latency_us[hw][ai(a)][pi(p)];
+      } else {
+        double net_overhead = 0;
+        if (nodes > 1) {
+          net_overhead = cluster_.cpu_vendor == "amd" ? c.net_overhead_amd_us : c.net_overhead_us;
+          if (simple) net_overhead *= 3;
+        }
+        intra_lat = std::max(intra_lat, net_overhead);
+        const int inter_steps = nodes == 1                           ? 0
+                                : kind == CollectiveKind::kAllReduce ? 2 * (nodes - 1)
+                                                                     : nodes - 1;
+        lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+      }
+      break;
+    }
+    case Algorithm::kTree:
+      if (kind == CollectiveKind::kAllReduce)
+        lat += 2 * ((n / nodes - 1) * intra_lat + log_nodes * inter_lat);
+      break;
+    case Algorithm::kCollNetDirect:
+      lat += 2 * (std::min(1, n / nodes - 1) * intra_lat +
+                  (n / nodes - 1) * c.collnet_arity_latency_us) +
+             inter_lat;
+      break;
+    case Algorithm::kCollNetChain:
+      lat += 2 * (n / nodes - 1) * intra_lat + inter_lat;
+      break;
+    case Algorithm::kNvls:
+      lat = intra_lat + (nodes > 1 ? inter_lat : 0.0);
+      break;
+    case Algorithm::kNvlsTree:
+      lat += intra_lat + 2 * log_nodes * inter_lat;
+      break;
+    case Algorithm::kPat:
+      lat += log_nodes * (inter_lat / c.pat_log_latency_divisor) + n * c.pat_rank_latency_us;
+      break;
+  }
+  out.enabled = true;
+  out.latency_us = lat;
+  out.bus_bw = bus;
+  out.alg_bw = alg;
+  return out;
+}
+
+double CollectiveModel::nccl_latency(CollectiveKind kind, double bytes, const NcclTopology& t,
+                                     Algorithm a, Protocol p, const Tuned& e) const {
+  // Plateau effect of multi-node Simple rings (ncclTopoGetAlgoTime; 1.9 before Ampere, which we
+  // do not model).
+  if (a == Algorithm::kRing && p == Protocol::kSimple && t.shape.nodes > 1 &&
+      kind == CollectiveKind::kAllReduce &&
+      std::floor(bytes / (static_cast<double>(t.channels) * t.shape.ranks)) >= 64) {
+    return e.latency_us * cluster_.nccl.plateau_factor;
+  }
+  return e.latency_us;
+}
+
+double CollectiveModel::nccl_time(CollectiveKind kind, double bytes, const NcclTopology& t,
+                                  Algorithm a, Protocol p, const Tuned& e) const {
+  const NcclCalibration& c = cluster_.nccl;
+  double bw = e.alg_bw;
+  const int log_size = log2_floor(std::floor(bytes / 64.0));
+  if (a == Algorithm::kTree && kind == CollectiveKind::kAllReduce && log_size >= 0 &&
+      log_size < 23) {
+    bw *= c.tree_correction[pi(p)][static_cast<std::size_t>(log_size)];
+  }
+  if (a == Algorithm::kNvlsTree && kind == CollectiveKind::kAllReduce && log_size >= 0 &&
+      log_size < 24 && arch_ >= 3) {
+    bw *= c.tree_correction[pi(p)][static_cast<std::size_t>(log_size)];
+  }
+  return nccl_latency(kind, bytes, t, a, p, e) + bytes / (1000.0 * bw);
+}
+
+// Channels the kernel runs on (enqueue.cc topoGetAlgoInfo): NVLS uses its own channels; rings and
+// trees drop channels while each thread would have less than its threshold of bytes.
+int CollectiveModel::channels_used(double bytes, const NcclTopology& t, Algorithm a,
+                                   Protocol p) const {
+  const NcclCalibration& c = cluster_.nccl;
+  if (a == Algorithm::kNvls || a == Algorithm::kNvlsTree) {
+    return a == Algorithm::kNvls && t.shape.nodes > 1 ? std::min(t.nvls_channels, t.channels)
+                                                      : t.nvls_channels;
+  }
+  int nc = t.channels;
+  if (a == Algorithm::kCollNetDirect) return nc;
+  double threads = c.max_threads[pi(p)];
+  const NcclGraph& ring = t.ring;
+  if (a == Algorithm::kRing && p == Protocol::kSimple &&
+      ring.bw_intra * ring.channels <= c.pcie_x16_bw[0])
+    threads = 256;
+  double threshold = c.thread_threshold[pi(p)];
+  if (a == Algorithm::kRing && p == Protocol::kLL) threshold *= t.shape.ranks;
+  while (nc >= 2 && bytes < nc * threads * threshold) --nc;
+  return std::max(1, nc);
+}
+
+// Pipeline fill of the Simple protocol: a chunk moves store-and-forward through the algorithm's
+// stages (tree and chain links, NVLS scatter/reduce/gather), and the transfer reaches its rate
+// only once the first chunk has crossed them, so the time grows by (stages - 1) chunk times.
+// Rings have no fill (every link is busy from the first step) but a fitted start-up share of
+// their first loop. Chunk sizes follow NCCL's buffers and its chunk
+// shrinking for small messages (enqueue.cc calcCollChunking).
+double CollectiveModel::pipeline_fill_us(CollectiveKind kind, double bytes, const NcclTopology& t,
+                                         Algorithm a, int channels, const Tuned& e) const {
+  const NcclCalibration& c = cluster_.nccl;
+  const GroupShape& s = t.shape;
+  const double step = c.buffer_bytes[pi(Protocol::kSimple)] / c.steps;  // bytes per step slot
+  const double nc = std::max(1, channels);
+  const double link_rate = e.bus_bw * 1e3 / nc;  // bytes per microsecond per channel and link
+  const double alg_rate = e.alg_bw * 1e3 / nc;
+  const double hops =
+      (s.ranks_per_node - 1) + std::ceil(std::log2(static_cast<double>(s.nodes)) - kEps);
+  double stages = 1, chunk = 0, rate = alg_rate;
+  switch (a) {
+    case Algorithm::kRing: {
+      const bool pipelined = kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
+      const double per_loop = pipelined ? 1.0 : s.ranks;  // chunks per channel per loop
+      chunk =
+          std::min(step * (pipelined ? 1 : c.ring_chunk_steps), std::ceil(bytes / (nc * per_loop)));
+      rate = link_rate;
+      if (pipelined) {  // a chain: the first chunk crosses n - 1 links before the last one starts
+        stages = std::max(1, s.ranks - 1);
+        break;
+      }
+      // A ring loop: every link busy from the start, but the first loop runs below the link rate
+      // (fitted: a fraction of that loop's bandwidth time; the rest of the transfer is at rate).
+      const double steps = kind == CollectiveKind::kAllReduce ? 2.0 * (s.ranks - 1) : s.ranks - 1.0;
+      return c.ring_first_loop_fraction * steps * chunk / rate;
+    }
+    case Algorithm::kTree:
+    case Algorithm::kCollNetChain:
+      chunk = std::min(step, std::ceil(bytes / nc));
+      stages = 2 * hops;
+      break;
+    case Algorithm::kPat:
+    case Algorithm::kCollNetDirect:
+      chunk = std::min(step, std::ceil(bytes / nc));
+      stages = a == Algorithm::kPat ? hops + 1 : c.nvls_pipeline_stages;
+      break;
+    case Algorithm::kNvls:
+    case Algorithm::kNvlsTree: {
+      const double heads = std::min(s.ranks_per_node, c.max_nvls_arity);
+      const double ops = nc * heads;  // concurrent chunks in flight
+      chunk = c.nvls_chunk_bytes;
+      if (a == Algorithm::kNvls) {
+        if (s.nodes > 1 && e.alg_bw < 150) chunk = std::min(chunk, 32768.0);
+        if (bytes < 64 * ops * chunk && chunk > 65536) chunk = 65536;
+        if (bytes < 8 * ops * chunk && chunk > 32768) chunk = 32768;
+        if (bytes < 2 * ops * chunk && chunk > 16384) chunk = 16384;
+        return (c.nvls_pipeline_stages - 1) * heads * chunk / rate;
+      }
+      if (s.nodes >= 4) chunk = std::min(chunk, 65536.0);
+      if (bytes < 32 * ops * chunk && chunk > 262144) chunk = 262144;
+      if (bytes < 16 * ops * chunk && chunk > 131072) chunk = 131072;
+      if (bytes < 4 * ops * chunk && chunk > 65536) chunk = 65536;
+      if (bytes < 1 * ops * chunk && chunk > 32768) chunk = 32768;
+      return ((c.nvls_pipeline_stages - 1) * heads * chunk +
+              2 * (hops - (s.ranks_per_node - 1)) * chunk) /
+             rate;
+    }
+  }
+  return std::max(0.0, stages - 1) * chunk / rate;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
+                                              const NcclTopology& t, Algorithm a, Protocol p,
+                                              int gpus_per_thread) const {
   const NcclCalibration& c = cluster_.nccl;
   CollectivePrediction out;
   out.algorithm = a;
   out.protocol = p;
-  const int n = std::max(1, shape.ranks);
-  const int nodes = std::max(1, shape.nodes);
-  const int ppn = std::max(1, shape.ranks_per_node);
-  const bool hopper_plus = arch_ >= 2;
-  const bool nvswitch = cluster_.intra_node.fabric == "nvswitch";
-
-  // Which algorithms NCCL enables for this function (enqueue.cc / tuning.cc).
-  switch (a) {
-    case Algorithm::kRing:
-      break;
-    case Algorithm::kTree:
-      if (kind != CollectiveKind::kAllReduce) return out;
-      break;
-    case Algorithm::kNvls:
-      if (!cluster_.intra_node.nvls || !hopper_plus || ppn < 2 || p != Protocol::kSimple) return out;
-      if (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kAllGather &&
-          kind != CollectiveKind::kReduceScatter)
-        return out;
-      if (nodes > 1 && !cluster_.inter_node.sharp) return out;  // multi-node NVLS needs CollNet
-      if (kind != CollectiveKind::kAllReduce && ppn > 32) return out;
-      break;
-    case Algorithm::kNvlsTree:
-      if (!cluster_.intra_node.nvls || !hopper_plus || nodes < 2 || ppn < 2 ||
-          p != Protocol::kSimple || kind != CollectiveKind::kAllReduce)
-        return out;
-      break;
-    case Algorithm::kCollNetDirect:
-    case Algorithm::kCollNetChain:
-      if (!cluster_.inter_node.sharp || nodes < 2 || p != Protocol::kSimple) return out;
-      if (a == Algorithm::kCollNetDirect && (!nvswitch || ppn > 8)) return out;
-      if (kind != CollectiveKind::kAllReduce &&
-          !(a == Algorithm::kCollNetDirect &&
-            (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter)))
-        return out;
-      break;
-    case Algorithm::kPat:
-      if (ppn != 1 || nodes < 2 ||
-          (kind != CollectiveKind::kAllGather && kind != CollectiveKind::kReduceScatter))
-        return out;
-      break;
-  }
-  if (kind == CollectiveKind::kAllToAll && a != Algorithm::kRing) return out;
-  if ((kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) && a != Algorithm::kRing) return out;
-  if (n == 1) {  // a one-rank collective is a local copy
+  const double b = std::max(1.0, bytes.as_double());
+  if (t.shape.ranks <= 1) {  // a one-rank collective is a local copy
     if (a != Algorithm::kRing || p != Protocol::kSimple) return out;
     out.valid = true;
-    out.latency_us = 0;
     out.alg_bandwidth_GBps = cluster_.gpu.memory_bandwidth.gbps() / 2;
-    out.time_us = static_cast<double>(bytes.count()) / (1e3 * out.alg_bandwidth_GBps);
+    out.time_us = out.nccl_time_us = b / (1e3 * out.alg_bandwidth_GBps);
     out.channels = 1;
     return out;
   }
-
-  const Graph g = (a == Algorithm::kNvls || a == Algorithm::kNvlsTree) ? nvls_graph(shape) : ring_graph(shape);
-  const int scale = nodes <= 1 ? 0 : nodes == 2 ? 1 : 2;
-  const auto arch = static_cast<std::size_t>(arch_);
-  const auto sc = static_cast<std::size_t>(scale);
-
-  // ---- bandwidth (tuning.cc) ----
-  const double bw = (nodes <= 2 || a == Algorithm::kCollNetDirect || a == Algorithm::kCollNetChain)
-                        ? g.bw_intra
-                        : g.bw_inter;
-  double bus = g.channels * bw;
-  const double ll_max =
-      nodes <= 1 ? c.ll_max_bw[arch][0]
-                 : c.ll_max_bw[cluster_.cpu_vendor == "amd" ? 1u : 0u][sc];  // CPU row when multi-node
-  if (a == Algorithm::kRing) {
-    if (p == Protocol::kLL) bus = std::min(ll_max, 0.5 * bus);
-    if (p == Protocol::kLL128) bus = std::min(c.ll128_efficiency * bus, g.channels * c.per_ch_max_ring_ll128_bw[arch][sc]);
-  } else if (a == Algorithm::kTree) {
-    bus = std::min(c.tree_efficiency * bus, g.channels * c.per_ch_max_tree_bw[arch][sc]);
-    if (p == Protocol::kLL) bus = std::min(bus / c.tree_ll_divisor, ll_max);
-    if (p == Protocol::kLL128) {
-      bus = std::min(bus * (nodes <= 1 ? 7.0 / 9.0 : 120.0 / 128.0), g.channels * c.per_ch_max_tree_ll128_bw[arch][sc]);
-    }
-  } else if (a == Algorithm::kPat) {
-    bus *= 0.75;
-  } else if (a == Algorithm::kNvls || a == Algorithm::kNvlsTree) {
-    double intra = g.bw_intra * c.nvls_efficiency[arch] * (g.channels - 1) / g.channels;
-    if (kind == CollectiveKind::kAllReduce) {
-      intra *= 2;
-    } else {
-      intra *= static_cast<double>(ppn - 1) / ppn;
-    }
-    double inter = g.bw_inter;
-    if (a == Algorithm::kNvlsTree && nodes <= 2) inter *= 2;
-    double per_ch = nodes > 1 ? std::min(intra, inter) : intra;
-    if (a == Algorithm::kNvlsTree) per_ch = std::min(per_ch, c.per_ch_max_nvls_tree_bw[arch][sc]);
-    bus = g.channels * per_ch;
-  } else if (a == Algorithm::kCollNetDirect) {
-    if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter) {
-      bus = ppn * std::min(g.bw_intra, 0.9 * g.bw_inter);
-    } else {
-      const double f = static_cast<double>(ppn) / g.channels;
-      if (f > 1) bus /= (f - (f - 1) / 2);
-      if (hopper_plus) bus *= 0.85;
-    }
-  }
-  if (bus <= 0) return out;
-
-  // busBw -> algBw
-  int nsteps = 1;
-  switch (kind) {
-    case CollectiveKind::kAllReduce:
-      nsteps = 2 * (n - 1);
-      break;
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllToAll:
-      nsteps = n - 1;
-      break;
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce:
-      nsteps = n;
-      break;
-  }
-  double alg;
-  if (a == Algorithm::kRing || a == Algorithm::kNvls || a == Algorithm::kNvlsTree) {
-    alg = (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce)
-              ? bus
-              : bus * n / nsteps;
-  } else if (a == Algorithm::kTree || a == Algorithm::kCollNetChain ||
-             (a == Algorithm::kCollNetDirect && kind == CollectiveKind::kAllReduce)) {
-    alg = bus * 0.5;
-  } else {
-    alg = bus;
-  }
   if (kind == CollectiveKind::kAllToAll) {
-    // All-to-all moves (n-1)/n of each rank's buffer through the same links as a ring step
-    // pattern, but cannot aggregate NICs across channels (nccl-tests #267): one NIC per rank.
-    if (nodes > 1) alg = std::min(alg, nic_speed_GBps() * c.p2p_net_efficiency * n / std::max(1, n - 1));
+    if (a != Algorithm::kRing || p != Protocol::kSimple) return out;
+    out = all_to_all(bytes, t.shape);
+  } else {
+    const Tuned full = tune(kind, t, a, p, 1.0, false);
+    if (!full.enabled) return out;
+    out.valid = true;
+    out.nccl_time_us = nccl_time(kind, b, t, a, p, full);
+    out.channels = channels_used(b, t, a, p);
+    const int run_channels = (a == Algorithm::kNvls || a == Algorithm::kNvlsTree)
+                                 ? std::max(1, out.channels)
+                                 : std::max(1, t.channels);
+    const Tuned used =
+        tune(kind, t, a, p, std::min(1.0, static_cast<double>(out.channels) / run_channels), true);
+    // NCCL's latency (with the ring plateau factor), plus the pipeline fill of Simple chunks; the
+    // fill replaces NCCL's empirical tree size correction, so the rate is NCCL's uncorrected one.
+    out.latency_us = nccl_latency(kind, b, t, a, p, full);
+    if (p == Protocol::kSimple)
+      out.latency_us += pipeline_fill_us(kind, b, t, a, out.channels, used);
+    out.alg_bandwidth_GBps = used.alg_bw;
+    out.time_us = out.latency_us + b / (1e3 * out.alg_bandwidth_GBps);
   }
-  if (a == Algorithm::kTree && kind == CollectiveKind::kAllReduce) {
-    // Empirical size correction indexed by log2(bytes/64), 64 B .. 256 MB (tuning.cc).
-    const double chunks = std::max(1.0, static_cast<double>(bytes.count()) / 64.0);
-    const int i = std::clamp(static_cast<int>(std::log2(chunks)), 0, 23);
-    alg *= c.tree_correction[static_cast<std::size_t>(idx(p))][static_cast<std::size_t>(i)];
-  }
-
-  // ---- latency (tuning.cc) ----
-  const double base = c.base_latency_us[static_cast<std::size_t>(idx(a))][static_cast<std::size_t>(idx(p))];
-  const auto intra_link = static_cast<std::size_t>(nvswitch ? kNvlinkLink : 1);
-  const double intra_lat = c.hw_latency_us[intra_link][static_cast<std::size_t>(idx(a))][static_cast<std::size_t>(idx(p))];
-  const Algorithm net_algo = (a == Algorithm::kRing && ppn == 1) ? Algorithm::kTree : a;
-  const double inter_lat =
-      c.hw_latency_us[kNetLink][static_cast<std::size_t>(idx(net_algo))][static_cast<std::size_t>(idx(p))];
-  const double net_overhead = nodes > 1 ? c.net_overhead_us * (p == Protocol::kSimple ? 3.0 : 1.0) : 0.0;
-  double lat = 0;
-  const double log_nodes = std::log2(static_cast<double>(nodes));
-  switch (a) {
-    case Algorithm::kRing: {
-      if (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) {
-        lat = base + nsteps * (nodes > 1 ? std::max(intra_lat, inter_lat) : intra_lat);
-      } else {
-        const int inter_steps = nodes <= 1 ? 0
-                                : kind == CollectiveKind::kAllReduce ? 2 * (nodes - 1)
-                                                                     : nodes - 1;
-        lat = base + (nsteps - inter_steps) * std::max(intra_lat, net_overhead) + inter_steps * inter_lat;
-      }
-      break;
+  if (gpus_per_thread > 0) {
+    const double floor = gpus_per_thread * c.launch_us;
+    if (out.time_us < floor) {
+      out.latency_us += floor - out.time_us;
+      out.time_us = floor;
     }
-    case Algorithm::kTree:
-      lat = base + 2 * ((ppn - 1) * intra_lat + log_nodes * inter_lat);
-      break;
-    case Algorithm::kCollNetDirect:
-      lat = base + 2 * (std::min(1, ppn - 1) * intra_lat + (ppn - 1) * 0.4) + inter_lat;
-      break;
-    case Algorithm::kCollNetChain:
-      lat = base + 2 * (ppn - 1) * intra_lat + inter_lat;
-      break;
-    case Algorithm::kNvls:
-      lat = intra_lat + (nodes > 1 ? inter_lat : 0);
-      break;
-    case Algorithm::kNvlsTree:
-      lat = intra_lat + 2 * log_nodes * inter_lat;
-      break;
-    case Algorithm::kPat:
-      lat = base + log_nodes * inter_lat / 3.5 + 2.8 * n;
-      break;
   }
-  // Plateau effect: multi-node Ring/Simple all-reduce with >= 64 B per rank per channel.
-  if (a == Algorithm::kRing && p == Protocol::kSimple && kind == CollectiveKind::kAllReduce && nodes > 1 &&
-      static_cast<double>(bytes.count()) / (g.channels * n) >= 64.0) {
-    lat *= c.plateau_factor;
-  }
-
-  out.valid = true;
-  out.channels = g.channels;
-  out.latency_us = lat;
-  out.alg_bandwidth_GBps = alg;
-  out.time_us = lat + static_cast<double>(bytes.count()) / (1e3 * alg);
   return out;
 }
 
-CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes, const GroupShape& shape) const {
+CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
+                                              const NcclTopology& t, int gpus_per_thread) const {
   CollectivePrediction best;
   for (int a = 0; a < NcclCalibration::kAlgorithms; ++a) {
     for (int p = 0; p < NcclCalibration::kProtocols; ++p) {
-      const CollectivePrediction c = predict(kind, bytes, shape, static_cast<Algorithm>(a), static_cast<Protocol>(p));
-      if (c.valid && (!best.valid || c.time_us < best.time_us)) best = c;
+      const CollectivePrediction c = predict(kind, bytes, t, static_cast<Algorithm>(a),
+                                             static_cast<Protocol>(p), gpus_per_thread);
+      if (c.valid && (!best.valid || c.nccl_time_us < best.nccl_time_us)) best = c;
     }
   }
   TRAINSIM_CHECK(best.valid, "no NCCL algorithm applies");
   return best;
 }
 
+CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
+                                              const GroupShape& shape, int gpus_per_thread) const {
+  return predict(kind, bytes, topology(shape), gpus_per_thread);
+}
+
 CollectivePrediction CollectiveModel::predict_p2p(Bytes bytes, bool same_node) const {
   const NcclCalibration& c = cluster_.nccl;
-  CollectivePrediction out;
-  out.valid = true;
-  out.algorithm = Algorithm::kRing;
-  out.protocol = Protocol::kSimple;
-  out.channels = 1;
-  out.latency_us = c.p2p_latency_us;
-  out.alg_bandwidth_GBps = same_node ? nvlink_total_ * c.p2p_nvlink_efficiency
-                                     : nic_speed_GBps() * c.p2p_net_efficiency;
-  out.time_us = out.latency_us + static_cast<double>(bytes.count()) / (1e3 * out.alg_bandwidth_GBps);
-  return out;
+  const double link = nvlink_ > 0 ? nvlink_ : pcie_;
+  return p2p_prediction(
+      c.p2p_latency_us + (same_node ? 0.0 : cluster_.inter_node.nic_latency.microseconds()),
+      bytes.as_double(),
+      same_node ? link * c.p2p_nvlink_efficiency : std::min(nic_, pcie_) * c.p2p_net_efficiency);
+}
+
+// All-to-all is a group of point-to-point sends (NCCL has no tuned algorithm for it): each rank
+// sends (n-1)/n of its buffer, its node's peers over NVLink and the rest through its share of the
+// node's NICs; the slower part sets the time. A rank's traffic cannot spread over several NICs
+// (sjeaugey, NVIDIA/nccl-tests #267).
+CollectivePrediction CollectiveModel::all_to_all(Bytes bytes, const GroupShape& s) const {
+  const NcclCalibration& c = cluster_.nccl;
+  const double n = s.ranks, local = s.ranks_per_node;
+  const double b = bytes.as_double();
+  const double link = nvlink_ > 0 ? nvlink_ : pcie_;
+  const double intra_us = b * (local - 1) / n / (1e3 * link * c.p2p_nvlink_efficiency);
+  const double nic_share =
+      std::min(nic_, pcie_) * std::min(1.0, static_cast<double>(s.nics_per_node) / local);
+  const double inter_us = b * (n - local) / n / (1e3 * nic_share * c.p2p_net_efficiency);
+  const double stream_us = std::max({intra_us, inter_us, 1e-9});
+  return p2p_prediction(
+      c.p2p_latency_us + (s.nodes > 1 ? cluster_.inter_node.nic_latency.microseconds() : 0.0), b,
+      b / (1e3 * stream_us));
 }
 
 }  // namespace trainsim::topo

@@ -1,20 +1,34 @@
 #pragma once
-// CollectiveModel: NCCL's own cost model (src/graph/tuning.cc) applied to a cluster. For a
-// collective of a given size on a group of ranks it predicts, for every algorithm and protocol
-// NCCL would consider on this hardware, a latency and an algorithm bandwidth, and picks the
-// fastest, as NCCL does. The constants come from the cluster's NcclCalibration; the per-channel
-// bandwidths from a model of NCCL's topology search (search.cc) over the node's NVLink and NICs.
+// CollectiveModel: NCCL's performance model applied to a cluster, plus what NCCL's own estimate
+// leaves out. For a collective on a group of ranks it
+//   1. emulates NCCL's topology search (src/graph/search.cc) for the ring, tree, NVLS and CollNet
+//      graphs of the group: channels and per-channel bandwidths;
+//   2. computes NCCL's latency/bandwidth table (src/graph/tuning.cc) and picks the algorithm and
+//      protocol with the lowest NCCL estimate (src/graph/tuning.cc ncclTopoGetAlgoTime,
+//      src/enqueue.cc topoGetAlgoInfo), as NCCL does;
+//   3. predicts the execution time of that choice: NCCL's latency, the pipeline fill of
+//      store-and-forward Simple chunks, the channels NCCL drops for small messages, and the host
+//      launch floor when one thread drives several GPUs (nccl-tests -g).
+// Every constant comes from the cluster's NcclCalibration (scenarios/calibration/nccl.json).
+// Sizes are NCCL's nBytes, which is the size column nccl-tests prints (see sim::CollectiveKind).
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "sim/task_graph.h"
 #include "topologies/hardware.h"
 
 namespace trainsim::topo {
 
-enum class Algorithm : std::uint8_t { kTree, kRing, kCollNetDirect, kCollNetChain, kNvls, kNvlsTree, kPat };
+enum class Algorithm : std::uint8_t {
+  kTree,
+  kRing,
+  kCollNetDirect,
+  kCollNetChain,
+  kNvls,
+  kNvlsTree,
+  kPat
+};
 enum class Protocol : std::uint8_t { kLL, kLL128, kSimple };
 const char* to_string(Algorithm a);
 const char* to_string(Protocol p);
@@ -24,16 +38,32 @@ struct GroupShape {
   int ranks = 1;
   int nodes = 1;
   int ranks_per_node = 1;  // the largest number of members on one node
-  int nics_per_node = 1;   // distinct NICs the members of one node can use
+  int nics_per_node = 1;   // distinct NICs local to the members of one node
+};
+
+// One algorithm's topology-search result (NCCL's ncclTopoGraph); no channels: not available.
+struct NcclGraph {
+  int channels = 0;
+  double bw_intra = 0;  // GB/s per channel
+  double bw_inter = 0;
+};
+
+// What NCCL derives once per communicator.
+struct NcclTopology {
+  GroupShape shape;
+  NcclGraph ring, tree, nvls, collnet_direct, collnet_chain;
+  int channels = 0;       // run-time ring/tree channels (comm->nChannels)
+  int nvls_channels = 0;  // run-time NVLS channels (comm->nvlsChannels)
 };
 
 struct CollectivePrediction {
   Algorithm algorithm = Algorithm::kRing;
   Protocol protocol = Protocol::kSimple;
-  double latency_us = 0;
+  double nccl_time_us = 0;        // NCCL's own estimate, which it minimises
+  double latency_us = 0;          // fixed part of the predicted time
   double alg_bandwidth_GBps = 0;  // user bytes per second while streaming (GB = 1e9 B)
-  double time_us = 0;
-  int channels = 0;
+  double time_us = 0;             // predicted time (launch floor included)
+  int channels = 0;               // channels the kernel runs on
   bool valid = false;
 };
 
@@ -41,11 +71,18 @@ class CollectiveModel {
  public:
   explicit CollectiveModel(const ClusterSpec& cluster);
 
-  // The choice NCCL makes (lowest predicted time). REQUIRES: shape.ranks >= 1.
-  CollectivePrediction predict(sim::CollectiveKind kind, Bytes bytes, const GroupShape& shape) const;
-  // One algorithm/protocol pair; `valid` is false where NCCL would not use it.
+  // The topology search for a group. REQUIRES: shape.ranks >= 1.
+  NcclTopology topology(const GroupShape& shape) const;
+
+  // NCCL's choice for `kind` and its predicted time. `gpus_per_thread` > 0 adds the host launch
+  // floor of one thread launching that many GPUs' kernels (nccl-tests -g); 0: launch hidden.
   CollectivePrediction predict(sim::CollectiveKind kind, Bytes bytes, const GroupShape& shape,
-                               Algorithm a, Protocol p) const;
+                               int gpus_per_thread = 0) const;
+  CollectivePrediction predict(sim::CollectiveKind kind, Bytes bytes, const NcclTopology& topo,
+                               int gpus_per_thread = 0) const;
+  // One algorithm/protocol pair; `valid` is false where NCCL would not use it.
+  CollectivePrediction predict(sim::CollectiveKind kind, Bytes bytes, const NcclTopology& topo,
+                               Algorithm a, Protocol p, int gpus_per_thread = 0) const;
   // A point-to-point message between two GPUs (same node or not).
   CollectivePrediction predict_p2p(Bytes bytes, bool same_node) const;
 
@@ -53,18 +90,37 @@ class CollectiveModel {
   static double bus_factor(sim::CollectiveKind kind, int ranks);
 
  private:
-  struct Graph {  // NCCL topology-search result for one algorithm
-    int channels = 0;
-    double bw_intra = 0;  // GB/s per channel
-    double bw_inter = 0;
+  enum class Pattern : std::uint8_t { kRing, kTree, kNvls, kCollNetDirect, kCollNetChain };
+  struct Tuned {  // one entry of NCCL's table
+    bool enabled = false;
+    double latency_us = 0;
+    double bus_bw = 0;  // NCCL's busBw before the conversion to algBw
+    double alg_bw = 0;  // what NCCL stores as the bandwidth
   };
-  Graph ring_graph(const GroupShape& s) const;
-  Graph nvls_graph(const GroupShape& s) const;
-  double nic_speed_GBps() const;
+
+  NcclGraph search(Pattern pattern, const GroupShape& s, int min_channels, int max_channels) const;
+  bool fits(Pattern pattern, const GroupShape& s, int channels, double bw_intra,
+            double bw_inter) const;
+  const NcclGraph& graph_of(const NcclTopology& t, Algorithm a) const;
+  // NCCL's table entry; `channel_scale` < 1 models the channels dropped for small messages.
+  // `run_time`: the rate the kernel achieves rather than NCCL's estimate (differs only where the
+  // estimate caps single-node NVLS by a speed step that no link has).
+  Tuned tune(sim::CollectiveKind kind, const NcclTopology& t, Algorithm a, Protocol p,
+             double channel_scale, bool run_time) const;
+  double nccl_latency(sim::CollectiveKind kind, double bytes, const NcclTopology& t, Algorithm a,
+                      Protocol p, const Tuned& e) const;
+  double nccl_time(sim::CollectiveKind kind, double bytes, const NcclTopology& t, Algorithm a,
+                   Protocol p, const Tuned& e) const;
+  int channels_used(double bytes, const NcclTopology& t, Algorithm a, Protocol p) const;
+  double pipeline_fill_us(sim::CollectiveKind kind, double bytes, const NcclTopology& t,
+                          Algorithm a, int channels, const Tuned& e) const;
+  CollectivePrediction all_to_all(Bytes bytes, const GroupShape& s) const;
 
   ClusterSpec cluster_;
-  int arch_ = 1;           // NcclCalibration architecture row
-  double nvlink_total_ = 0;  // effective NVLink GB/s per GPU per direction
+  int arch_ = 1;       // NcclCalibration architecture row
+  double nvlink_ = 0;  // effective NVLink GB/s per GPU per direction (0: PCIe node)
+  double pcie_ = 0;    // NCCL's PCIe x16 GB/s for the node's generation
+  double nic_ = 0;     // NIC line rate in GB/s (NCCL: Mb/s / 8000)
 };
 
 }  // namespace trainsim::topo

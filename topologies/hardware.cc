@@ -1,5 +1,8 @@
 #include "topologies/hardware.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace trainsim::topo {
 
 const char* to_string(Architecture a) {
@@ -27,6 +30,13 @@ FlopRate GpuSpec::peak(DataType t) const {
       return fp32;
   }
   return dense_16bit;
+}
+
+int nodes_per_leaf_for_radix(const InterNodeSpec& net) {
+  const double o = std::max(1.0, net.oversubscription);
+  const int down = std::max(1, static_cast<int>(std::floor(net.switch_radix * o / (1.0 + o) + 1e-9)));
+  if (net.topology == "rail_optimized") return down;
+  return std::max(1, down / std::max(1, net.nics_per_node));
 }
 
 }  // namespace trainsim::topo

@@ -62,30 +62,78 @@ struct GpuSpec {
   FlopRate peak(DataType t) const;
 };
 
-// NCCL's tuning model (src/graph/tuning.cc), as data. Indices: algorithm (Tree, Ring,
-// CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT), protocol (LL, LL128, Simple), link class
-// (NVLink, PCI, Net), architecture row (Volta, Ampere, Hopper, Blackwell), scale (1 node,
-// 2 nodes, more).
+// NCCL's performance model as data: the tuning constants (src/graph/tuning.cc), the link speeds
+// and topology-search steps (src/graph/topo.h, topo.cc, search.cc), the runtime buffer, channel
+// and thread constants (src/init.cc, src/include/device.h, comm.h, src/transport/nvls.cc), and
+// our execution terms (pipeline fill, host launch), each cited in scenarios/calibration/nccl.json.
+// Indices: algorithm (Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT), protocol
+// (LL, LL128, Simple), link class (NVLink, PCI, Net), architecture row (Volta, Ampere, Hopper,
+// Blackwell), scale (1 node, 2 nodes, more).
 struct NcclCalibration {
   static constexpr int kAlgorithms = 7, kProtocols = 3, kLinks = 3, kArchs = 4, kScales = 3;
+  using ArchTable = std::array<std::array<double, kScales>, kArchs>;
+  using ArchValues = std::array<double, kArchs>;
+  using ProtocolValues = std::array<double, kProtocols>;
+
+  // ---- tuning.cc ----
   std::array<std::array<double, kProtocols>, kAlgorithms> base_latency_us{};
   std::array<std::array<std::array<double, kProtocols>, kAlgorithms>, kLinks> hw_latency_us{};
-  std::array<std::array<double, kScales>, kArchs> ll_max_bw{};
-  std::array<std::array<double, kScales>, kArchs> per_ch_max_ring_ll128_bw{};
-  std::array<std::array<double, kScales>, kArchs> per_ch_max_tree_ll128_bw{};
-  std::array<std::array<double, kScales>, kArchs> per_ch_max_tree_bw{};
-  std::array<std::array<double, kScales>, kArchs> per_ch_max_nvls_tree_bw{};
+  ArchTable ll_max_bw{};  // row = GPU arch on one node, CPU vendor row (0 Intel, 1 AMD) beyond
+  ArchTable per_ch_max_ring_ll128_bw{};
+  ArchTable per_ch_max_tree_ll128_bw{};
+  ArchTable per_ch_max_tree_bw{};
+  ArchTable per_ch_max_nvls_tree_bw{};
   std::array<std::array<double, 24>, kProtocols> tree_correction{};
-  std::array<double, kArchs> nvls_efficiency{};
-  std::array<double, kArchs> nvlink_link_bw{};  // effective GB/s per NVLink link, per direction
-  std::vector<double> intra_speeds_pre_hopper, inter_speeds_pre_hopper;  // graph search steps
-  std::vector<double> intra_speeds_hopper, inter_speeds_hopper;
-  std::vector<double> intra_speeds_blackwell, inter_speeds_blackwell;
-  double net_overhead_us = 1.0;       // per network step (Intel CPUs)
-  double plateau_factor = 1.4;        // multi-node ring/simple latency multiplier (Ampere+)
+  ArchValues nvls_efficiency{};
+  double net_overhead_us = 1.0;      // per network step, Intel (and other) CPUs
+  double net_overhead_amd_us = 2.0;  // AMD CPUs
+  double plateau_factor = 1.4;       // multi-node ring/simple all-reduce latency (Ampere+)
+  double ll_ring_fraction = 0.5;     // ring LL moves half the bus bandwidth
   double ll128_efficiency = 0.92;
   double tree_efficiency = 0.92;
   double tree_ll_divisor = 3.8;
+  double tree_ll128_intra_factor = 7.0 / 9.0;
+  double tree_ll128_inter_factor = 120.0 / 128.0;
+  double pat_efficiency = 0.75;
+  double pat_log_latency_divisor = 3.5;
+  double pat_rank_latency_us = 2.8;
+  double collnet_inter_efficiency = 0.9;
+  double collnet_direct_hopper_efficiency = 0.85;
+  double collnet_arity_latency_us = 0.4;
+
+  // ---- topo.h / topo.cc / search.cc ----
+  ArchValues nvlink_link_bw{};              // effective GB/s per NVLink link, per direction
+  std::array<double, 4> pcie_x16_bw{};      // GB/s per direction for PCIe gen 3, 4, 5, 6 (x16)
+  std::vector<double> intra_speeds_pre_hopper, inter_speeds_pre_hopper;  // graph search steps
+  std::vector<double> intra_speeds_hopper, inter_speeds_hopper;
+  std::vector<double> intra_speeds_blackwell, inter_speeds_blackwell;
+  double search_speed_ratio = 0.49;         // keep lowering the speed while next/best > this
+  double dup_channels_min_bw = 25.0;        // channels at >= this speed are duplicated ...
+  double dup_channels_sm90_bw = 50.0;       // ... on SM90+ only above this speed when > 4 channels
+  int max_channels = 64;                    // MAXCHANNELS
+  double multi_node_dup_bw = 45.0;          // Hopper+ multi-node: channels doubled again when the
+  int multi_node_dup_below = 16;            // ring speed exceeds this and channels are fewer
+  int ring_max_channels = 32;               // ring graph search budget (MAXCHANNELS / 2)
+  int max_nvls_arity = 32;                  // NCCL_MAX_NVLS_ARITY
+  int max_direct_arity = 8;                 // CollNetDirect local ranks (NCCL_MAX_DIRECT_ARITY + 1)
+
+  // ---- runtime: buffers, chunks, channels, threads ----
+  int steps = 8;                          // NCCL_STEPS
+  ProtocolValues buffer_bytes{};          // per protocol and channel: LL, LL128, Simple
+  double ll128_data_fraction = 120.0 / 128.0;
+  int ring_chunk_steps = 4;               // all-reduce/all-gather/reduce-scatter rings
+  double nvls_chunk_bytes = 131072;       // NCCL_NVLS_CHUNKSIZE default
+  ArchValues nvls_channels{};             // one node
+  ArchValues nvls_channels_multi_node{};  // several nodes
+  ProtocolValues max_threads{};           // per channel
+  ProtocolValues thread_threshold{};      // bytes per thread before adding threads/channels
+
+  // ---- execution terms (ours; see nccl.json for the evidence) ----
+  double launch_us = 5.5;          // host enqueue + launch per GPU when one thread drives several
+  double ring_first_loop_fraction = 1.0 / 7;  // ring start-up: share of the first loop's time
+  int nvls_pipeline_stages = 3;    // NVLS: scatter, reduce (multimem), gather
+
+  // ---- point-to-point ----
   double p2p_nvlink_efficiency = 0.8;  // point-to-point share of the NVLink effective bandwidth
   double p2p_net_efficiency = 0.96;    // point-to-point share of a NIC's line rate
   double p2p_latency_us = 8.0;
@@ -95,20 +143,32 @@ struct NcclCalibration {
 struct IntraNodeSpec {
   std::string fabric = "nvswitch";  // "nvswitch" | "pcie"
   int nvswitch_generation = 0;
+  int nvswitches = 0;          // NVSwitch chips per node (0 when unknown or PCIe)
   bool nvls = false;           // NVLink SHARP (in-switch reduction), NVSwitch gen3+
   Bandwidth bandwidth;         // per GPU, per direction (line rate)
-  Duration latency;
+  Duration latency;            // one GPU-switch-GPU hop
 };
 
+// The scale-out fabric. Rail-optimized: NIC i of every node of a scalable unit on leaf i of that
+// unit; fat tree: all NICs of a node on the leaf of its rack. Leaves connect to a non-blocking
+// spine; a leaf's uplink capacity is its downlink capacity / oversubscription.
 struct InterNodeSpec {
   std::string topology = "rail_optimized";  // "rail_optimized" | "fat_tree"
   int nics_per_node = 8;
+  std::string nic;                // NIC model (documentation)
   Bandwidth nic_bandwidth;        // per NIC, per direction (line rate)
+  int switch_radix = 64;          // ports per leaf switch
   double oversubscription = 1.0;  // leaf downlink capacity / uplink capacity
-  int nodes_per_leaf = 32;        // rail-optimized: nodes per scalable unit; fat-tree: per leaf
-  Duration latency;               // one switch hop
+  int nodes_per_leaf = 32;        // rail-optimized: nodes per scalable unit; fat tree: per leaf
+  Duration latency;               // one switch hop (port to port, with cables)
+  Duration nic_latency;           // NCCL's net latency property (0 for InfiniBand verbs)
+  bool gpudirect_rdma = true;     // NICs write into GPU memory (else NCCL's net path is above PXN)
   bool sharp = false;             // in-network reduction (CollNet) available
 };
+
+// Nodes per leaf a radix gives: the leaf's down ports (radix * o / (1 + o)), one per node on a
+// rail, nics_per_node per node on a fat tree.
+int nodes_per_leaf_for_radix(const InterNodeSpec& net);
 
 struct ClusterSpec {
   std::string name;
@@ -118,7 +178,7 @@ struct ClusterSpec {
   IntraNodeSpec intra_node;
   InterNodeSpec inter_node;
   int pcie_generation = 4;
-  std::string cpu_vendor = "intel";  // NCCL's multi-node LL bandwidth row
+  std::string cpu_vendor = "intel";  // NCCL's multi-node LL bandwidth row and network overhead
   NcclCalibration nccl;
   int num_gpus() const { return gpus_per_node * num_nodes; }
 };

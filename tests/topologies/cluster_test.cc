@@ -41,3 +41,30 @@ TEST_CASE("topologies/Cluster: oversubscription shrinks leaf uplinks, not NIC po
   CHECK(up == doctest::Approx(nic * 32 / 4.0));  // 4 nodes x 8 NICs per leaf, 4:1
   CHECK(cluster.connected());
 }
+
+TEST_CASE("topologies/Cluster: nodes per leaf follow the switch radix and the taper") {
+  topo::InterNodeSpec net;
+  net.switch_radix = 64;
+  net.nics_per_node = 8;
+  net.topology = "rail_optimized";
+  CHECK(topo::nodes_per_leaf_for_radix(net) == 32);  // 32 ports down, 32 up (DGX H100 SuperPOD SU)
+  net.oversubscription = 3.0;
+  CHECK(topo::nodes_per_leaf_for_radix(net) == 48);  // 48 down, 16 up
+  net.topology = "fat_tree";
+  CHECK(topo::nodes_per_leaf_for_radix(net) == 6);  // 48 down ports / 8 NICs per node
+  // The presets derive it: 40-port HDR leaves give the DGX A100 SuperPOD's 20-node units.
+  CHECK(config::load_cluster("dgx-a100-80gb", 40).inter_node.nodes_per_leaf == 20);
+  CHECK(config::load_cluster("dgx-h100", 40).inter_node.nodes_per_leaf == 32);
+}
+
+TEST_CASE("topologies/Cluster: route latency counts the switch hops") {
+  const topo::ClusterSpec spec = config::load_cluster("dgx-h100", 64);
+  topo::Cluster cluster(spec);
+  const double hop = spec.inter_node.latency.seconds();
+  CHECK(cluster.route_latency(0, 0).seconds() == 0.0);
+  CHECK(cluster.route_latency(0, 1).seconds() ==
+        doctest::Approx(spec.intra_node.latency.seconds()));
+  CHECK(cluster.route_latency(0, 8).seconds() == doctest::Approx(hop));  // one leaf
+  CHECK(cluster.route_latency(0, 8 * 40).seconds() ==
+        doctest::Approx(3 * hop));  // leaf, spine, leaf
+}

@@ -6,52 +6,184 @@
 
 using namespace trainsim;
 using sim::CollectiveKind;
+using topo::Algorithm;
+using topo::Protocol;
 
 namespace {
-double busbw(const topo::CollectiveModel& m, CollectiveKind k, std::int64_t bytes, topo::GroupShape s) {
-  const auto p = m.predict(k, sim::Bytes(bytes), s);
-  return static_cast<double>(bytes) / (p.time_us * 1e3) * topo::CollectiveModel::bus_factor(k, s.ranks);
+
+double busbw(const topo::CollectivePrediction& p, CollectiveKind k, std::int64_t bytes, int ranks) {
+  return static_cast<double>(bytes) / (p.time_us * 1e3) *
+         topo::CollectiveModel::bus_factor(k, ranks);
 }
+
+constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+
 }  // namespace
 
-TEST_CASE("topologies/CollectiveModel: NCCL's ring bandwidth on one DGX A100 node") {
+TEST_CASE("topologies/CollectiveModel: NCCL's graph search on one DGX A100 node") {
   const topo::CollectiveModel m(config::load_cluster("dgx-a100-80gb", 1));
-  const topo::GroupShape node{8, 1, 8, 8};
-  const auto p = m.predict(CollectiveKind::kAllReduce, sim::Bytes(1 << 30), node);
-  CHECK(p.algorithm == topo::Algorithm::kRing);
-  CHECK(p.protocol == topo::Protocol::kSimple);
-  // 12 channels x 20 GB/s (search.cc channel duplication of 6 x 40).
-  CHECK(busbw(m, CollectiveKind::kAllReduce, 1 << 30, node) == doctest::Approx(240).epsilon(0.02));
-  // Small messages pick the low-latency protocol.
-  CHECK(m.predict(CollectiveKind::kAllReduce, sim::Bytes(1024), node).protocol == topo::Protocol::kLL);
+  const topo::NcclTopology t = m.topology({8, 1, 8, 8});
+  // 12 NVLinks x 20 GB/s = 240 GB/s per GPU: 6 channels at 40 GB/s, duplicated to 12 x 20
+  // (search.cc ncclTopoDupChannels); rings run on twice the search channels (connect.cc).
+  CHECK(t.ring.channels == 12);
+  CHECK(t.ring.bw_intra == doctest::Approx(20));
+  CHECK(t.tree.channels == 12);
+  CHECK(t.channels == 24);
+  CHECK(t.nvls.channels == 0);  // no NVLink SHARP before Hopper
+}
+
+TEST_CASE("topologies/CollectiveModel: NCCL's latency and bandwidth formulas, checked by hand") {
+  const topo::CollectiveModel m(config::load_cluster("dgx-a100-80gb", 1));
+  const topo::NcclTopology t = m.topology({8, 1, 8, 8});
+  // Ring/LL all-reduce of 8 B: base 6.6 + 14 steps x 0.6 us; bus bandwidth min(87.7, 0.5 x 240),
+  // algorithm bandwidth x 8/14 (tuning.cc).
+  const auto ll =
+      m.predict(CollectiveKind::kAllReduce, sim::Bytes(8), t, Algorithm::kRing, Protocol::kLL);
+  REQUIRE(ll.valid);
+  CHECK(ll.nccl_time_us == doctest::Approx(6.6 + 14 * 0.6 + 8.0 / (1000.0 * 87.7 * 8 / 14)));
+  CHECK(ll.alg_bandwidth_GBps <= 87.7 * 8 / 14 + 1e-9);
+  // Ring/Simple at 1 GiB: latency 8.4 + 14 x 3.4, bus bandwidth 12 x 20 = 240.
+  const auto simple = m.predict(CollectiveKind::kAllReduce, sim::Bytes(kGiB), t, Algorithm::kRing,
+                                Protocol::kSimple);
+  CHECK(simple.nccl_time_us ==
+        doctest::Approx(8.4 + 14 * 3.4 + static_cast<double>(kGiB) / (1000.0 * 240 * 8 / 14)));
+  // The prediction adds the pipeline fill of 2 MiB chunks, never removes time.
+  CHECK(simple.time_us > simple.nccl_time_us);
+  CHECK(simple.time_us < 1.1 * simple.nccl_time_us);
+  // The choice: LL for small messages, Simple for large ones; ~235 GB/s bus bandwidth measured
+  // by NVIDIA on DGX A100 (GTC24 S62129: 232; sjeaugey, nccl-tests #149: ~230).
+  CHECK(m.predict(CollectiveKind::kAllReduce, sim::Bytes(1024), t).protocol == Protocol::kLL);
+  const auto big = m.predict(CollectiveKind::kAllReduce, sim::Bytes(4 * kGiB), t);
+  CHECK(big.algorithm == Algorithm::kRing);
+  CHECK(big.protocol == Protocol::kSimple);
+  CHECK(busbw(big, CollectiveKind::kAllReduce, 4 * kGiB, 8) == doctest::Approx(235).epsilon(0.05));
+}
+
+TEST_CASE("topologies/CollectiveModel: H100 all-reduce uses NVLink SHARP at large sizes") {
+  const topo::CollectiveModel m(config::load_cluster("dgx-h100", 1));
+  const topo::NcclTopology t = m.topology({8, 1, 8, 8});
+  // One NVLS channel per GPU at 40 GB/s (8 x 40 + the head's 40 <= 18 x 20.6), bwInter raised to
+  // 60 in the search's second pass: NCCL's NVLS bus bandwidth is 8 x min(40 x 0.85 x 7/8 x 2, 60).
+  CHECK(t.nvls.channels == 8);
+  CHECK(t.nvls.bw_intra == doctest::Approx(40));
+  CHECK(t.nvls.bw_inter == doctest::Approx(60));
+  const auto big = m.predict(CollectiveKind::kAllReduce, sim::Bytes(8 * kGiB), t);
+  CHECK(big.algorithm == Algorithm::kNvls);
+  // ~480 GB/s busbw on 8 H100s (sjeaugey, nccl-tests #212; GTC24 S62129).
+  CHECK(busbw(big, CollectiveKind::kAllReduce, 8 * kGiB, 8) == doctest::Approx(476).epsilon(0.03));
+  // The ring alone: 12 x 30 = 360 GB/s, ~370 measured with NCCL_ALGO=Ring (nccl-tests #212).
+  const auto ring = m.predict(CollectiveKind::kAllReduce, sim::Bytes(8 * kGiB), t, Algorithm::kRing,
+                              Protocol::kSimple);
+  CHECK(busbw(ring, CollectiveKind::kAllReduce, 8 * kGiB, 8) == doctest::Approx(360).epsilon(0.03));
+  // NVLS is not offered for all-reduce across nodes without CollNet, NVLSTree only across nodes.
+  CHECK_FALSE(m.predict(CollectiveKind::kAllReduce, sim::Bytes(kGiB), t, Algorithm::kNvlsTree,
+                        Protocol::kSimple)
+                  .valid);
+  CHECK_FALSE(
+      m.predict(CollectiveKind::kAllReduce, sim::Bytes(kGiB), t, Algorithm::kNvls, Protocol::kLL)
+          .valid);
 }
 
 TEST_CASE("topologies/CollectiveModel: multi-node rings are bound by the NICs") {
   const topo::CollectiveModel m(config::load_cluster("dgx-a100-80gb", 4));
-  // One GPU per node (a data-parallel group with TP 8): one HDR NIC, ~24 GB/s.
-  const double one_nic = busbw(m, CollectiveKind::kAllReduce, std::int64_t{1} << 30, {4, 4, 1, 1});
-  CHECK(one_nic > 20.0);
-  CHECK(one_nic < 25.0);
-  // Eight GPUs per node use all eight NICs: ~8 x 24 GB/s.
-  const double eight_nics = busbw(m, CollectiveKind::kAllReduce, std::int64_t{1} << 32, {32, 4, 8, 8});
-  CHECK(eight_nics > 150.0);
-  CHECK(eight_nics < 200.0);
+  // One GPU per node (a data-parallel group with TP 8): one HDR NIC, ~24 GB/s (nccl #412).
+  const double one_nic =
+      busbw(m.predict(CollectiveKind::kAllReduce, sim::Bytes(kGiB), topo::GroupShape{4, 4, 1, 1}),
+            CollectiveKind::kAllReduce, kGiB, 4);
+  CHECK(one_nic > 19.0);
+  CHECK(one_nic < 24.5);
+  // Eight GPUs per node use all eight NICs: ~8 x 24 GB/s (192 measured on DGX A100, nccl #1576).
+  const double eight = busbw(
+      m.predict(CollectiveKind::kAllReduce, sim::Bytes(4 * kGiB), topo::GroupShape{32, 4, 8, 8}),
+      CollectiveKind::kAllReduce, 4 * kGiB, 32);
+  CHECK(eight > 160.0);
+  CHECK(eight < 200.0);
 }
 
-TEST_CASE("topologies/CollectiveModel: time grows with size and the choice is the fastest") {
-  const topo::CollectiveModel m(config::load_cluster("dgx-h100", 2));
-  const topo::GroupShape s{16, 2, 8, 8};
-  double last = 0;
-  for (std::int64_t b = 8; b <= (std::int64_t{1} << 34); b *= 4) {
-    const auto best = m.predict(CollectiveKind::kAllReduce, sim::Bytes(b), s);
-    CHECK(best.time_us >= last);
-    last = best.time_us;
-    for (int a = 0; a < 7; ++a) {
-      for (int p = 0; p < 3; ++p) {
-        const auto c = m.predict(CollectiveKind::kAllReduce, sim::Bytes(b), s, static_cast<topo::Algorithm>(a),
-                                 static_cast<topo::Protocol>(p));
-        if (c.valid) CHECK(c.time_us >= best.time_us);
+TEST_CASE(
+    "topologies/CollectiveModel: the choice is NCCL's lowest estimate and time grows with size") {
+  const topo::CollectiveModel m(config::load_cluster("dgx-h100", 4));
+  for (const topo::GroupShape s : {topo::GroupShape{32, 4, 8, 8}, topo::GroupShape{4, 4, 1, 1}}) {
+    const topo::NcclTopology t = m.topology(s);
+    double last = 0;
+    for (std::int64_t b = 8; b <= (std::int64_t{1} << 34); b *= 4) {
+      for (CollectiveKind k : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
+                               CollectiveKind::kReduceScatter, CollectiveKind::kBroadcast}) {
+        const auto best = m.predict(k, sim::Bytes(b), t);
+        for (int a = 0; a < 7; ++a) {
+          for (int p = 0; p < 3; ++p) {
+            const auto c =
+                m.predict(k, sim::Bytes(b), t, static_cast<Algorithm>(a), static_cast<Protocol>(p));
+            if (c.valid) CHECK(c.nccl_time_us >= best.nccl_time_us);
+          }
+        }
       }
+      const auto ar = m.predict(CollectiveKind::kAllReduce, sim::Bytes(b), t);
+      CHECK(ar.time_us >= last);
+      last = ar.time_us;
     }
   }
+}
+
+TEST_CASE("topologies/CollectiveModel: which algorithms each function may use") {
+  const topo::CollectiveModel m(config::load_cluster("dgx-h100", 8));
+  const topo::NcclTopology one_per_node = m.topology({8, 8, 1, 1});
+  // PAT serves all-gather/reduce-scatter with one GPU per node, never all-reduce.
+  CHECK(m.predict(CollectiveKind::kAllGather, sim::Bytes(1 << 20), one_per_node, Algorithm::kPat,
+                  Protocol::kSimple)
+            .valid);
+  CHECK_FALSE(m.predict(CollectiveKind::kAllReduce, sim::Bytes(1 << 20), one_per_node,
+                        Algorithm::kPat, Protocol::kSimple)
+                  .valid);
+  const topo::NcclTopology full = m.topology({64, 8, 8, 8});
+  CHECK_FALSE(m.predict(CollectiveKind::kAllGather, sim::Bytes(1 << 20), full, Algorithm::kPat,
+                        Protocol::kSimple)
+                  .valid);
+  // Broadcast and reduce are rings only; no CollNet without SHARP.
+  CHECK_FALSE(m.predict(CollectiveKind::kBroadcast, sim::Bytes(1 << 20), full, Algorithm::kTree,
+                        Protocol::kSimple)
+                  .valid);
+  CHECK_FALSE(m.predict(CollectiveKind::kAllReduce, sim::Bytes(1 << 20), full,
+                        Algorithm::kCollNetDirect, Protocol::kSimple)
+                  .valid);
+  // With in-network reduction the CollNet algorithms appear.
+  topo::ClusterSpec sharp = config::load_cluster("dgx-h100", 8);
+  sharp.inter_node.sharp = true;
+  const topo::CollectiveModel ms(sharp);
+  CHECK(ms.predict(CollectiveKind::kAllReduce, sim::Bytes(1 << 20), ms.topology({64, 8, 8, 8}),
+                   Algorithm::kCollNetChain, Protocol::kSimple)
+            .valid);
+}
+
+TEST_CASE("topologies/CollectiveModel: one host thread launching for several GPUs sets a floor") {
+  const topo::ClusterSpec c = config::load_cluster("dgx-a100-80gb", 1);
+  const topo::CollectiveModel m(c);
+  const auto alone =
+      m.predict(CollectiveKind::kAllReduce, sim::Bytes(8), topo::GroupShape{8, 1, 8, 8});
+  const auto threaded =
+      m.predict(CollectiveKind::kAllReduce, sim::Bytes(8), topo::GroupShape{8, 1, 8, 8}, 8);
+  CHECK(alone.time_us < 8 * c.nccl.launch_us);
+  CHECK(threaded.time_us == doctest::Approx(8 * c.nccl.launch_us));
+}
+
+TEST_CASE("topologies/CollectiveModel: all-to-all across nodes is bound by one NIC per GPU") {
+  const topo::CollectiveModel m(config::load_cluster("dgx-h100", 4));
+  const auto p =
+      m.predict(CollectiveKind::kAllToAll, sim::Bytes(kGiB), topo::GroupShape{32, 4, 8, 8});
+  // 24/32 of each rank's buffer leaves the node through its own 400 Gb/s NIC, behind PCIe Gen5
+  // (NCCL's 48 GB/s), at the ~96% RDMA achieves.
+  const double nic_time_us = static_cast<double>(kGiB) * 24 / 32 / (48e3 * 0.96);
+  CHECK(p.time_us == doctest::Approx(nic_time_us).epsilon(0.03));
+}
+
+TEST_CASE("topologies/CollectiveModel: single-node NVLS runs at the NVLink term, not NCCL's search cap") {
+  // On NVLink 5 NCCL's estimate caps NVLS at 8 x 90 (the top speed step, no link behind it);
+  // B300 nodes measure ~845 GB/s busbw with NVLS (NVIDIA/nccl #2140). The predicted rate is the
+  // NVLink term 8 x 80 x 0.74 x 7/8 x 2 = 829.
+  const topo::CollectiveModel m(config::load_cluster("dgx-b200", 1));
+  const topo::NcclTopology t = m.topology({8, 1, 8, 8});
+  const auto p = m.predict(CollectiveKind::kAllReduce, sim::Bytes(16 * kGiB), t);
+  CHECK(p.algorithm == Algorithm::kNvls);
+  CHECK(busbw(p, CollectiveKind::kAllReduce, 16 * kGiB, 8) == doctest::Approx(829).epsilon(0.01));
+  CHECK(p.nccl_time_us > p.time_us);  // NCCL's own estimate is slower
 }

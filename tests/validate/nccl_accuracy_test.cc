@@ -1,0 +1,124 @@
+// The collective model against every all-reduce sweep in validate/data/nccl_measurements.json,
+// each on its own hardware: predicted bus bandwidth within 15% of the measurement for messages of
+// 64 MiB and more, predicted time within 35% for 64 KiB and less. Prints the per-dataset errors
+// (run build/tests/validate_nccl_tests -tc='*accuracy*' -s to see them).
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <regex>
+#include <string>
+
+#include "config/json_reader.h"
+#include "config/scenario.h"
+#include "validate/nccl_tests.h"
+
+using namespace trainsim;
+
+namespace {
+
+const std::string kData =
+    std::string(TRAINSIM_SOURCE_DIR) + "/validate/data/nccl_measurements.json";
+
+// The cluster preset of a record's hardware description; empty when none applies.
+std::string preset_of(const config::Json& record) {
+  std::string hw;
+  if (record.contains("hardware")) {
+    for (const auto& [key, v] : record["hardware"].items()) {
+      if (v.is_string()) hw += v.get<std::string>() + " ";
+    }
+  }
+  if (hw.find("a3-megagpu") != std::string::npos) return "gcp-a3-mega";
+  if (hw.find("DGX H100") != std::string::npos) return "dgx-h100";
+  if (hw.find("A100") != std::string::npos && hw.find("NVSwitch") != std::string::npos)
+    return "dgx-a100-80gb";
+  return "";
+}
+
+// GPUs per thread (nccl-tests -g) stated in the record's command line; 1 otherwise.
+int gpus_per_thread_of(const config::Json& record) {
+  const std::string text =
+      record.value("tool", std::string()) + " " + record.value("source", std::string());
+  std::smatch m;
+  if (std::regex_search(text, m, std::regex(R"((^|\s|')-g (\d+))"))) return std::stoi(m[2].str());
+  return 1;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "validate/nccl accuracy: every all-reduce sweep within 15% busbw (>= 64 MiB) and 35% time (<= "
+    "64 KiB)") {
+  const config::Json data = config::read_json_file(kData);
+  REQUIRE(data.is_array());
+  int sweeps = 0;
+  std::printf("\n%-44s %14s %5s %16s %16s %8s\n", "dataset (all_reduce)", "hardware", "GPUs",
+              "busbw >= 64 MiB", "time <= 64 KiB", "rows");
+  std::printf("%-44s %14s %5s %16s %16s %8s\n", "", "", "", "mean / max |err|", "mean / max |err|",
+              "checked");
+  for (const config::Json& record : data) {
+    if (record.value("collective", std::string()) != "all_reduce" || !record.contains("rows"))
+      continue;
+    validate::NcclTestsLog log;
+    for (const config::Json& r : record["rows"]) {
+      if (!r.contains("bytes") || !r["bytes"].is_number() || !r.contains("time_us") ||
+          !r["time_us"].is_number())
+        continue;
+      validate::NcclTestsRow row;
+      row.bytes = r["bytes"].get<std::int64_t>();
+      row.out_of_place = validate::NcclTestsPlacement{r["time_us"].get<double>(), 0, 0};
+      if (r.contains("inplace_time_us") && r["inplace_time_us"].is_number()) {
+        row.in_place = validate::NcclTestsPlacement{r["inplace_time_us"].get<double>(), 0, 0};
+      }
+      log.rows.push_back(row);
+    }
+    if (log.rows.empty()) continue;  // summary points, not a sweep
+    const std::string id = record["id"].get<std::string>();
+    const std::string preset = preset_of(record);
+    INFO("dataset " << id);
+    REQUIRE_MESSAGE(!preset.empty(), "no cluster preset for this dataset's hardware");
+    const int gpus = record["n_gpus"].get<int>();
+    const int nodes = record["n_nodes"].get<int>();
+    const topo::ClusterSpec cluster = config::load_cluster(preset, nodes);
+    const topo::GroupShape shape{gpus, nodes, gpus / nodes,
+                                 std::min(gpus / nodes, cluster.inter_node.nics_per_node)};
+    const auto rows = validate::compare_nccl_tests(
+        log, cluster, shape, sim::CollectiveKind::kAllReduce, gpus_per_thread_of(record));
+    double worst_bw = 0, worst_time = 0, sum_bw = 0, sum_time = 0;
+    int checked = 0, n_bw = 0, n_time = 0;
+    for (const auto& c : rows) {
+      INFO("size " << c.bytes << " B: measured " << c.measured_time_us << " us, predicted "
+                   << c.predicted_time_us << " us (" << std::string(topo::to_string(c.algorithm))
+                   << "/" << std::string(topo::to_string(c.protocol)) << ")");
+      if (c.bytes >= (std::int64_t{64} << 20)) {
+        CHECK(std::abs(c.busbw_error) <= 0.15);
+        worst_bw = std::max(worst_bw, std::abs(c.busbw_error));
+        sum_bw += std::abs(c.busbw_error);
+        ++n_bw;
+        ++checked;
+      }
+      if (c.bytes <= (std::int64_t{64} << 10)) {
+        CHECK(std::abs(c.time_error) <= 0.35);
+        worst_time = std::max(worst_time, std::abs(c.time_error));
+        sum_time += std::abs(c.time_error);
+        ++n_time;
+        ++checked;
+      }
+    }
+    ++sweeps;
+    std::printf("%-44s %14s %5d %7.1f%% /%5.1f%% %7.1f%% /%5.1f%% %8d\n", id.c_str(),
+                preset.c_str(), gpus, 100 * sum_bw / std::max(1, n_bw), 100 * worst_bw,
+                100 * sum_time / std::max(1, n_time), 100 * worst_time, checked);
+    for (const auto& c : rows) {
+      std::printf(
+          "    %12lld B  measured %10.2f us %8.2f GB/s  predicted %10.2f us %8.2f GB/s  %-8s %-6s  "
+          "time %+6.1f%%  busbw %+6.1f%%\n",
+          static_cast<long long>(c.bytes), c.measured_time_us, c.measured_busbw_GBps,
+          c.predicted_time_us, c.predicted_busbw_GBps, topo::to_string(c.algorithm),
+          topo::to_string(c.protocol), 100 * c.time_error, 100 * c.busbw_error);
+    }
+  }
+  CHECK(sweeps >= 3);
+}
