@@ -30,6 +30,7 @@ class Registry {
 CLI::App* subcommand(CLI::App& parent, const std::string& name, const std::string& description);
 
 void add_run_command(CLI::App& app, Registry& registry);
+void add_validate_command(CLI::App& app, Registry& registry);
 
 // Opens `path` for writing ("-" is stdout) and calls `write`. Throws InputError when the file
 // cannot be written.

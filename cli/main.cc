@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "trainsim 0.1.0");
   trainsim::cli::Registry registry;
   trainsim::cli::add_run_command(app, registry);
+  trainsim::cli::add_validate_command(app, registry);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -100,7 +100,7 @@ std::array<double, 4> read_arch_values(ObjectReader r, double min, double max) {
 topo::ComputeCalibration read_compute_calibration(const std::string& file) {
   const Json doc = read_json_file(file);
   ObjectReader r(doc, file, "");
-  r.allow({"description", "gpu", "fit", "residuals", "sources"});
+  r.allow({"description", "gpu", "fit", "sources"});
   topo::ComputeCalibration c;
   c.source = r.require_string("source");
   ObjectReader gemm = r.object("gemm");
@@ -110,9 +110,11 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
   c.gemm_tf32 = gemm.has("tf32") ? read_gemm(gemm.object("tf32")) : c.gemm_16bit;
   gemm.finish();
   ObjectReader flash = r.object("flash_attention");
-  flash.allow({"description", "sources"});
-  c.flash_forward_efficiency = flash.require_double("forward_efficiency", 0.01, 1.0);
-  c.flash_backward_efficiency = flash.require_double("backward_efficiency", 0.01, 1.0);
+  flash.allow({"description", "sources", "fit"});
+  c.attention.forward_efficiency = flash.require_double("forward_efficiency", 0.01, 1.0);
+  c.attention.backward_efficiency = flash.require_double("backward_efficiency", 0.01, 1.0);
+  c.attention.tile = flash.get_int("tile", c.attention.tile, 1, 4096);
+  c.attention.row_overhead = flash.get_double("row_overhead", c.attention.row_overhead, 0, 1e3);
   flash.finish();
   ObjectReader mem = r.object("memory_bound");
   mem.allow({"description", "sources"});
@@ -120,6 +122,12 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
   c.memory_kernel_overhead = Duration::from_seconds(mem.require_double("kernel_overhead_us", 0, 1e6) * 1e-6);
   c.optimizer_efficiency = mem.require_double("optimizer_bandwidth_efficiency", 0.01, 1.0);
   mem.finish();
+  if (r.has("training")) {
+    ObjectReader training = r.object("training");
+    training.allow({"description", "sources", "fit"});
+    c.sustained_fraction = training.require_double("sustained_fraction", 0.05, 1.0);
+    training.finish();
+  }
   r.finish();
   return c;
 }
@@ -281,11 +289,14 @@ Json to_json(const topo::ComputeCalibration& c) {
   Json out;
   out["source"] = c.source;
   out["gemm"] = Json{{"bf16", gemm_json(c.gemm_16bit)}, {"fp8", gemm_json(c.gemm_fp8)}, {"tf32", gemm_json(c.gemm_tf32)}};
-  out["flash_attention"] = Json{{"forward_efficiency", c.flash_forward_efficiency},
-                                {"backward_efficiency", c.flash_backward_efficiency}};
+  out["flash_attention"] = Json{{"forward_efficiency", c.attention.forward_efficiency},
+                                {"backward_efficiency", c.attention.backward_efficiency},
+                                {"tile", c.attention.tile},
+                                {"row_overhead", c.attention.row_overhead}};
   out["memory_bound"] = Json{{"bandwidth_efficiency", c.memory_efficiency},
                              {"kernel_overhead_us", c.memory_kernel_overhead.microseconds()},
                              {"optimizer_bandwidth_efficiency", c.optimizer_efficiency}};
+  out["training"] = Json{{"sustained_fraction", c.sustained_fraction}};
   return out;
 }
 

@@ -31,15 +31,31 @@ struct GemmCalibration {
   bool operator==(const GemmCalibration&) const = default;
 };
 
+// Fused attention (FlashAttention, cuDNN) parameters (see ComputeModel): the kernel works on
+// tiles of `tile` query rows x `tile` key rows; a causal mask skips the tiles above the diagonal
+// but still computes the diagonal ones in full; each query tile also pays a fixed cost (loading
+// Q, rescaling and writing O or dQ) worth `row_overhead` tile pairs.
+struct AttentionCalibration {
+  double forward_efficiency = 0.6;   // of the dense 16-bit peak on long sequences
+  double backward_efficiency = 0.5;  // backward (recomputes the scores; 2.5x the forward FLOPs)
+  std::int64_t tile = 128;
+  double row_overhead = 0.0;
+  bool operator==(const AttentionCalibration&) const = default;
+};
+
 struct ComputeCalibration {
   GemmCalibration gemm_16bit;           // bf16 / fp16
   GemmCalibration gemm_fp8;             // fp8 (Transformer Engine)
   GemmCalibration gemm_tf32;            // fp32 inputs on tensor cores
-  double flash_forward_efficiency = 0.6;   // of the dense 16-bit peak
-  double flash_backward_efficiency = 0.5;
+  AttentionCalibration attention;
   double memory_efficiency = 0.85;         // fraction of HBM bandwidth for memory-bound kernels
   Duration memory_kernel_overhead;         // per memory-bound kernel
   double optimizer_efficiency = 0.8;       // fraction of HBM bandwidth for the optimizer step
+  // Share of its isolated (benchmark) throughput that a tensor-core kernel sustains inside a
+  // training iteration: power-capped clocks under continuous load, NCCL kernels sharing the SMs
+  // and HBM, gaps between dependent kernels. One number per GPU type, fitted to published
+  // training runs by `trainsim calibrate` (1 = isolated kernels, as a microbenchmark runs them).
+  double sustained_fraction = 1.0;
   std::string source;                      // where these numbers were fitted from
   bool operator==(const ComputeCalibration&) const = default;
 };
