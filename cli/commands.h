@@ -31,6 +31,7 @@ CLI::App* subcommand(CLI::App& parent, const std::string& name, const std::strin
 
 void add_run_command(CLI::App& app, Registry& registry);
 void add_validate_command(CLI::App& app, Registry& registry);
+void add_calibrate_command(CLI::App& app, Registry& registry);
 
 // Opens `path` for writing ("-" is stdout) and calls `write`. Throws InputError when the file
 // cannot be written.

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   trainsim::cli::Registry registry;
   trainsim::cli::add_run_command(app, registry);
   trainsim::cli::add_validate_command(app, registry);
+  trainsim::cli::add_calibrate_command(app, registry);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -172,7 +172,13 @@ class StageBuilder {
   void linear_backward(const std::string& name, std::int64_t k_fwd, std::int64_t n_fwd, bool column, std::int64_t params,
                        bool expert_group = false, std::int64_t batch = 1, std::int64_t rows = -1);
   void norm(const std::string& name, std::uint8_t cat, std::int64_t alloc = 0);
-  void fsdp_gather(std::int64_t layer);
+  void fsdp_gather(std::int64_t layer, std::int64_t prefetch);
+  // ZeRO-3 / FSDP: the all-gather issued ahead for the next layer (FSDP's prefetch), and the
+  // layer whose parameters a recomputation has already gathered for its backward pass.
+  TaskIndex fsdp_prefetched_ = kNoTask;
+  std::int64_t fsdp_prefetched_layer_ = -1;
+  std::int64_t fsdp_gathered_layer_ = -1;
+  std::int64_t chunk_first_ = 0, chunk_last_ = 0;  // layers of the chunk being lowered
 
   // ---- pipeline and data parallelism ----
   void chunk_forward(std::int64_t mb, std::int64_t chunk);
@@ -301,7 +307,16 @@ void StageBuilder::mlp_forward(std::uint8_t cat) {
 
 void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int64_t alloc) {
   layer_ = layer;
-  if (p_.zero_stage >= 3) fsdp_gather(layer);
+  if (p_.zero_stage >= 3) {
+    // Forward: prefetch the next layer; a recomputation runs inside the backward pass, which
+    // prefetches the previous layer and keeps this one's parameters for its backward.
+    // (Recomputation in groups of several layers runs them in forward order: no prefetch there.)
+    const bool recompute = cat == kRecompute;
+    const bool per_layer = !recompute || t_.recompute_method == RecomputeMethod::kBlock || t_.recompute_num_layers == 1;
+    const std::int64_t next = recompute ? layer - 1 : layer + 1;
+    fsdp_gather(layer, per_layer && next >= chunk_first_ && next <= chunk_last_ ? next : -1);
+    if (recompute && per_layer) fsdp_gathered_layer_ = layer;
+  }
   pending_alloc_ += alloc;  // the layer's saved activations, allocated as its forward starts
   attention_forward(cat);
   mlp_forward(cat);
@@ -415,7 +430,8 @@ void StageBuilder::mlp_backward() {
 
 void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
   layer_ = layer;
-  if (p_.zero_stage >= 3) fsdp_gather(layer);
+  if (p_.zero_stage >= 3 && fsdp_gathered_layer_ != layer) fsdp_gather(layer, layer - 1 >= chunk_first_ ? layer - 1 : -1);
+  fsdp_gathered_layer_ = -1;
   mlp_backward();
   attention_backward();
   if (free != 0) {
@@ -428,11 +444,21 @@ void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
   }
 }
 
-void StageBuilder::fsdp_gather(std::int64_t layer) {
-  // ZeRO-3 / FSDP: gather the layer's 16-bit parameters before using them.
+void StageBuilder::fsdp_gather(std::int64_t layer, std::int64_t prefetch) {
+  // ZeRO-3 / FSDP: gather the layer's 16-bit parameters before using them. The gather of the
+  // layer that runs next is issued now (FSDP's forward/backward prefetch, DeepSpeed's prefetch
+  // bucket), so it overlaps this layer's compute instead of waiting in front of it.
   const std::int64_t params = m_.layer_parameters() / d_.t / (d_.experts > 0 ? d_.ep : 1);
-  wait(collective("fsdp_param_all_gather", kDpSlot, kDpStream, CollectiveKind::kAllGather, 2 * params, d_.act, kDpComm));
-  (void)layer;
+  auto issue = [&]() {
+    return collective("fsdp_param_all_gather", kDpSlot, kDpStream, CollectiveKind::kAllGather, 2 * params, d_.act, kDpComm);
+  };
+  const TaskIndex current = fsdp_prefetched_layer_ == layer ? fsdp_prefetched_ : issue();
+  fsdp_prefetched_layer_ = -1;
+  if (prefetch >= 0) {
+    fsdp_prefetched_ = issue();
+    fsdp_prefetched_layer_ = prefetch;
+  }
+  wait(current);
 }
 
 void StageBuilder::embedding_forward(std::uint8_t cat) {
@@ -507,6 +533,8 @@ bool StageBuilder::full_recompute_layer(std::int64_t index_in_chunk, std::int64_
 void StageBuilder::chunk_forward(std::int64_t mb, std::int64_t chunk) {
   mb_ = mb;
   const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk)];
+  chunk_first_ = first;
+  chunk_last_ = first + count - 1;
   if (!param_gathers_.empty() && mb == 0 && p_.zero_stage < 3) {
     wait(param_gathers_[static_cast<std::size_t>(chunk)]);  // distributed optimizer, overlapped gather
   }
@@ -528,6 +556,8 @@ void StageBuilder::chunk_forward(std::int64_t mb, std::int64_t chunk) {
 void StageBuilder::chunk_backward(std::int64_t mb, std::int64_t chunk) {
   mb_ = mb;
   const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk)];
+  chunk_first_ = first;
+  chunk_last_ = first + count - 1;
   if (chunk == static_cast<std::int64_t>(info_.chunks.size()) - 1 && info_.has_output) output_backward();
   const std::int64_t full_act = layer_activation_bytes(d_, false);
   const std::int64_t group = std::max<std::int64_t>(1, t_.recompute_num_layers);

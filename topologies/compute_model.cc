@@ -28,6 +28,17 @@ const GemmCalibration& ComputeModel::gemm_calibration(DataType t) const {
   }
 }
 
+double ComputeModel::gemm_fraction(DataType t) const {
+  if (!in_training_) return 1.0;
+  const ComputeCalibration& c = gpu_.calibration;
+  const bool fp8 = t == DataType::kFp8 && gpu_.dense_fp8.per_second() > 0;
+  return c.sustained_fraction * (fp8 ? c.fp8_gemm_scale : 1.0);
+}
+
+double ComputeModel::attention_fraction() const {
+  return in_training_ ? gpu_.calibration.sustained_fraction * gpu_.calibration.attention_scale : 1.0;
+}
+
 double ComputeModel::memory_seconds(const sim::Kernel& k, double efficiency) const {
   return k.bytes.as_double() / (gpu_.memory_bandwidth.bytes_per_second() * efficiency);
 }
@@ -36,7 +47,7 @@ Duration ComputeModel::gemm_time(const sim::Kernel& k) const {
   const GemmCalibration& cal = gemm_calibration(k.dtype);
   const DataType compute_type = k.dtype == DataType::kFp32 ? DataType::kTf32 : k.dtype;
   const double sms = static_cast<double>(std::max<std::int64_t>(1, gpu_.sm_count));
-  const double sm_rate = gpu_.peak(compute_type).per_second() * cal.max_efficiency * tensor_fraction() / sms;
+  const double sm_rate = gpu_.peak(compute_type).per_second() * cal.max_efficiency * gemm_fraction(k.dtype) / sms;
   const double batch = static_cast<double>(std::max<std::int64_t>(1, k.batch));
   double best = std::numeric_limits<double>::infinity();
   for (const auto& tile : cal.tiles) {
@@ -64,13 +75,15 @@ Duration ComputeModel::attention_time(const sim::Kernel& k) const {
     const double rising = std::clamp(kt - shift, 0.0, q);  // tiles whose row is not yet full
     pairs = rising * (1.0 + shift + shift + rising) / 2.0 + (q - rising) * kt;
   }
-  const double work = static_cast<double>(std::max<std::int64_t>(1, k.batch)) *
-                      (pairs + a.row_overhead * static_cast<double>(q_tiles));
+  const AttentionPassCalibration& pass = k.backward ? a.backward : a.forward;
   // Forward: Q K^T and P V, 2 x 2 tile^2 d FLOPs per pair; backward 2.5x that.
   const double pair_flops = 4.0 * static_cast<double>(tile * tile) * static_cast<double>(k.k) * (k.backward ? 2.5 : 1.0);
-  const double eff = k.backward ? a.backward_efficiency : a.forward_efficiency;
   const DataType t = k.dtype == DataType::kFp8 ? DataType::kFp8 : DataType::kBf16;
-  const double compute = work * pair_flops / (gpu_.peak(t).per_second() * eff * tensor_fraction());
+  const double pair_matmul = pair_flops / (gpu_.peak(t).per_second() * pass.efficiency);
+  const double pair_softmax = pass.softmax_rate > 0 ? static_cast<double>(tile * tile) / pass.softmax_rate : 0.0;
+  const double pair_time = std::max(pair_matmul, pair_softmax) + (1.0 - pass.softmax_overlap) * std::min(pair_matmul, pair_softmax);
+  const double work = pairs * pair_time + static_cast<double>(q_tiles) * pass.row_overhead * pair_matmul;
+  const double compute = static_cast<double>(std::max<std::int64_t>(1, k.batch)) * work / attention_fraction();
   const double mem = memory_seconds(k, cal.memory_efficiency);
   return Duration::from_seconds(std::max(compute, mem)) + cal.memory_kernel_overhead;
 }

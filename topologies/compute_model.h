@@ -10,7 +10,8 @@
 // Memory-bound kernels: a fraction of HBM bandwidth plus a per-kernel overhead.
 // All parameters come from the GPU's ComputeCalibration. Inside a training iteration
 // (`in_training`) tensor-core work runs at the calibration's sustained fraction of its isolated
-// speed; `in_training = false` prices kernels as a benchmark measures them one at a time.
+// speed (times its attention or FP8 scale); `in_training = false` prices kernels as a benchmark
+// measures them one at a time.
 
 #include "sim/task_graph.h"
 #include "topologies/hardware.h"
@@ -31,7 +32,9 @@ class ComputeModel {
   const GemmCalibration& gemm_calibration(DataType t) const;
 
  private:
-  double tensor_fraction() const { return in_training_ ? gpu_.calibration.sustained_fraction : 1.0; }
+  // Share of the isolated speed a tensor-core kernel keeps in this context.
+  double gemm_fraction(DataType t) const;
+  double attention_fraction() const;
   double memory_seconds(const sim::Kernel& k, double efficiency) const;
   GpuSpec gpu_;
   bool in_training_;

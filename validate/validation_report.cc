@@ -164,6 +164,20 @@ ValidationReport validate_suite(const Suite& suite, const ValidateOptions& optio
   std::map<std::string, std::vector<CaseResult>> by_family;
   for (const CaseResult& c : report.cases) by_family[c.family].push_back(c);
   for (const auto& [family, cases] : by_family) report.families.push_back(FamilySummary{family, summarize_metrics(cases)});
+  auto primary = [](const std::vector<CaseResult>& cases) {
+    std::vector<double> predicted, measured;
+    for (const CaseResult& c : cases) {
+      predicted.push_back(c.metrics.front().predicted);
+      measured.push_back(c.metrics.front().measured);
+    }
+    ErrorSummary e = summarize(predicted, measured);
+    e.spearman.reset();
+    return e;
+  };
+  report.primary.push_back(PrimarySummary{"", primary(report.cases)});
+  if (by_family.size() > 1 || (by_family.size() == 1 && !by_family.begin()->first.empty())) {
+    for (const auto& [family, cases] : by_family) report.primary.push_back(PrimarySummary{family, primary(cases)});
+  }
   return report;
 }
 
@@ -180,8 +194,12 @@ nlohmann::json to_json(const ValidationReport& r) {
   for (const FamilySummary& f : r.families) families[f.family.empty() ? "-" : f.family] = summary_json(f.metrics);
   nlohmann::json excluded = nlohmann::json::array();
   for (const ExcludedCase& e : r.excluded) excluded.push_back({{"id", e.id}, {"reason", e.reason}});
-  return {{"suite", r.suite_file}, {"cases", cases}, {"summary", summary_json(r.summary)}, {"families", families},
-          {"excluded", excluded}};
+  nlohmann::json primary = nlohmann::json::object();
+  for (const PrimarySummary& p : r.primary) {
+    primary[p.family.empty() ? "all" : p.family] = {{"n", p.errors.n}, {"mape", p.errors.mape}, {"max_abs_error", p.errors.max_abs_error}};
+  }
+  return {{"suite", r.suite_file}, {"cases", cases},         {"summary", summary_json(r.summary)},
+          {"families", families},  {"primary", primary},     {"excluded", excluded}};
 }
 
 std::string to_text(const ValidationReport& r) {
@@ -216,6 +234,11 @@ std::string to_text(const ValidationReport& r) {
   summary_rows(o, "all", r.summary);
   if (r.families.size() > 1 || (r.families.size() == 1 && !r.families.front().family.empty())) {
     for (const FamilySummary& f : r.families) summary_rows(o, f.family.empty() ? "-" : f.family, f.metrics);
+  }
+  o << "\n  primary metric of each case (iteration time, else throughput):\n";
+  for (const PrimarySummary& p : r.primary) {
+    o << "  " << pad(p.family.empty() ? "all" : p.family, 12) << pad("primary", 26) << rpad(std::to_string(p.errors.n), 5)
+      << rpad(plain_percent(p.errors.mape), 9) << rpad(plain_percent(p.errors.max_abs_error), 10) << "\n";
   }
   if (!r.excluded.empty()) {
     o << "\n  excluded:\n";

@@ -43,11 +43,20 @@ struct FamilySummary {
   std::vector<MetricSummary> metrics;
 };
 
+// MAPE and largest error of each case's primary metric (its first measured one in kMetrics
+// order: the iteration time when measured, else a throughput), over every case ("" = all) and
+// per family. No rank correlation: the metrics differ between cases.
+struct PrimarySummary {
+  std::string family;
+  ErrorSummary errors;
+};
+
 struct ValidationReport {
   std::string suite_file;
   std::vector<CaseResult> cases;
   std::vector<MetricSummary> summary;    // every case, per metric (kMetrics order, measured ones only)
   std::vector<FamilySummary> families;   // sorted by family name
+  std::vector<PrimarySummary> primary;   // all cases first, then per family
   std::vector<ExcludedCase> excluded;
 };
 
