@@ -79,11 +79,11 @@ nlohmann::json summary_json(const std::vector<MetricSummary>& summary) {
   return out;
 }
 
-void summary_rows(std::ostringstream& o, const std::string& label, const std::vector<MetricSummary>& summary) {
+void summary_rows(std::ostringstream& o, const std::string& label, std::size_t width, const std::vector<MetricSummary>& summary) {
   for (const MetricSummary& s : summary) {
     char rho[16] = "-";
     if (s.errors.spearman) std::snprintf(rho, sizeof rho, "%.3f", *s.errors.spearman);
-    o << "  " << pad(label, 12) << pad(to_string(s.metric), 26) << rpad(std::to_string(s.errors.n), 5)
+    o << "  " << pad(label, width) << pad(to_string(s.metric), 26) << rpad(std::to_string(s.errors.n), 5)
       << rpad(plain_percent(s.errors.mape), 9) << rpad(plain_percent(s.errors.max_abs_error), 10) << rpad(rho, 10) << "\n";
   }
 }
@@ -229,15 +229,17 @@ std::string to_text(const ValidationReport& r) {
       first = false;
     }
   }
-  o << "\n  " << pad("family", 12) << pad("metric", 26) << rpad("n", 5) << rpad("MAPE", 9) << rpad("max|err|", 10)
+  std::size_t family_width = 12;
+  for (const FamilySummary& f : r.families) family_width = std::max(family_width, f.family.size() + 2);
+  o << "\n  " << pad("family", family_width) << pad("metric", 26) << rpad("n", 5) << rpad("MAPE", 9) << rpad("max|err|", 10)
     << rpad("Spearman", 10) << "\n";
-  summary_rows(o, "all", r.summary);
+  summary_rows(o, "all", family_width, r.summary);
   if (r.families.size() > 1 || (r.families.size() == 1 && !r.families.front().family.empty())) {
-    for (const FamilySummary& f : r.families) summary_rows(o, f.family.empty() ? "-" : f.family, f.metrics);
+    for (const FamilySummary& f : r.families) summary_rows(o, f.family.empty() ? "-" : f.family, family_width, f.metrics);
   }
   o << "\n  primary metric of each case (iteration time, else throughput):\n";
   for (const PrimarySummary& p : r.primary) {
-    o << "  " << pad(p.family.empty() ? "all" : p.family, 12) << pad("primary", 26) << rpad(std::to_string(p.errors.n), 5)
+    o << "  " << pad(p.family.empty() ? "all" : p.family, family_width) << pad("primary", 26) << rpad(std::to_string(p.errors.n), 5)
       << rpad(plain_percent(p.errors.mape), 9) << rpad(plain_percent(p.errors.max_abs_error), 10) << "\n";
   }
   if (!r.excluded.empty()) {
