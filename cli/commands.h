@@ -33,6 +33,8 @@ void add_run_command(CLI::App& app, Registry& registry);
 void add_compare_command(CLI::App& app, Registry& registry);
 void add_collective_command(CLI::App& app, Registry& registry);
 void add_validate_nccl_command(CLI::App& app, Registry& registry);
+void add_validate_command(CLI::App& app, Registry& registry);
+void add_calibrate_command(CLI::App& app, Registry& registry);
 
 // Opens `path` for writing ("-" is stdout; gzip-compressed when it ends in ".gz") and calls
 // `write`. Throws InputError when the file cannot be written.

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   trainsim::cli::add_compare_command(app, registry);
   trainsim::cli::add_collective_command(app, registry);
   trainsim::cli::add_validate_nccl_command(app, registry);
+  trainsim::cli::add_validate_command(app, registry);
+  trainsim::cli::add_calibrate_command(app, registry);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

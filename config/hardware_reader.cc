@@ -37,6 +37,17 @@ topo::GemmCalibration read_gemm(ObjectReader r) {
   return g;
 }
 
+topo::AttentionPassCalibration read_attention_pass(ObjectReader r) {
+  topo::AttentionPassCalibration p;
+  r.allow({"description"});
+  p.efficiency = r.require_double("efficiency", 0.01, 1.0);
+  p.softmax_rate = r.get_double("softmax_Telements_per_s", 0, 0, 1e6) * 1e12;
+  p.softmax_overlap = r.get_double("softmax_overlap", 0, 0, 1);
+  p.row_overhead = r.get_double("row_overhead", 0, 0, 1e3);
+  r.finish();
+  return p;
+}
+
 template <std::size_t N>
 std::array<double, N> read_row(ObjectReader& r, const std::string& key, double min, double max) {
   const Json* v = r.raw(key);
@@ -100,7 +111,7 @@ std::array<double, 4> read_arch_values(ObjectReader r, double min, double max) {
 topo::ComputeCalibration read_compute_calibration(const std::string& file) {
   const Json doc = read_json_file(file);
   ObjectReader r(doc, file, "");
-  r.allow({"description", "gpu", "fit", "residuals", "sources"});
+  r.allow({"description", "gpu", "fit", "sources"});
   topo::ComputeCalibration c;
   c.source = r.require_string("source");
   ObjectReader gemm = r.object("gemm");
@@ -110,9 +121,11 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
   c.gemm_tf32 = gemm.has("tf32") ? read_gemm(gemm.object("tf32")) : c.gemm_16bit;
   gemm.finish();
   ObjectReader flash = r.object("flash_attention");
-  flash.allow({"description", "sources"});
-  c.flash_forward_efficiency = flash.require_double("forward_efficiency", 0.01, 1.0);
-  c.flash_backward_efficiency = flash.require_double("backward_efficiency", 0.01, 1.0);
+  flash.allow({"description", "sources", "fit"});
+  c.attention.tile = flash.get_int("tile", c.attention.tile, 1, 4096);
+  c.attention.implementation = flash.get_string("implementation", "");
+  c.attention.forward = read_attention_pass(flash.object("forward"));
+  c.attention.backward = read_attention_pass(flash.object("backward"));
   flash.finish();
   ObjectReader mem = r.object("memory_bound");
   mem.allow({"description", "sources"});
@@ -120,6 +133,14 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
   c.memory_kernel_overhead = Duration::from_seconds(mem.require_double("kernel_overhead_us", 0, 1e6) * 1e-6);
   c.optimizer_efficiency = mem.require_double("optimizer_bandwidth_efficiency", 0.01, 1.0);
   mem.finish();
+  if (r.has("training")) {
+    ObjectReader training = r.object("training");
+    training.allow({"description", "sources", "fit"});
+    c.sustained_fraction = training.require_double("sustained_fraction", 0.05, 1.0);
+    c.attention_scale = training.get_double("attention_scale", 1.0, 0.05, 2.0);
+    c.fp8_gemm_scale = training.get_double("fp8_gemm_scale", 1.0, 0.05, 2.0);
+    training.finish();
+  }
   r.finish();
   return c;
 }
@@ -344,11 +365,20 @@ Json to_json(const topo::ComputeCalibration& c) {
   Json out;
   out["source"] = c.source;
   out["gemm"] = Json{{"bf16", gemm_json(c.gemm_16bit)}, {"fp8", gemm_json(c.gemm_fp8)}, {"tf32", gemm_json(c.gemm_tf32)}};
-  out["flash_attention"] = Json{{"forward_efficiency", c.flash_forward_efficiency},
-                                {"backward_efficiency", c.flash_backward_efficiency}};
+  auto pass = [](const topo::AttentionPassCalibration& p) {
+    return Json{{"efficiency", p.efficiency}, {"softmax_Telements_per_s", p.softmax_rate * 1e-12},
+                {"softmax_overlap", p.softmax_overlap}, {"row_overhead", p.row_overhead}};
+  };
+  out["flash_attention"] = Json{{"implementation", c.attention.implementation},
+                                {"tile", c.attention.tile},
+                                {"forward", pass(c.attention.forward)},
+                                {"backward", pass(c.attention.backward)}};
   out["memory_bound"] = Json{{"bandwidth_efficiency", c.memory_efficiency},
                              {"kernel_overhead_us", c.memory_kernel_overhead.microseconds()},
                              {"optimizer_bandwidth_efficiency", c.optimizer_efficiency}};
+  out["training"] = Json{{"sustained_fraction", c.sustained_fraction},
+                         {"attention_scale", c.attention_scale},
+                         {"fp8_gemm_scale", c.fp8_gemm_scale}};
   return out;
 }
 

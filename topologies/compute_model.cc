@@ -8,6 +8,14 @@ namespace trainsim::topo {
 
 using sim::KernelClass;
 
+namespace {
+
+double ceil_div(std::int64_t a, std::int64_t b) {
+  return std::ceil(static_cast<double>(a) / static_cast<double>(std::max<std::int64_t>(1, b)));
+}
+
+}  // namespace
+
 const GemmCalibration& ComputeModel::gemm_calibration(DataType t) const {
   switch (t) {
     case DataType::kFp8:
@@ -20,52 +28,83 @@ const GemmCalibration& ComputeModel::gemm_calibration(DataType t) const {
   }
 }
 
+double ComputeModel::gemm_fraction(DataType t) const {
+  if (!in_training_) return 1.0;
+  const ComputeCalibration& c = gpu_.calibration;
+  const bool fp8 = t == DataType::kFp8 && gpu_.dense_fp8.per_second() > 0;
+  return c.sustained_fraction * (fp8 ? c.fp8_gemm_scale : 1.0);
+}
+
+double ComputeModel::attention_fraction() const {
+  return in_training_ ? gpu_.calibration.sustained_fraction * gpu_.calibration.attention_scale : 1.0;
+}
+
+double ComputeModel::memory_seconds(const sim::Kernel& k, double efficiency) const {
+  return k.bytes.as_double() / (gpu_.memory_bandwidth.bytes_per_second() * efficiency);
+}
+
 Duration ComputeModel::gemm_time(const sim::Kernel& k) const {
   const GemmCalibration& cal = gemm_calibration(k.dtype);
   const DataType compute_type = k.dtype == DataType::kFp32 ? DataType::kTf32 : k.dtype;
-  const double sm_rate = gpu_.peak(compute_type).per_second() * cal.max_efficiency /
-                         static_cast<double>(std::max<std::int64_t>(1, gpu_.sm_count));
   const double sms = static_cast<double>(std::max<std::int64_t>(1, gpu_.sm_count));
+  const double sm_rate = gpu_.peak(compute_type).per_second() * cal.max_efficiency * gemm_fraction(k.dtype) / sms;
+  const double batch = static_cast<double>(std::max<std::int64_t>(1, k.batch));
   double best = std::numeric_limits<double>::infinity();
   for (const auto& tile : cal.tiles) {
-    const double tiles_m = std::ceil(static_cast<double>(k.m) / static_cast<double>(tile[0]));
-    const double tiles_n = std::ceil(static_cast<double>(k.n) / static_cast<double>(tile[1]));
-    const double tiles = tiles_m * tiles_n * static_cast<double>(std::max<std::int64_t>(1, k.batch));
+    const double tiles = ceil_div(k.m, tile[0]) * ceil_div(k.n, tile[1]) * batch;
     const double waves = std::ceil(tiles / sms);
     const double tile_flops = 2.0 * static_cast<double>(tile[0]) * static_cast<double>(tile[1]) * static_cast<double>(k.k);
-    const double t = waves * (tile_flops / sm_rate + cal.wave_overhead.seconds());
-    best = std::min(best, t);
+    best = std::min(best, waves * (tile_flops / sm_rate + cal.wave_overhead.seconds()));
   }
-  const double mem = k.bytes.as_double() / (gpu_.memory_bandwidth.bytes_per_second() * gpu_.calibration.memory_efficiency);
+  const double mem = memory_seconds(k, gpu_.calibration.memory_efficiency);
   return Duration::from_seconds(std::max(best, mem) + cal.launch_overhead.seconds());
 }
 
-double ComputeModel::gemm_tflops(const sim::Kernel& k) const {
-  return k.flops.count() / gemm_time(k).seconds() * 1e-12;
+Duration ComputeModel::attention_time(const sim::Kernel& k) const {
+  const ComputeCalibration& cal = gpu_.calibration;
+  const AttentionCalibration& a = cal.attention;
+  const std::int64_t tile = std::max<std::int64_t>(1, a.tile);
+  const std::int64_t q_tiles = static_cast<std::int64_t>(ceil_div(k.m, tile));
+  const std::int64_t k_tiles = static_cast<std::int64_t>(ceil_div(k.n, tile));
+  double pairs = static_cast<double>(q_tiles) * static_cast<double>(k_tiles);
+  if (k.causal) {
+    // Query tile i (bottom-right aligned when the key sequence is longer) sees the key tiles up
+    // to and including the diagonal: min(k_tiles, i + 1 + ceil(offset / tile)) of them.
+    const double q = static_cast<double>(q_tiles), kt = static_cast<double>(k_tiles);
+    const double shift = ceil_div(std::max<std::int64_t>(0, k.n - k.m), tile);
+    const double rising = std::clamp(kt - shift, 0.0, q);  // tiles whose row is not yet full
+    pairs = rising * (1.0 + shift + shift + rising) / 2.0 + (q - rising) * kt;
+  }
+  const AttentionPassCalibration& pass = k.backward ? a.backward : a.forward;
+  // Forward: Q K^T and P V, 2 x 2 tile^2 d FLOPs per pair; backward 2.5x that.
+  const double pair_flops = 4.0 * static_cast<double>(tile * tile) * static_cast<double>(k.k) * (k.backward ? 2.5 : 1.0);
+  const DataType t = k.dtype == DataType::kFp8 ? DataType::kFp8 : DataType::kBf16;
+  const double pair_matmul = pair_flops / (gpu_.peak(t).per_second() * pass.efficiency);
+  const double pair_softmax = pass.softmax_rate > 0 ? static_cast<double>(tile * tile) / pass.softmax_rate : 0.0;
+  const double pair_time = std::max(pair_matmul, pair_softmax) + (1.0 - pass.softmax_overlap) * std::min(pair_matmul, pair_softmax);
+  const double work = pairs * pair_time + static_cast<double>(q_tiles) * pass.row_overhead * pair_matmul;
+  const double compute = static_cast<double>(std::max<std::int64_t>(1, k.batch)) * work / attention_fraction();
+  const double mem = memory_seconds(k, cal.memory_efficiency);
+  return Duration::from_seconds(std::max(compute, mem)) + cal.memory_kernel_overhead;
+}
+
+double ComputeModel::tflops(const sim::Kernel& k) const {
+  return k.flops.count() / kernel_time(k).seconds() * 1e-12;
 }
 
 Duration ComputeModel::kernel_time(const sim::Kernel& k) const {
   const ComputeCalibration& cal = gpu_.calibration;
-  const double hbm = gpu_.memory_bandwidth.bytes_per_second();
   switch (k.kernel_class) {
     case KernelClass::kGemm:
       return gemm_time(k);
-    case KernelClass::kFlashAttention: {
-      const double eff = k.backward ? cal.flash_backward_efficiency : cal.flash_forward_efficiency;
-      const DataType t = k.dtype == DataType::kFp8 ? DataType::kFp8 : DataType::kBf16;
-      const double compute = k.flops.count() / (gpu_.peak(t).per_second() * eff);
-      const double mem = k.bytes.as_double() / (hbm * cal.memory_efficiency);
-      return Duration::from_seconds(std::max(compute, mem)) + cal.memory_kernel_overhead;
-    }
+    case KernelClass::kFlashAttention:
+      return attention_time(k);
     case KernelClass::kMemoryBound: {
-      const double mem = k.bytes.as_double() / (hbm * cal.memory_efficiency);
       const double compute = k.flops.count() / gpu_.fp32.per_second();
-      return Duration::from_seconds(std::max(mem, compute)) + cal.memory_kernel_overhead;
+      return Duration::from_seconds(std::max(memory_seconds(k, cal.memory_efficiency), compute)) + cal.memory_kernel_overhead;
     }
-    case KernelClass::kOptimizer: {
-      const double mem = k.bytes.as_double() / (hbm * cal.optimizer_efficiency);
-      return Duration::from_seconds(mem) + cal.memory_kernel_overhead;
-    }
+    case KernelClass::kOptimizer:
+      return Duration::from_seconds(memory_seconds(k, cal.optimizer_efficiency)) + cal.memory_kernel_overhead;
   }
   return Duration::zero();
 }

@@ -31,15 +31,47 @@ struct GemmCalibration {
   bool operator==(const GemmCalibration&) const = default;
 };
 
+// Fused attention (FlashAttention, cuDNN) parameters for one pass (see ComputeModel). The kernel
+// works on tiles of `tile` query rows x `tile` key rows; a tile pair costs its matmuls at
+// `efficiency` of the dense peak and its score elements (exponentials, rescaling) at
+// `softmax_rate`, the shorter of the two hidden behind the longer by `softmax_overlap` (0: one
+// after the other, as FlashAttention-2 runs them; 1: fully overlapped, as Hopper kernels that
+// ping-pong warp groups approach); each query tile also pays a fixed cost (loading Q, writing O
+// or dQ) worth `row_overhead` tile-pair matmuls.
+struct AttentionPassCalibration {
+  double efficiency = 0.6;
+  double softmax_rate = 0;  // score elements per second; 0: free
+  double softmax_overlap = 0;
+  double row_overhead = 0;
+  bool operator==(const AttentionPassCalibration&) const = default;
+};
+
+struct AttentionCalibration {
+  std::int64_t tile = 128;
+  AttentionPassCalibration forward{0.6, 0, 0, 0};
+  AttentionPassCalibration backward{0.5, 0, 0, 0};  // recomputes the scores: 2.5x the forward FLOPs
+  std::string implementation;                    // what the parameters were fitted on (e.g. "cudnn")
+  bool operator==(const AttentionCalibration&) const = default;
+};
+
 struct ComputeCalibration {
   GemmCalibration gemm_16bit;           // bf16 / fp16
   GemmCalibration gemm_fp8;             // fp8 (Transformer Engine)
   GemmCalibration gemm_tf32;            // fp32 inputs on tensor cores
-  double flash_forward_efficiency = 0.6;   // of the dense 16-bit peak
-  double flash_backward_efficiency = 0.5;
+  AttentionCalibration attention;
   double memory_efficiency = 0.85;         // fraction of HBM bandwidth for memory-bound kernels
   Duration memory_kernel_overhead;         // per memory-bound kernel
   double optimizer_efficiency = 0.8;       // fraction of HBM bandwidth for the optimizer step
+  // Share of its isolated (benchmark) throughput that a tensor-core kernel sustains inside a
+  // training iteration: power-capped clocks under continuous load, NCCL kernels sharing the SMs
+  // and HBM, gaps between dependent kernels. One number per GPU type, fitted to published
+  // training runs by `trainsim calibrate` (1 = isolated kernels, as a microbenchmark runs them).
+  double sustained_fraction = 1.0;
+  // Further in-training scales fitted to runs where kernel benchmarks are missing: of the fused
+  // attention (no attention benchmark for the GPU) and of FP8 GEMMs (only a best-shape FP8
+  // benchmark; Transformer Engine also quantizes every FP8 GEMM's inputs in training).
+  double attention_scale = 1.0;
+  double fp8_gemm_scale = 1.0;
   std::string source;                      // where these numbers were fitted from
   bool operator==(const ComputeCalibration&) const = default;
 };

@@ -21,7 +21,7 @@ sim::Kernel gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
 
 TEST_CASE("topologies/ComputeModel: large GEMMs approach but never exceed the calibrated peak") {
   const topo::ClusterSpec c = config::load_cluster("dgx-h100", 1);
-  topo::ComputeModel model(c.gpu);
+  topo::ComputeModel model(c.gpu, /*in_training=*/false);  // as a benchmark runs it
   const double big = model.gemm_tflops(gemm(8192, 8192, 8192));
   CHECK(big < 989.0 * c.gpu.calibration.gemm_16bit.max_efficiency);
   CHECK(big > 0.75 * 989.0 * c.gpu.calibration.gemm_16bit.max_efficiency);
@@ -47,4 +47,64 @@ TEST_CASE("topologies/ComputeModel: memory-bound kernels move bytes at a fractio
   k.bytes = sim::Bytes(2'039'000'000'000);  // one second of raw HBM bandwidth
   const double t = model.kernel_time(k).seconds();
   CHECK(t == doctest::Approx(1.0 / c.gpu.calibration.memory_efficiency + c.gpu.calibration.memory_kernel_overhead.seconds()));
+}
+
+namespace {
+sim::Kernel attention(std::int64_t seq, std::int64_t head_dim, bool causal, bool backward) {
+  sim::Kernel k;
+  k.kernel_class = sim::KernelClass::kFlashAttention;
+  k.m = seq;
+  k.n = seq;
+  k.k = head_dim;
+  k.batch = 16;
+  k.causal = causal;
+  k.backward = backward;
+  k.flops = sim::Flops(4.0 * 16 * static_cast<double>(seq * seq * head_dim) * (causal ? 0.5 : 1.0) * (backward ? 2.5 : 1.0));
+  k.bytes = sim::Bytes(2 * 16 * seq * head_dim * 4);
+  return k;
+}
+}  // namespace
+
+TEST_CASE("topologies/ComputeModel: attention tiles: a causal mask halves the work of long sequences, not short ones") {
+  topo::ClusterSpec c = config::load_cluster("dgx-h100", 1);
+  topo::AttentionPassCalibration& f = c.gpu.calibration.attention.forward;
+  f = topo::AttentionPassCalibration{0.5, 0, 0, 0};  // matmuls only: time counts tile pairs
+  topo::ComputeModel model(c.gpu, false);
+  const double long_ratio = model.attention_time(attention(16384, 128, true, false)).seconds() /
+                            model.attention_time(attention(16384, 128, false, false)).seconds();
+  CHECK(long_ratio == doctest::Approx(129.0 / 256.0).epsilon(0.01));  // 128 x 129 / 2 of 128 x 128 tile pairs
+  const double short_ratio = model.attention_time(attention(256, 128, true, false)).seconds() /
+                             model.attention_time(attention(256, 128, false, false)).seconds();
+  CHECK(short_ratio > 0.7);  // 3 of 4 tile pairs, plus the fixed launch cost
+}
+
+TEST_CASE("topologies/ComputeModel: attention softmax cost is hidden behind the matmuls by its overlap") {
+  topo::ClusterSpec c = config::load_cluster("dgx-h100", 1);
+  topo::AttentionPassCalibration& f = c.gpu.calibration.attention.forward;
+  f = topo::AttentionPassCalibration{0.5, 1e12, 0, 0};
+  const sim::Kernel k = attention(8192, 64, false, false);
+  const double serial = topo::ComputeModel(c.gpu, false).attention_time(k).seconds();
+  f.softmax_overlap = 1;
+  const double overlapped = topo::ComputeModel(c.gpu, false).attention_time(k).seconds();
+  f.softmax_rate = 0;
+  const double matmul_only = topo::ComputeModel(c.gpu, false).attention_time(k).seconds();
+  // Head dim 64 on H100: a tile pair's matmuls (4 x 128^2 x 64 FLOPs at 494.5 TFLOP/s) take 8.5 ns,
+  // its 128^2 score elements at 1e12/s 16.4 ns: overlapped, the softmax sets the pace.
+  CHECK(serial == doctest::Approx(overlapped + matmul_only).epsilon(0.01));
+  CHECK(overlapped > 1.5 * matmul_only);
+}
+
+TEST_CASE("topologies/ComputeModel: inside training, tensor-core kernels run at the sustained fraction") {
+  topo::ClusterSpec c = config::load_cluster("dgx-h100", 1);
+  c.gpu.calibration.sustained_fraction = 0.8;
+  c.gpu.calibration.gemm_16bit.wave_overhead = sim::Duration::zero();  // only the tiles' MACs scale
+  const sim::Kernel g = gemm(8192, 8192, 8192);
+  const double isolated = topo::ComputeModel(c.gpu, false).gemm_time(g).seconds();
+  const double training = topo::ComputeModel(c.gpu, true).gemm_time(g).seconds();
+  const double launch = c.gpu.calibration.gemm_16bit.launch_overhead.seconds();
+  CHECK((training - launch) == doctest::Approx((isolated - launch) / 0.8).epsilon(1e-6));
+  sim::Kernel m;
+  m.kernel_class = sim::KernelClass::kMemoryBound;
+  m.bytes = sim::Bytes(1'000'000'000);
+  CHECK(topo::ComputeModel(c.gpu, false).kernel_time(m) == topo::ComputeModel(c.gpu, true).kernel_time(m));
 }

@@ -1,0 +1,64 @@
+// `trainsim validate`, `trainsim validate kineto` and `trainsim calibrate` end to end: outputs
+// and exit codes (2 for bad measurement files, with the file and the JSON path).
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_files.h"
+
+using namespace trainsim;
+using testing::contains;
+using testing::run_trainsim;
+using testing::source_path;
+
+TEST_CASE("cli validate: a suite, as text and as JSON") {
+  const std::string suite = source_path("tests/validate/data/tiny_suite.json");
+  const testing::Outcome text = run_trainsim("validate " + suite + " -j 1");
+  CHECK(text.code == 0);
+  CHECK(contains(text.output, "gpt-1.7b-one-node"));
+  CHECK(contains(text.output, "MAPE"));
+  const testing::Outcome json = run_trainsim("validate " + suite + " --json -");
+  REQUIRE(json.code == 0);
+  const nlohmann::json j = nlohmann::json::parse(json.output);
+  CHECK(j["cases"].size() == 2);
+  CHECK(j["summary"].contains("iteration_time_s"));
+}
+
+TEST_CASE("cli validate: bad suites and missing arguments exit 2") {
+  const std::string bad = testing::temp_file("cli_suite.json", R"({"cases": [{"id": "a"}]})");
+  const testing::Outcome o = run_trainsim("validate " + bad);
+  CHECK(o.code == 2);
+  CHECK(contains(o.output, bad + ": /cases/0/source"));
+  CHECK(run_trainsim("validate").code == 2);
+  CHECK(run_trainsim("validate /nonexistent/suite.json").code == 2);
+}
+
+TEST_CASE("cli validate kineto: compares a trace with the simulated rank; bad traces exit 2") {
+  const std::string trace = source_path("tests/validate/data/kineto_synthetic_gpu_steps.json");
+  const std::string scenario = source_path("scenarios/golden/llama3.1-8b-interleaved-h100.json");
+  const testing::Outcome o = run_trainsim("validate kineto " + trace + " --scenario " + scenario);
+  CHECK(o.code == 0);
+  CHECK(contains(o.output, "gemm"));
+  CHECK(contains(o.output, "iteration time"));
+  const std::string bad = testing::temp_file("cli_trace.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1}]})");
+  const testing::Outcome b = run_trainsim("validate kineto " + bad + " --scenario " + scenario);
+  CHECK(b.code == 2);
+  CHECK(contains(b.output, bad + ": /traceEvents/0/dur"));
+  CHECK(run_trainsim("validate kineto " + trace).code == 2);  // --scenario is required
+}
+
+TEST_CASE("cli calibrate: fits and writes a calibration; bad measurement files exit 2") {
+  const std::string out = (std::filesystem::temp_directory_path() / "trainsim_validate_test_h100.json").string();
+  const testing::Outcome o = run_trainsim("calibrate " + source_path("validate/data/gemm_measurements.json") + " -o " + out);
+  CHECK(o.code == 0);
+  CHECK(contains(o.output, "gemm bf16: 311 points, MAPE"));
+  CHECK(contains(o.output, "physically impossible"));
+  CHECK(testing::read_text(out) == testing::read_text(source_path("scenarios/calibration/h100.json")));
+  const std::string bad = testing::temp_file("cli_gemm.json", R"([{"id": "t", "source": "s", "rows": [{"m": 1, "n": 2}]}])");
+  const testing::Outcome b = run_trainsim("calibrate " + bad);
+  CHECK(b.code == 2);
+  CHECK(contains(b.output, bad + ": /0/rows/0/k"));
+  const std::string other = testing::temp_file("cli_other.json", R"({"name": "not a measurement"})");
+  CHECK(contains(run_trainsim("calibrate " + other).output, "not a measurement file"));
+  CHECK(run_trainsim("calibrate " + other).code == 2);
+}

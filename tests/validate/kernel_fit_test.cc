@@ -1,0 +1,212 @@
+#include "validate/kernel_fit.h"
+
+#include <doctest/doctest.h>
+
+#include "config/hardware_reader.h"
+#include "config/scenario.h"
+#include "test_files.h"
+#include "topologies/compute_model.h"
+#include "validate/calibrator.h"
+
+using namespace trainsim;
+using testing::contains;
+
+namespace {
+
+const std::string kGemmFile = testing::source_path("validate/data/gemm_measurements.json");
+const std::string kAttentionFile = testing::source_path("validate/data/attention_measurements.json");
+
+topo::GpuSpec h100() { return config::read_gpu("h100-sxm5-80gb", "test", ""); }
+
+// Points measured on a GPU whose GEMMs follow `truth` exactly.
+std::vector<validate::GemmPoint> synthetic_gemms(const topo::GpuSpec& gpu, const topo::GemmCalibration& truth) {
+  topo::GpuSpec g = gpu;
+  g.calibration.gemm_16bit = truth;
+  const topo::ComputeModel model(g, false);
+  std::vector<validate::GemmPoint> points;
+  for (std::int64_t b : {1, 4}) {
+    for (std::int64_t m : {512, 1024, 2048, 4096, 8192}) {
+      for (std::int64_t n : {256, 1024, 4096}) {
+        for (std::int64_t k : {512, 2048, 8192}) {
+          validate::GemmPoint p;
+          p.table = "synthetic";
+          p.column = "bf16xbf16->bf16";
+          p.b = b;
+          p.m = m;
+          p.n = n;
+          p.k = k;
+          p.tflops = model.tflops(validate::gemm_kernel(p));
+          points.push_back(p);
+        }
+      }
+    }
+  }
+  return points;
+}
+
+std::string sweep_error(const std::string& text) {
+  try {
+    validate::read_gemm_sweep(testing::temp_file("gemm.json", text));
+    return "";
+  } catch (const InputError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("validate/fit_gemm: recovers the parameters that generated a sweep") {
+  const topo::GpuSpec gpu = h100();
+  topo::GemmCalibration truth = gpu.calibration.gemm_16bit;
+  truth.max_efficiency = 0.8;
+  truth.wave_overhead = sim::Duration::from_seconds(1.5e-6);
+  truth.launch_overhead = sim::Duration::from_seconds(3e-6);
+  topo::GemmCalibration start = truth;
+  start.max_efficiency = 0.6;
+  start.wave_overhead = sim::Duration::from_seconds(0.2e-6);
+  start.launch_overhead = sim::Duration::from_seconds(9e-6);
+  const validate::GemmFit fit = validate::fit_gemm(gpu, sim::DataType::kBf16, synthetic_gemms(gpu, truth), start);
+  CHECK(fit.report.fitted);
+  CHECK(fit.calibration.max_efficiency == doctest::Approx(0.8).epsilon(0.005));
+  CHECK(fit.calibration.wave_overhead.seconds() == doctest::Approx(1.5e-6).epsilon(0.02));
+  CHECK(fit.calibration.launch_overhead.seconds() == doctest::Approx(3e-6).epsilon(0.02));
+  CHECK(fit.report.errors.mape < 0.005);
+}
+
+TEST_CASE("validate/fit_gemm: points faster than the peak and inconsistent tables are left out, with a note") {
+  const topo::GpuSpec gpu = h100();
+  std::vector<validate::GemmPoint> points = synthetic_gemms(gpu, gpu.calibration.gemm_16bit);
+  validate::GemmPoint impossible = points.back();
+  impossible.table = "too-fast";
+  impossible.tflops = 1500;  // above the 989 TFLOP/s dense bf16 peak
+  points.push_back(impossible);
+  const validate::GemmFit fit = validate::fit_gemm(gpu, sim::DataType::kBf16, points, gpu.calibration.gemm_16bit);
+  std::size_t large = 0;
+  for (const validate::GemmPoint& p : points) large += p.flops() >= 1e9 ? 1u : 0u;
+  CHECK(fit.report.residuals.size() == large - 1);
+  bool noted = false;
+  for (const std::string& n : fit.report.notes) noted = noted || contains(n, "too-fast: 1 points above the dense peak");
+  CHECK(noted);
+}
+
+TEST_CASE("validate/calibration: the shipped H100 GEMM calibration reproduces the shipped sweep (MAPE <= 10% over >= 1 GFLOP)") {
+  const topo::GpuSpec gpu = h100();
+  std::vector<validate::GemmPoint> bf16;
+  for (const validate::GemmTable& t : validate::read_gemm_sweep(kGemmFile)) {
+    if (t.gpu_preset != "h100-sxm5-80gb") continue;
+    for (const validate::GemmPoint& p : t.points) {
+      if (p.dtype == sim::DataType::kBf16 && p.flops() >= 1e9) bf16.push_back(p);
+    }
+  }
+  REQUIRE(bf16.size() == 310);
+  const topo::ComputeModel model(gpu, /*in_training=*/false);
+  std::vector<double> predicted, measured;
+  for (const validate::GemmPoint& p : bf16) {
+    predicted.push_back(model.tflops(validate::gemm_kernel(p)));
+    measured.push_back(p.tflops);
+  }
+  const validate::ErrorSummary s = validate::summarize(predicted, measured);
+  CHECK(s.mape <= 0.10);
+  CHECK(*s.spearman > 0.95);
+}
+
+TEST_CASE("validate/calibrate: refitting the GEMMs of the shipped sweep reproduces scenarios/calibration/h100.json byte for byte") {
+  validate::CalibrationInputs in;
+  in.files = {kGemmFile};
+  const validate::CalibrationResult r = validate::calibrate(in);
+  CHECK(r.gpu_preset == "h100-sxm5-80gb");
+  const std::string written = validate::calibration_json(r).dump(2) + "\n";
+  CHECK(written == testing::read_text(testing::source_path("scenarios/calibration/h100.json")));
+}
+
+namespace {
+
+// Benchmark points of a GPU whose forward attention follows `truth` exactly (16k tokens, hidden
+// 2048, as the FlashAttention-3 paper measures).
+std::vector<validate::AttentionPoint> synthetic_attention(topo::GpuSpec gpu, const topo::AttentionPassCalibration& truth) {
+  gpu.calibration.attention.forward = truth;
+  gpu.calibration.memory_kernel_overhead = sim::Duration::zero();  // the fit has no launch term
+  const topo::ComputeModel model(gpu, false);
+  std::vector<validate::AttentionPoint> points;
+  for (bool causal : {false, true}) {
+    for (std::int64_t d : {64, 128}) {
+      for (std::int64_t s : {512, 1024, 2048, 4096, 8192, 16384}) {
+        validate::AttentionPoint p;
+        p.table = "synthetic";
+        p.causal = causal;
+        p.head_dim = d;
+        p.seq_len = s;
+        p.batch = 16384 / s;
+        p.heads = 2048 / d;
+        p.tflops = model.tflops(validate::attention_kernel(p));
+        points.push_back(p);
+      }
+    }
+  }
+  return points;
+}
+
+}  // namespace
+
+TEST_CASE("validate/fit_attention: recovers the parameters that generated a benchmark") {
+  const topo::GpuSpec gpu = h100();
+  const topo::AttentionPassCalibration truth{0.6, 2e12, 0.0, 2.0};
+  const validate::AttentionFit fit =
+      validate::fit_attention(gpu, false, synthetic_attention(gpu, truth), 128, topo::AttentionPassCalibration{}, 0.9);
+  REQUIRE(fit.report.fitted);
+  CHECK(fit.calibration.efficiency == doctest::Approx(0.6).epsilon(0.01));
+  CHECK(fit.calibration.softmax_rate == doctest::Approx(2e12).epsilon(0.01));
+  CHECK(fit.calibration.softmax_overlap == 0.0);
+  CHECK(fit.calibration.row_overhead == doctest::Approx(2.0).epsilon(0.01));
+  CHECK(fit.report.errors.mape < 0.005);
+}
+
+TEST_CASE("validate/fit_attention: with overlapped softmax the fit reproduces the benchmark and predicts other lengths") {
+  // With two head dimensions, efficiency, softmax rate and overlap trade off: the fit takes the
+  // smallest overlap that explains the points; what it predicts must still match.
+  topo::GpuSpec gpu = h100();
+  const topo::AttentionPassCalibration truth{0.6, 2e12, 0.5, 2.0};
+  const validate::AttentionFit fit =
+      validate::fit_attention(gpu, false, synthetic_attention(gpu, truth), 128, topo::AttentionPassCalibration{}, 0.9);
+  REQUIRE(fit.report.fitted);
+  CHECK(fit.report.errors.mape < 0.005);
+  validate::AttentionPoint unseen;
+  unseen.head_dim = 128;
+  unseen.seq_len = 3072;
+  unseen.batch = 3;
+  unseen.heads = 16;
+  unseen.causal = true;
+  gpu.calibration.memory_kernel_overhead = sim::Duration::zero();
+  topo::GpuSpec a = gpu, b = gpu;
+  a.calibration.attention.forward = truth;
+  b.calibration.attention.forward = fit.calibration;
+  const sim::Kernel k = validate::attention_kernel(unseen);
+  CHECK(topo::ComputeModel(b, false).tflops(k) == doctest::Approx(topo::ComputeModel(a, false).tflops(k)).epsilon(0.01));
+}
+
+TEST_CASE("validate/read_attention_sweep: the shipped benchmarks, batch and heads from the table's setup") {
+  const auto tables = validate::read_attention_sweep(kAttentionFile);
+  REQUIRE(!tables.empty());
+  const validate::AttentionPoint& p = tables.front().points.front();
+  CHECK(p.batch * p.seq_len == 16384);
+  CHECK(p.heads * p.head_dim == 2048);
+}
+
+TEST_CASE("validate/read_gemm_sweep: bad sweeps name the file, the JSON path and what was expected") {
+  CHECK(contains(sweep_error("{}"), ": /: expected a GEMM measurement file"));
+  CHECK(contains(sweep_error(R"([{"id": "t", "source": "s", "rows": [{"b": 1, "n": 2, "k": 3, "bf16xbf16->bf16": 5}]}])"),
+                 "/0/rows/0/m"));
+  CHECK(contains(sweep_error(R"([{"id": "t", "source": "s", "rows": [{"m": 1, "n": 2, "k": 3, "bf16xbf16->bf16": "fast"}]}])"),
+                 "/0/rows/0/bf16xbf16->bf16"));
+  CHECK(contains(sweep_error(R"([{"id": "t", "source": "s", "rows": [{"m": 1, "n": 2, "k": 3, "speed": 5}]}])"),
+                 "/0/rows/0/speed: unknown key"));
+  CHECK(contains(sweep_error(R"([{"id": "t", "rows": []}])"), "/0/source"));
+}
+
+TEST_CASE("validate/same_gpu: measurement names match presets by their leading letters and digits") {
+  CHECK(validate::same_gpu("H100 SXM", "h100-sxm5-80gb", "H100-SXM5-80GB"));
+  CHECK(validate::same_gpu("A100 SXM", "a100-sxm4-40gb", "A100-SXM4-40GB"));
+  CHECK_FALSE(validate::same_gpu("A100 PCIe", "a100-sxm4-80gb", "A100-SXM4-80GB"));
+  CHECK_FALSE(validate::same_gpu("GH200 SXM (900W, 141GiB HBM3e)", "h100-sxm5-80gb", "H100-SXM5-80GB"));
+  CHECK_FALSE(validate::same_gpu("", "h100-sxm5-80gb", "H100-SXM5-80GB"));
+}

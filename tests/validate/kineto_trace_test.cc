@@ -1,0 +1,120 @@
+#include "validate/kineto_trace.h"
+
+#include <zlib.h>
+
+#include <doctest/doctest.h>
+
+#include "test_files.h"
+
+using namespace trainsim;
+using testing::contains;
+
+namespace {
+
+const std::string kGpuSteps = testing::source_path("tests/validate/data/kineto_synthetic_gpu_steps.json");
+const std::string kCpuSteps = testing::source_path("tests/validate/data/kineto_synthetic_cpu_steps.json");
+
+std::string trace_error(const std::string& text) {
+  try {
+    validate::read_kineto_trace(testing::temp_file("trace.json", text));
+    return "";
+  } catch (const InputError& e) {
+    return e.what();
+  }
+}
+
+// The busy time per category the synthetic fixtures put in each of their two steps (us).
+void check_fixture_step(const validate::StepProfile& p) {
+  CHECK(p.busy_s.at("gemm") == doctest::Approx(1241e-6));
+  CHECK(p.busy_s.at("attention") == doctest::Approx(560e-6));
+  CHECK(p.busy_s.at("elementwise/norm") == doctest::Approx(84.5e-6));
+  CHECK(p.busy_s.at("nccl:all_reduce") == doctest::Approx(90e-6));
+  CHECK(p.busy_s.at("nccl:reduce_scatter") == doctest::Approx(180e-6));
+  CHECK(p.busy_s.at("nccl:all_gather") == doctest::Approx(25e-6));
+  CHECK(p.busy_s.at("optimizer") == doctest::Approx(35e-6));
+  CHECK(p.busy_s.at("memcpy") == doctest::Approx(12.5e-6));
+}
+
+}  // namespace
+
+TEST_CASE("validate/kernel_category: kernels grouped by what they compute") {
+  CHECK(validate::kernel_category("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas") == "gemm");
+  CHECK(validate::kernel_category("ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_64x3_tn") == "gemm");
+  CHECK(validate::kernel_category("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNN") == "gemm");
+  CHECK(validate::kernel_category("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>") == "gemm");
+  CHECK(validate::kernel_category("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t>, true>(Flash_fwd_params)") == "attention");
+  CHECK(validate::kernel_category("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_7_64x128x128_4x1x1_kernel0_0") == "attention");
+  CHECK(validate::kernel_category("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == "nccl:all_reduce");
+  CHECK(validate::kernel_category("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)") == "nccl:all_gather");
+  CHECK(validate::kernel_category("ncclDevKernel_ReduceScatter_Sum_f32_RING_SIMPLE(ncclDevKernelArgsStorage<4096ul>)") == "nccl:reduce_scatter");
+  CHECK(validate::kernel_category("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)") == "nccl:send_recv");
+  CHECK(validate::kernel_category("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "allreduce") == "nccl:all_reduce");
+  CHECK(validate::kernel_category("void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, float>(long, int volatile*, TensorListMetadata<4>, AdamFunctor<float>, float)") == "optimizer");
+  CHECK(validate::kernel_category("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float)") == "elementwise/norm");
+  CHECK(validate::kernel_category("triton_poi_fused_add_gelu_0") == "elementwise/norm");
+}
+
+TEST_CASE("validate/KinetoTrace: steps from the GPU timeline, kernels grouped per step") {
+  const validate::KinetoTrace t = validate::read_kineto_trace(kGpuSteps);
+  CHECK(t.rank == 0);
+  CHECK(t.world_size == 8);
+  CHECK(t.gpu_steps);
+  REQUIRE(t.steps.size() == 2);
+  CHECK(t.steps[0].number == 3);
+  const std::vector<validate::StepProfile> steps = validate::profile_steps(t);
+  REQUIRE(steps.size() == 2);
+  for (const validate::StepProfile& p : steps) check_fixture_step(p);
+  CHECK(steps[0].duration_s > 0);
+}
+
+TEST_CASE("validate/KinetoTrace: CPU steps: kernels belong to the step that launched them") {
+  const validate::KinetoTrace t = validate::read_kineto_trace(kCpuSteps);
+  CHECK_FALSE(t.gpu_steps);
+  const std::vector<validate::StepProfile> steps = validate::profile_steps(t);
+  REQUIRE(steps.size() == 2);
+  for (const validate::StepProfile& p : steps) check_fixture_step(p);
+}
+
+TEST_CASE("validate/KinetoTrace: gzipped traces read the same") {
+  const std::string path = (std::filesystem::temp_directory_path() / "trainsim_validate_test_trace.json.gz").string();
+  const std::string text = testing::read_text(kGpuSteps);
+  gzFile out = gzopen(path.c_str(), "wb");
+  REQUIRE(out != nullptr);
+  gzwrite(out, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(out);
+  const validate::KinetoTrace t = validate::read_kineto_trace(path);
+  CHECK(t.kernels.size() == validate::read_kineto_trace(kGpuSteps).kernels.size());
+}
+
+TEST_CASE("validate/KinetoTrace: bad traces name the file and the JSON path") {
+  CHECK(contains(trace_error("{\"traceEvents\": 3}"), "/traceEvents: expected the array of trace events"));
+  CHECK(contains(trace_error("{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": \"soon\", \"dur\": 1}]}"),
+                 "/traceEvents/0/ts: expected a number"));
+  CHECK(contains(trace_error("{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 1, \"dur\": -4}]}"),
+                 "/traceEvents/0/dur"));
+  CHECK(contains(trace_error("{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"ts\": 1, \"dur\": 4}]}"),
+                 "no GPU kernel events"));
+  CHECK(contains(trace_error("{\"traceEvents\": [}"), "invalid JSON"));
+  CHECK(contains(trace_error("{\"distributedInfo\": {\"rank\": -1}, \"traceEvents\": []}"), "/distributedInfo/rank"));
+}
+
+TEST_CASE("validate/compare_kineto: measured and simulated time per category for the trace's rank") {
+  const config::Scenario s = config::load_scenario(testing::source_path("scenarios/golden/llama3.1-8b-interleaved-h100.json"));
+  const validate::KinetoComparison c = validate::compare_kineto(validate::read_kineto_trace(kGpuSteps), s);
+  CHECK(c.rank == 0);
+  CHECK(c.steps == 2);
+  CHECK(c.predicted_iteration_s > 0);
+  bool gemm = false;
+  for (const validate::CategoryComparison& row : c.categories) {
+    if (row.category == "gemm") {
+      gemm = true;
+      CHECK(row.measured_s == doctest::Approx(1241e-6));
+      CHECK(row.predicted_s > 0);
+    }
+  }
+  CHECK(gemm);
+  const nlohmann::json j = validate::to_json(c);
+  CHECK(j["categories"]["gemm"].contains("error"));
+  CHECK(j["iteration_time_s"].contains("predicted"));
+  CHECK(contains(validate::to_text(c), "nccl:reduce_scatter"));
+}

@@ -1,0 +1,105 @@
+#include "validate/suite.h"
+
+#include <doctest/doctest.h>
+
+#include "test_files.h"
+#include "validate/validation_report.h"
+
+using namespace trainsim;
+using testing::contains;
+
+namespace {
+
+const std::string kTiny = testing::source_path("tests/validate/data/tiny_suite.json");
+
+std::string error_of(const std::string& text) {
+  try {
+    validate::read_suite(testing::temp_file("suite.json", text));
+    return "";
+  } catch (const InputError& e) {
+    return e.what();
+  }
+}
+
+const std::string kScenario =
+    R"({"model": {"preset": "gpt3-1.7b"}, "training": {"micro_batch_size": 4, "global_batch_size": 32},
+        "cluster": {"preset": "dgx-a100-80gb", "num_nodes": 1}})";
+
+std::string one_case(const std::string& fields) {
+  return R"({"cases": [{"id": "a", "source": "s", "scenario": )" + kScenario + fields + "}]}";
+}
+
+}  // namespace
+
+TEST_CASE("validate/Suite: reads inline scenarios, scenario files, families, notes and exclusions") {
+  const validate::Suite s = validate::read_suite(kTiny);
+  REQUIRE(s.cases.size() == 2);
+  CHECK(s.cases[0].id == "gpt-1.7b-one-node");
+  CHECK(s.cases[0].family == "gpt");
+  CHECK(s.cases[0].notes.size() == 1);
+  CHECK(s.cases[0].scenario.num_gpus() == 8);
+  REQUIRE(s.cases[0].measured.size() == 2);
+  CHECK(s.cases[0].measured[0].metric == validate::Metric::kIterationTime);
+  CHECK(s.cases[0].measured[1].metric == validate::Metric::kMfu);
+  CHECK(s.cases[1].scenario.num_gpus() == 32);  // from the file, relative to the suite
+  CHECK(s.cases[1].measured[0].metric == validate::Metric::kHardwareTflops);
+  REQUIRE(s.excluded.size() == 1);
+  CHECK(s.excluded[0].id == "left-out");
+  CHECK(validate::read_suite(kTiny, "golden").cases.size() == 1);
+}
+
+TEST_CASE("validate/Suite: bad suites name the file, the JSON path and what was expected") {
+  CHECK(contains(error_of("[1, 2]"), ": /: expected a JSON object"));
+  CHECK(contains(error_of("{}"), "/cases: expected a non-empty array"));
+  CHECK(contains(error_of(R"({"cases": [{"id": "a", "scenario": {}, "measured": {}}]})"), "/cases/0/source"));
+  CHECK(contains(error_of(one_case(R"(, "measured": {"iteration_time_s": 1}, "typo": 1)")), "/cases/0/typo: unknown key"));
+  CHECK(contains(error_of(one_case(R"(, "measured": {})")), "/cases/0/measured: expected at least one measured value"));
+  CHECK(contains(error_of(one_case(R"(, "measured": {"iteration_time_s": -1})")), "/cases/0/measured/iteration_time_s"));
+  CHECK(contains(error_of(one_case(R"(, "measured": {"tokens_per_s": 1})")), "/cases/0/measured/tokens_per_s: unknown key"));
+  CHECK(contains(error_of(one_case(R"(, "scenario_file": "x.json", "measured": {"mfu": 0.5})")), "exactly one of"));
+  CHECK(contains(error_of(R"({"cases": [{"id": "a", "source": "s", "scenario": {"model": {"preset": "gpt3-1.7b"},
+        "parallelism": {"tensor_model_parallel_size": 3}, "training": {"micro_batch_size": 1, "global_batch_size": 8},
+        "cluster": {"preset": "dgx-a100-80gb", "num_nodes": 1}}, "measured": {"mfu": 0.5}}]})"),
+                 "/cases/0/scenario/parallelism/tensor_model_parallel_size"));
+  const std::string two = R"({"cases": [{"id": "a", "source": "s", "scenario": )" + kScenario +
+                          R"(, "measured": {"mfu": 0.5}}, {"id": "a", "source": "s", "scenario": )" + kScenario +
+                          R"(, "measured": {"mfu": 0.5}}]})";
+  CHECK(contains(error_of(two), "/cases/1/id: duplicate case id"));
+  CHECK(contains(error_of(R"({"cases": [)"), "invalid JSON"));
+}
+
+TEST_CASE("validate/ValidationReport: errors are (predicted - measured) / measured of the simulated scenario") {
+  const validate::Suite s = validate::read_suite(kTiny);
+  validate::ValidateOptions options;
+  options.jobs = 2;
+  const validate::ValidationReport r = validate::validate_suite(s, options);
+  REQUIRE(r.cases.size() == 2);
+  report::RunOptions run;
+  run.record = false;
+  const report::RunResult direct = report::simulate(s.cases[0].scenario, run);
+  const validate::MetricResult& t = r.cases[0].metrics[0];
+  CHECK(t.metric == validate::Metric::kIterationTime);
+  CHECK(t.predicted == direct.iteration_time_s);
+  CHECK(t.error == doctest::Approx((direct.iteration_time_s - 1.0) / 1.0));
+  CHECK(r.cases[0].metrics[1].predicted == direct.mfu);
+  // Summaries: one per measured metric, over every case and within the family.
+  REQUIRE(r.summary.size() == 3);
+  CHECK(r.summary[0].metric == validate::Metric::kIterationTime);
+  CHECK(r.summary[0].errors.n == 1);
+  CHECK(r.summary[0].errors.mape == doctest::Approx(std::abs(t.error)));
+  REQUIRE(r.families.size() == 1);
+  CHECK(r.families[0].family == "gpt");
+  // Same results one case at a time as in parallel.
+  const validate::ValidationReport serial = validate::validate_suite(s);
+  CHECK(validate::to_json(serial).dump() == validate::to_json(r).dump());
+  // The JSON has the documented shape.
+  const nlohmann::json j = validate::to_json(r);
+  CHECK(j["cases"][0]["id"] == "gpt-1.7b-one-node");
+  CHECK(j["cases"][0]["metrics"]["iteration_time_s"].contains("predicted"));
+  CHECK(j["cases"][0]["metrics"]["iteration_time_s"].contains("measured"));
+  CHECK(j["cases"][0]["metrics"]["iteration_time_s"].contains("error"));
+  CHECK(j["summary"]["mfu"]["n"] == 1);
+  CHECK(j["summary"]["mfu"]["spearman"].is_null());  // one point: undefined
+  CHECK(j["summary"]["hardware_tflops_per_gpu"].contains("max_abs_error"));
+  CHECK(contains(validate::to_text(r), "[1] test input"));
+}

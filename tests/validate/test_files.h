@@ -1,0 +1,53 @@
+#pragma once
+// Helpers for the validate tests: temporary files and the trainsim binary.
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+#include <doctest/doctest.h>
+
+namespace trainsim::testing {
+
+inline std::string source_path(const std::string& relative) { return std::string(TRAINSIM_SOURCE_DIR) + "/" + relative; }
+
+// Writes `text` to a file named `name` in the temporary directory and returns its path.
+inline std::string temp_file(const std::string& name, const std::string& text) {
+  const std::string path = (std::filesystem::temp_directory_path() / ("trainsim_validate_test_" + name)).string();
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+  return path;
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+struct Outcome {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs the trainsim binary with `args` (a shell fragment).
+inline Outcome run_trainsim(const std::string& args) {
+  const std::string cmd = std::string(TRAINSIM_BINARY) + " " + args + " 2>&1";
+  Outcome o;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace trainsim::testing

@@ -1,0 +1,383 @@
+#!/usr/bin/env python3
+"""Builds validate/suites/published_runs.json from validate/data/training_runs.json.
+
+Every published run with enough configuration becomes one validation case: a trainsim scenario
+(the run's model, plan, recipe and cluster) and the values the source measured, in trainsim's
+metric names and with the source's FLOP convention respected. Whatever the source does not
+state and the scenario needs is an assumption, written into the case's `notes`.
+
+Usage: tools/make_published_suite.py [training_runs.json] [published_runs.json]
+"""
+
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def source_text(src):
+    """One line naming where the values were read from."""
+    parts = []
+    for key in ("paper", "values_read_from", "config_read_from"):
+        if key in src:
+            parts.append(src[key])
+    return "; ".join(parts)
+
+
+def gpt_model(m, dropout=0.1):
+    """GPT-2/3 style: LayerNorm, GeLU, learned positions, tied embeddings, biases."""
+    return {
+        "name": m["name"],
+        "num_layers": m["layers"],
+        "hidden_size": m["hidden"],
+        "num_attention_heads": m["heads"],
+        "ffn_hidden_size": m["ffn_hidden"],
+        "vocab_size": m["vocab"] if isinstance(m["vocab"], int) else 50257,
+        "seq_length": m["seq_len"],
+        "activation": "gelu",
+        "normalization": "layernorm",
+        "position_embedding_type": "learned_absolute",
+        "untie_embeddings_and_output_weights": False,
+        "add_bias_linear": True,
+        "hidden_dropout": dropout,
+        "attention_dropout": dropout,
+    }
+
+
+def cluster(preset, gpus, gpus_per_node=8):
+    if gpus < gpus_per_node:
+        return {"preset": preset, "gpus_per_node": gpus, "num_nodes": 1}
+    assert gpus % gpus_per_node == 0, gpus
+    return {"preset": preset, "num_nodes": gpus // gpus_per_node}
+
+
+DEEPSPEED_ZERO3 = ("DeepSpeed ZeRO-3 (2021) with its prefetch, bucket and partition settings unstated: the published "
+                   "throughput (44-144 TFLOP/s/GPU, halving as GPUs double at a fixed batch) is about ten times below what "
+                   "bucketed NCCL all-gathers of the same bytes take on this fabric, i.e. it measures DeepSpeed's parameter "
+                   "partitioning of the time, which trainsim does not model (it models ZeRO-3 as Megatron-Core and PyTorch FSDP "
+                   "issue it: one all-gather per layer, prefetched)")
+
+
+def excluded_reason(r):
+    """Why a run cannot be a case, or None."""
+    if r["id"].startswith("narayanan2021_table2_zero3"):
+        return DEEPSPEED_ZERO3
+    return None
+
+
+def narayanan(r):
+    """Narayanan et al. 2021 (SC'21) Tables 1 and 2: Megatron-LM on Selene (DGX A100 80GB)."""
+    m, p = r["model"], r["parallel"]
+    notes = []
+    zero3 = p.get("zero_stage") == 3
+    tp, pp = p["tp"], p["pp"]
+    vp = p.get("virtual_pipeline_stages") or 1
+    training = {
+        "micro_batch_size": p["micro_batch_size"],
+        "global_batch_size": p["global_batch_size"],
+        "precision": "fp16",
+        "recompute_granularity": "full",
+        "recompute_method": "uniform",
+        "recompute_num_layers": 1,
+        "attention_kernel": "unfused",
+        "pipeline_schedule": "interleaved" if vp > 1 else "1f1b",
+        "grad_reduce_in_fp32": False,
+    }
+    parallelism = {
+        "tensor_model_parallel_size": tp,
+        "pipeline_model_parallel_size": pp,
+        "sequence_parallel": False,
+        "use_distributed_optimizer": False,
+    }
+    if vp > 1:
+        parallelism["virtual_pipeline_model_parallel_size"] = vp
+    notes.append("attention without a fused kernel (2021 Megatron-LM: QK^T, fused scale-mask-softmax, dropout, PV)")
+    notes.append("gradients reduced in fp16 (Megatron-LM 2021 default: no --accumulate-allreduce-grads-in-fp32)")
+    if zero3:
+        parallelism["zero_stage"] = 3
+        notes.append("DeepSpeed ZeRO-3 modelled as trainsim's zero_stage 3 (parameters all-gathered per layer, gradients reduce-scattered per layer)")
+        notes.append("full activation recomputation assumed: the paper's Eq. 3 counts it and the activations of one micro-batch do not fit in 80 GB without it")
+    else:
+        ddp = p.get("ddp_impl", "local")
+        training["overlap_grad_reduce"] = ddp == "torch"
+        if "ddp_impl" in p:
+            notes.append("--DDP-impl %s: %s" % (ddp, "PyTorch DDP buckets overlap the gradient all-reduce with the backward pass"
+                                                  if ddp == "torch" else "gradients all-reduced after the backward pass (no overlap)"))
+        else:
+            notes.append("gradients all-reduced after the backward pass (Megatron local DDP, the default of the time)")
+        if p.get("tp_pp_split") == "inferred":
+            notes.append("TP/PP split of the model-parallel size inferred by the source (TP 8 within a node); 1F1B without virtual stages")
+        if "recompute" in p and "not stated" in p["recompute"]:
+            notes.append("full recomputation: the paper default for these runs")
+    notes.append("measured TFLOP/s counts recompute FLOPs (Narayanan Eq. 3): compared with hardware_tflops_per_gpu")
+    scenario = {
+        "name": r["id"],
+        "model": gpt_model(m),
+        "parallelism": parallelism,
+        "training": training,
+        "cluster": cluster("dgx-a100-80gb", p["num_gpus"]),
+    }
+    return scenario, {"hardware_tflops_per_gpu": r["measured"]["tflops_per_gpu"]}, notes, "gpt"
+
+
+def megatron2020(r):
+    """Megatron-LM README scaling table (2020): GPT-2 1B-8B on DGX A100, seq 1024, batch 16 per replica."""
+    m, p = r["model"], r["parallel"]
+    notes = []
+    mbs = p.get("micro_batch_size") or p["global_batch_size"] // p["dp"]
+    if p.get("micro_batch_size") is None:
+        notes.append("micro-batch %d = global batch / data-parallel size (not stated; one micro-batch per iteration)" % mbs)
+    notes.append("A100 40GB (DGX A100 of 2020; memory not stated)")
+    notes.append("full activation recomputation: the published TFLOP/s equal Eq. 3 with the recompute term at the published iteration time")
+    notes.append("attention without a fused kernel (2020 Megatron-LM); gradients all-reduced in fp16 after the backward pass (local DDP, the default of the time)")
+    if p["dp"] > 1:
+        notes.append("nodes connected as a DGX A100 SuperPOD (8 HDR NICs per node; interconnect not stated)")
+    scenario = {
+        "name": r["id"],
+        "model": gpt_model(m),
+        "parallelism": {"tensor_model_parallel_size": p["tp"], "pipeline_model_parallel_size": 1, "sequence_parallel": False},
+        "training": {
+            "micro_batch_size": mbs,
+            "global_batch_size": p["global_batch_size"],
+            "precision": "fp16",
+            "recompute_granularity": "full",
+            "recompute_method": "uniform",
+            "recompute_num_layers": 1,
+            "attention_kernel": "unfused",
+            "overlap_grad_reduce": False,
+            "grad_reduce_in_fp32": False,
+        },
+        "cluster": cluster("dgx-a100-40gb", p["num_gpus"]),
+    }
+    measured = {"iteration_time_s": r["measured"]["iteration_time_s"],
+                "hardware_tflops_per_gpu": r["measured"]["tflops_per_gpu"]}
+    return scenario, measured, notes, "gpt"
+
+
+def nemo_common(r, notes, tp_comm_overlap_default=True):
+    """Parallelism and recipe shared by the NVIDIA DGX Cloud and NeMo performance tables."""
+    p = r["parallel"]
+    tp, pp = p["tp"], p["pp"]
+    cp = p.get("cp") or 1
+    vp = p.get("virtual_pipeline_stages") or 1
+    sp = p.get("sequence_parallel", tp > 1)
+    if "sequence_parallel" not in p:
+        notes.append("sequence parallelism %s (NeMo default with TP %d)" % ("on" if sp else "off", tp))
+    parallelism = {
+        "tensor_model_parallel_size": tp,
+        "pipeline_model_parallel_size": pp,
+        "context_parallel_size": cp,
+        "sequence_parallel": bool(sp and tp > 1),
+        "use_distributed_optimizer": True,
+    }
+    if vp > 1:
+        parallelism["virtual_pipeline_model_parallel_size"] = vp
+    if "distributed_optimizer" not in p:
+        notes.append("distributed optimizer with overlapped gradient reduce-scatter and parameter all-gather, gradients reduced in bf16 (NeMo performance-recipe defaults; not stated)")
+    tp_overlap = p.get("tp_comm_overlap", tp_comm_overlap_default and tp > 1 and sp)
+    if tp > 1 and "tp_comm_overlap" not in p:
+        notes.append("tensor-parallel communication overlap %s (not stated; NeMo performance recipes enable it with TP and SP)" % ("on" if tp_overlap else "off"))
+    overlap_p2p = p.get("overlap_p2p_comm", vp > 1)
+    if vp > 1 and "overlap_p2p_comm" not in p:
+        notes.append("pipeline p2p overlapped with compute (not stated; NeMo default for the interleaved schedule)")
+    training = {
+        "micro_batch_size": p["micro_batch_size"],
+        "global_batch_size": p["global_batch_size"],
+        "attention_kernel": "flash",
+        "pipeline_schedule": "interleaved" if vp > 1 else "1f1b",
+        "overlap_grad_reduce": True,
+        "overlap_param_gather": True,
+        "tp_comm_overlap": bool(tp_overlap and tp > 1 and sp),
+        "overlap_p2p_comm": bool(overlap_p2p and vp > 1),
+        "grad_reduce_in_fp32": False,
+    }
+    return parallelism, training
+
+
+def recompute_of(text, notes, default="none"):
+    text = (text or "").lower()
+    if text.startswith("full"):
+        return "full"
+    if text.startswith("selective"):
+        return "selective"
+    if text.startswith("none"):
+        return "none"
+    notes.append("recomputation not stated: assumed %s" % default)
+    return default
+
+
+def dgxc(r):
+    """NVIDIA DGX Cloud benchmarking recipes (GPT-3 175B, Llama 3.1 8B) on DGX H100."""
+    m, p = r["model"], r["parallel"]
+    notes = []
+    parallelism, training = nemo_common(r, notes)
+    precision = "fp8" if r["precision"].startswith("fp8") else "bf16"
+    training["precision"] = precision
+    rc = p.get("recompute", "none")
+    training["recompute_granularity"] = "none" if ("none" in rc) else recompute_of(rc, notes)
+    if "not stated" in rc:
+        notes.append("recomputation: " + rc)
+    if r["id"].startswith("dgxc_gpt3"):
+        model = gpt_model(m, dropout=0.0)
+        notes.append("GPT-3 175B with the README's FLOP vocabulary 51,200; dropout 0 (NeMo performance recipes)")
+        family = "gpt"
+    else:
+        model = {
+            "name": m["name"], "num_layers": m["layers"], "hidden_size": m["hidden"],
+            "num_attention_heads": m["heads"], "num_query_groups": m["kv_heads"],
+            "ffn_hidden_size": m["ffn_hidden"], "vocab_size": m["vocab"], "seq_length": m["seq_len"],
+            "activation": "swiglu", "normalization": "rmsnorm", "position_embedding_type": "rope",
+            "untie_embeddings_and_output_weights": True, "add_bias_linear": False,
+            "hidden_dropout": 0.0, "attention_dropout": 0.0,
+        }
+        family = "llama"
+    if precision == "fp8":
+        notes.append("FP8 (Transformer Engine): linear-layer GEMMs in FP8, attention in BF16; MFU against the FP8 peak (1,979 TFLOP/s) as the source computes it")
+    notes.append("DGX H100 SuperPOD (EOS): 8 NDR 400 Gb/s NICs per node, rail-optimized")
+    scenario = {"name": r["id"], "model": model, "parallelism": parallelism, "training": training,
+                "cluster": cluster("dgx-h100", p["num_gpus"])}
+    measured = {"iteration_time_s": r["measured"]["iteration_time_s"], "mfu": r["measured"]["mfu"]}
+    return scenario, measured, notes, family
+
+
+NEMO_ARCH = {
+    # name -> (activation, normalization, position, untied, bias, family)
+    "GPT3": ("gelu", "layernorm", "learned_absolute", False, True, "gpt"),
+    "LLAMA": ("swiglu", "rmsnorm", "rope", True, False, "llama"),
+    "Nemotron": ("squared_relu", "layernorm", "rope", True, False, "nemotron"),
+}
+
+
+def nemo2407(r):
+    """NeMo 24.07 performance summary (FP8 on DGX H100)."""
+    m, p = r["model"], r["parallel"]
+    notes = []
+    parallelism, training = nemo_common(r, notes)
+    training["precision"] = "fp8"
+    arch = next(v for k, v in NEMO_ARCH.items() if m["name"].startswith(k))
+    act, norm, pos, untied, bias, family = arch
+    rc = p.get("recompute", "")
+    if m["name"].startswith("Nemotron-340B"):
+        training["recompute_granularity"] = "selective"
+        notes.append("selective recomputation (the source names it for Nemotron-340B)")
+    else:
+        training["recompute_granularity"] = "none"
+        notes.append("no recomputation (not stated: launcher defaults; the source names recomputation only for Nemotron-340B)")
+    vocab = m["vocab"] if isinstance(m["vocab"], int) else 50257
+    if not isinstance(m["vocab"], int):
+        notes.append("vocabulary 50,257 (GPT-2 BPE), padded by trainsim as Megatron pads it")
+    model = {
+        "name": m["name"], "num_layers": m["layers"], "hidden_size": m["hidden"],
+        "num_attention_heads": m["heads"], "num_query_groups": m.get("kv_heads", m["heads"]),
+        "ffn_hidden_size": m["ffn_hidden"], "vocab_size": vocab, "seq_length": m["seq_len"],
+        "activation": act, "normalization": norm, "position_embedding_type": pos,
+        "untie_embeddings_and_output_weights": untied, "add_bias_linear": bias,
+        "hidden_dropout": 0.0, "attention_dropout": 0.0,
+    }
+    if family == "nemotron":
+        notes.append("Nemotron: squared-ReLU MLP, LayerNorm (layernorm1p), RoPE, untied embeddings, no biases")
+    notes.append("FP8 (Transformer Engine) linear layers, attention in BF16; dropout 0")
+    notes.append("DGX H100 nodes with 8 NDR 400 Gb/s NICs, rail-optimized (system not named by the source)")
+    gpus = p["num_gpus"]
+    tokens = p["global_batch_size"] * m["seq_len"]
+    per_gpu = r["measured"]["tokens_per_s_per_gpu"]
+    t = tokens / (per_gpu * gpus)
+    notes.append("iteration time derived from the published tokens/s/GPU: global batch x seq / (tokens/s/GPU x GPUs)")
+    notes.append("published model TFLOP/s/GPU follow Megatron's FLOP formula (checked: GPT3-175B 825 tokens/s/GPU x 1.075 TFLOP/token = 888)")
+    scenario = {"name": r["id"], "model": model, "parallelism": parallelism, "training": training,
+                "cluster": cluster("dgx-h100", gpus)}
+    measured = {"iteration_time_s": round(t, 4), "model_tflops_per_gpu": r["measured"]["model_tflops_per_gpu"]}
+    return scenario, measured, notes, family
+
+
+def mosaic(r):
+    """MosaicML llm-foundry benchmarks: MPT on A100 with PyTorch FSDP (Composer)."""
+    m, p, h = r["model"], r["parallel"], r["hardware"]
+    notes = []
+    gpus = p["num_gpus"]
+    mem40 = h["gpu"].startswith("A100-40")
+    model = {
+        "name": m["name"], "num_layers": m["layers"], "hidden_size": m["hidden"],
+        "num_attention_heads": m["heads"], "ffn_hidden_size": m["ffn_hidden"], "vocab_size": m["vocab"],
+        "make_vocab_size_divisible_by": 1,
+        "seq_length": m["seq_len"], "activation": "gelu", "normalization": "layernorm",
+        "position_embedding_type": "learned_absolute", "untie_embeddings_and_output_weights": False,
+        "add_bias_linear": False, "hidden_dropout": 0.0, "attention_dropout": 0.0,
+    }
+    notes.append("MPT: ALiBi inside the flash-attention kernel (modelled as learned absolute positions: one extra add in the embedding), no biases, tied embeddings, vocabulary 50,368 unpadded, no dropout")
+    pure = p.get("fsdp_mixed_precision_mode") == "PURE"
+    recompute = "full" if p["recompute"].startswith("full") else "none"
+    training = {
+        "micro_batch_size": p["micro_batch_size"],
+        "global_batch_size": p["global_batch_size"],
+        "precision": "bf16",
+        "recompute_granularity": recompute,
+        "recompute_method": "uniform",
+        "recompute_num_layers": 1,
+        "attention_kernel": "flash",
+        "overlap_grad_reduce": True,
+        "grad_reduce_in_fp32": not pure,
+    }
+    notes.append("PyTorch FSDP FULL_SHARD modelled as zero_stage 3 (per-layer parameter all-gather and gradient reduce-scatter)")
+    notes.append("FSDP mixed precision %s: gradients reduced in %s" % (p.get("fsdp_mixed_precision_mode"), "bf16" if pure else "fp32"))
+    notes.append("nodes: 8 x A100 SXM %s on NVSwitch with 8 x 200 Gb/s NICs (the source's 1600 Gbps RoCE per node), modelled as a DGX A100 SuperPOD fabric" % ("40GB" if mem40 else "80GB"))
+    notes.append("iteration time derived from the published tokens/s: global batch x seq / tokens/s; MFU/HFU not compared (the source counts 2 x parameters per token)")
+    scenario = {
+        "name": r["id"], "model": model,
+        "parallelism": {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "zero_stage": 3},
+        "training": training,
+        "cluster": cluster("dgx-a100-40gb" if mem40 else "dgx-a100-80gb", gpus),
+    }
+    t = p["global_batch_size"] * m["seq_len"] / r["measured"]["tokens_per_s"]
+    return scenario, {"iteration_time_s": round(t, 4)}, notes, "mpt"
+
+
+BUILDERS = [
+    ("narayanan2021_", narayanan),
+    ("megatron_readme2020_", megatron2020),
+    ("dgxc_", dgxc),
+    ("nemo2407_", nemo2407),
+    ("mosaic_", mosaic),
+]
+
+
+def main():
+    src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "validate/data/training_runs.json")
+    out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "validate/suites/published_runs.json")
+    runs = json.load(open(src))
+    cases = []
+    excluded = []
+    for r in runs:
+        reason = excluded_reason(r)
+        if reason is not None:
+            excluded.append({"id": r["id"], "source": source_text(r["source"]), "reason": reason})
+            continue
+        builder = next((b for prefix, b in BUILDERS if r["id"].startswith(prefix)), None)
+        if builder is None:
+            raise SystemExit("no conversion for run " + r["id"])
+        scenario, measured, notes, family = builder(r)
+        if r.get("notes"):
+            notes.append("source notes: " + r["notes"])
+        cases.append({
+            "id": r["id"],
+            "family": family,
+            "source": source_text(r["source"]),
+            "notes": notes,
+            "scenario": scenario,
+            "measured": measured,
+        })
+    doc = {
+        "description": "Published training runs (validate/data/training_runs.json) as trainsim scenarios with their measured values. Generated by tools/make_published_suite.py; each case's notes list the assumptions made where the source is silent.",
+        "cases": cases,
+        "excluded": excluded,
+    }
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print("%d cases, %d excluded -> %s" % (len(cases), len(excluded), out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+#pragma once
+// AttentionSweep: fused-attention kernel benchmarks, as validate/data/attention_measurements.json
+// holds them: {"tables": [{"id", "source", "gpu" (trainsim preset), "implementation",
+// "rows": [{"pass": "forward"|"backward", "causal", "head_dim", "seq_len", "tflops",
+// "batch"?, "heads"?}]}]}. Throughput follows the flash-attention benchmark convention: forward
+// FLOPs 4 x batch x heads x seq^2 x head_dim, halved with a causal mask; backward 2.5x forward.
+// Without batch and heads, a table's "tokens" and "hidden" give them (batch = tokens / seq,
+// heads = hidden / head_dim).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainsim::validate {
+
+struct AttentionPoint {
+  std::string table;
+  std::string gpu;             // trainsim GPU preset of the table
+  std::string implementation;  // e.g. "cudnn", "flash_attention_2"
+  bool backward = false;
+  bool causal = false;
+  std::int64_t batch = 1, heads = 1, seq_len = 0, head_dim = 0;
+  double tflops = 0;
+  double flops() const;  // by the convention above
+};
+
+struct AttentionTable {
+  std::string id;
+  std::string source;
+  std::string gpu;
+  std::string implementation;
+  std::vector<AttentionPoint> points;
+};
+
+std::vector<AttentionTable> read_attention_sweep(const std::string& file);
+
+}  // namespace trainsim::validate

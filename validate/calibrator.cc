@@ -1,0 +1,321 @@
+#include "validate/calibrator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "config/hardware_reader.h"
+#include "config/json_reader.h"
+#include "config/presets.h"
+#include "validate/attention_sweep.h"
+#include "validate/gemm_sweep.h"
+#include "validate/suite.h"
+
+namespace trainsim::validate {
+
+namespace {
+
+using config::Json;
+using sim::DataType;
+
+enum class InputKind { kGemm, kAttention, kSuite };
+
+InputKind classify(const std::string& file) {
+  const Json doc = config::read_json_file(file);
+  if (doc.is_array()) return InputKind::kGemm;
+  if (doc.is_object() && doc.contains("tables")) return InputKind::kAttention;
+  if (doc.is_object() && doc.contains("cases")) return InputKind::kSuite;
+  throw InputError(file, "/",
+                   "not a measurement file trainsim calibrate reads: expected a GEMM sweep (an array of matmul tables), "
+                   "attention benchmarks ({\"tables\": [...]}) or a validation suite ({\"cases\": [...]})");
+}
+
+std::string base_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+double r4(double v) { return round_significant(v, 4); }
+
+Json fit_record(const FitReport& r) {
+  Json out;
+  out["from"] = r.from;
+  out["points"] = r.residuals.size();
+  out["mape"] = r4(r.errors.mape);
+  out["max_abs_error"] = r4(r.errors.max_abs_error);
+  if (!r.notes.empty()) out["notes"] = r.notes;
+  return out;
+}
+
+// The file of the calibration a GPU preset (or GPU file) names.
+std::string preset_calibration_file(const std::string& gpu) {
+  const std::string gpu_file = config::resolve_file(gpu, "gpus", "--gpu", "");
+  const Json doc = config::read_json_file(gpu_file);
+  if (!doc.is_object() || !doc.contains("calibration") || !doc["calibration"].is_string()) {
+    throw InputError(gpu_file, "/calibration", "expected the name of the GPU's compute calibration file");
+  }
+  return config::resolve_file(doc["calibration"].get<std::string>(), "calibration", gpu_file, "/calibration");
+}
+
+// "source": one line naming where each part of the calibration comes from, from the fit record.
+std::string source_line(const std::string& gpu, const Json& fit) {
+  std::string out = "trainsim calibrate for " + gpu + "; parameters fitted from (see \"fit\"): ";
+  bool first = true;
+  for (const auto& [part, record] : fit.items()) {
+    if (!record.is_object() || !record.contains("from")) continue;
+    out += (first ? "" : "; ") + part + " <- ";
+    first = false;
+    bool first_from = true;
+    for (const auto& f : record["from"]) {
+      out += (first_from ? "" : ", ") + (f.is_string() ? f.get<std::string>() : f.dump());
+      first_from = false;
+    }
+  }
+  return out;
+}
+
+std::string pct(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * v);
+  return buf;
+}
+
+}  // namespace
+
+CalibrationResult calibrate(const CalibrationInputs& in) {
+  if (in.files.empty()) throw InputError("calibrate", "", "expected at least one measurement file");
+  std::vector<GemmTable> gemm_tables;
+  std::vector<AttentionTable> attention_tables;
+  Suite runs;
+  std::vector<std::string> suite_names;
+  for (const std::string& file : in.files) {
+    switch (classify(file)) {
+      case InputKind::kGemm: {
+        std::vector<GemmTable> t = read_gemm_sweep(file);
+        gemm_tables.insert(gemm_tables.end(), t.begin(), t.end());
+        break;
+      }
+      case InputKind::kAttention: {
+        std::vector<AttentionTable> t = read_attention_sweep(file);
+        attention_tables.insert(attention_tables.end(), t.begin(), t.end());
+        break;
+      }
+      case InputKind::kSuite: {
+        Suite s = read_suite(file);
+        suite_names.push_back(base_name(file));
+        for (Case& c : s.cases) runs.cases.push_back(std::move(c));
+        break;
+      }
+    }
+  }
+  runs.file = suite_names.empty() ? "" : suite_names.front();
+
+  // Which GPU: named, or the one the tables name.
+  CalibrationResult out;
+  out.gpu_preset = in.gpu;
+  if (out.gpu_preset.empty()) {
+    std::set<std::string> named;
+    for (const GemmTable& t : gemm_tables) {
+      if (!t.gpu_preset.empty()) named.insert(t.gpu_preset);
+    }
+    for (const AttentionTable& t : attention_tables) named.insert(t.gpu);
+    if (named.size() != 1) {
+      std::string list;
+      for (const std::string& n : named) list += (list.empty() ? "" : ", ") + n;
+      throw InputError("calibrate", "--gpu",
+                       named.empty() ? "no measurement table names its GPU: give the GPU preset with --gpu"
+                                     : "the tables name several GPUs (" + list + "): choose one with --gpu");
+    }
+    out.gpu_preset = *named.begin();
+  }
+  out.gpu = config::read_gpu(out.gpu_preset, "--gpu", "");
+  const std::string base_file = in.base.empty() ? preset_calibration_file(out.gpu_preset) : in.base;
+  topo::ComputeCalibration cal = in.base.empty() ? out.gpu.calibration : config::read_compute_calibration(base_file);
+  const Json base_doc = config::read_json_file(base_file);
+  out.fit = base_doc.is_object() && base_doc.contains("fit") && base_doc["fit"].is_object() ? base_doc["fit"] : Json::object();
+  const std::string spec_name = out.gpu.name;
+  auto on_this_gpu = [&](const std::string& gpu) {
+    return gpu.empty() ? !in.gpu.empty() : (gpu == out.gpu_preset || same_gpu(gpu, out.gpu_preset, spec_name));
+  };
+
+  // GEMMs, per data type. FP8 reuses the overheads fitted for 16-bit when it has few points.
+  struct DtypeFit {
+    DataType dtype;
+    const char* key;
+    topo::GemmCalibration* target;
+  };
+  std::size_t fp8_points = 0;  // FP8 GEMM points the fit used
+  const DtypeFit dtypes[] = {{DataType::kBf16, "gemm_bf16", &cal.gemm_16bit},
+                             {DataType::kFp8, "gemm_fp8", &cal.gemm_fp8},
+                             {DataType::kTf32, "gemm_tf32", &cal.gemm_tf32}};
+  for (const DtypeFit& d : dtypes) {
+    if (d.dtype == DataType::kFp8 && out.gpu.dense_fp8.per_second() <= 0) continue;
+    std::vector<GemmPoint> points;
+    for (const GemmTable& t : gemm_tables) {
+      for (const GemmPoint& p : t.points) {
+        const bool same_type = p.dtype == d.dtype || (d.dtype == DataType::kBf16 && p.dtype == DataType::kFp16);
+        if (same_type && on_this_gpu(p.gpu)) points.push_back(p);
+      }
+    }
+    if (points.empty()) continue;
+    topo::GemmCalibration base = *d.target;
+    if (d.dtype == DataType::kFp8) {
+      base.wave_overhead = cal.gemm_16bit.wave_overhead;
+      base.launch_overhead = cal.gemm_16bit.launch_overhead;
+    }
+    GemmFit fit = fit_gemm(out.gpu, d.dtype, points, base);
+    if (d.dtype == DataType::kFp8 && fit.report.fitted) fp8_points = fit.report.residuals.size();
+    if (!fit.report.fitted) {
+      out.reports.push_back(std::move(fit.report));
+      continue;
+    }
+    *d.target = fit.calibration;
+    out.fit[d.key] = fit_record(fit.report);
+    out.reports.push_back(std::move(fit.report));
+  }
+
+  // Attention, per pass, for one implementation.
+  std::vector<AttentionPoint> attention;
+  std::set<std::string> implementations;
+  for (const AttentionTable& t : attention_tables) {
+    if (t.gpu == out.gpu_preset || same_gpu(t.gpu, out.gpu_preset, spec_name)) implementations.insert(t.implementation);
+  }
+  if (!implementations.empty()) {
+    std::string impl = in.attention;
+    if (impl.empty()) {
+      if (implementations.count(cal.attention.implementation) > 0) {
+        impl = cal.attention.implementation;
+      } else if (implementations.size() == 1) {
+        impl = *implementations.begin();
+      } else {
+        std::string list;
+        for (const std::string& i : implementations) list += (list.empty() ? "" : ", ") + i;
+        throw InputError("calibrate", "--attention", "several attention implementations measured (" + list + "): choose one");
+      }
+    }
+    if (implementations.count(impl) == 0) throw InputError("calibrate", "--attention", "no benchmark of implementation \"" + impl + "\"");
+    for (const AttentionTable& t : attention_tables) {
+      if (t.implementation != impl || !(t.gpu == out.gpu_preset || same_gpu(t.gpu, out.gpu_preset, spec_name))) continue;
+      attention.insert(attention.end(), t.points.begin(), t.points.end());
+    }
+    for (const bool backward : {false, true}) {
+      std::vector<AttentionPoint> pass;
+      for (const AttentionPoint& p : attention) {
+        if (p.backward == backward) pass.push_back(p);
+      }
+      AttentionFit fit = fit_attention(out.gpu, backward, pass, cal.attention.tile,
+                                       backward ? cal.attention.backward : cal.attention.forward, cal.gemm_16bit.max_efficiency);
+      if (fit.report.fitted) {
+        (backward ? cal.attention.backward : cal.attention.forward) = fit.calibration;
+        cal.attention.implementation = impl;
+        Json record = fit_record(fit.report);
+        record["implementation"] = impl;
+        out.fit[backward ? "attention_backward" : "attention_forward"] = record;
+      }
+      out.reports.push_back(std::move(fit.report));
+    }
+  }
+
+  // The sustained fraction, over the runs on this GPU's architecture.
+  if (!runs.cases.empty()) {
+    // Without attention benchmarks for this GPU, the attention speed is scaled to the runs too.
+    // FP8 GEMMs measured only at a best shape (fewer than 8 points) are scaled to the runs too.
+    SustainedFitOptions options;
+    options.attention = attention.empty();
+    options.fp8 = out.gpu.dense_fp8.per_second() > 0 && fp8_points < 8;
+    options.jobs = in.jobs;
+    SustainedFit fit = fit_sustained_fraction(runs, out.gpu.architecture, cal, options);
+    if (fit.report.fitted) {
+      cal.sustained_fraction = fit.fraction;
+      if (fit.attention_scale) cal.attention_scale = *fit.attention_scale;
+      if (fit.fp8_scale) cal.fp8_gemm_scale = *fit.fp8_scale;
+      Json record;
+      record["from"] = suite_names;
+      record["architecture"] = topo::to_string(out.gpu.architecture);
+      record["cases"] = fit.cases;
+      record["mape_before"] = r4(fit.before.mape);
+      record["mape"] = r4(fit.report.errors.mape);
+      record["max_abs_error"] = r4(fit.report.errors.max_abs_error);
+      std::vector<std::string> notes{
+          "time of each case modelled as A + B / f + C / (f g) + D / (f h) from simulations at f = 1 and 0.7 (and the "
+          "fitted scales g, h at 0.7); the parameters minimise the mean absolute log error of each case's first measured metric"};
+      if (fit.fp8_scale) {
+        notes.emplace_back("FP8 GEMMs are measured only at a best shape: fp8_gemm_scale, their in-training speed relative to "
+                           "the benchmark, is fitted to the FP8 runs (Transformer Engine also quantizes every FP8 GEMM's inputs)");
+      }
+      if (fit.attention_scale) {
+        notes.emplace_back("no attention benchmark for this GPU: attention_scale, the in-training attention speed relative "
+                           "to the base calibration's kernel model, is fitted to the runs");
+      }
+      record["notes"] = notes;
+      out.fit["training"] = record;
+    }
+    out.reports.push_back(std::move(fit.report));
+  }
+  cal.source = source_line(out.gpu_preset, out.fit);
+  out.gpu.calibration = cal;
+  return out;
+}
+
+Json calibration_json(const CalibrationResult& r) {
+  Json out = config::to_json(r.gpu.calibration);
+  out["gpu"] = r.gpu_preset;
+  out["fit"] = r.fit;
+  return out;
+}
+
+std::string residuals_text(const CalibrationResult& r, bool all) {
+  std::ostringstream o;
+  const topo::ComputeCalibration& c = r.gpu.calibration;
+  o << "calibration for " << r.gpu_preset << " (" << r.gpu.name << ")\n";
+  for (const FitReport& f : r.reports) {
+    o << "\n" << f.part << ": ";
+    if (!f.fitted) {
+      o << "not fitted\n";
+    } else {
+      o << f.residuals.size() << " points, MAPE " << pct(f.errors.mape) << ", max |error| " << pct(f.errors.max_abs_error);
+      if (f.errors.spearman) {
+        char rho[32];
+        std::snprintf(rho, sizeof rho, ", Spearman %.3f", *f.errors.spearman);
+        o << rho;
+      }
+      o << "\n";
+    }
+    for (const std::string& n : f.notes) o << "  note: " << n << "\n";
+    if (!f.fitted) continue;
+    std::vector<KernelResidual> rows = f.residuals;
+    if (!all) {
+      std::stable_sort(rows.begin(), rows.end(),
+                       [](const KernelResidual& a, const KernelResidual& b) { return std::abs(a.error) > std::abs(b.error); });
+      if (rows.size() > 10) rows.resize(10);
+      o << "  largest residuals:\n";
+    }
+    for (const KernelResidual& k : rows) {
+      char line[320];
+      std::snprintf(line, sizeof line, "    %-70s measured %10.4g  predicted %10.4g  %+6.1f%%\n", k.label.c_str(), k.measured,
+                    k.predicted, 100.0 * k.error);
+      o << line;
+    }
+  }
+  char buf[512];
+  o << "\nparameters:\n";
+  auto gemm = [&](const char* name, const topo::GemmCalibration& g) {
+    std::snprintf(buf, sizeof buf, "  gemm %-5s max_efficiency %.4g, wave overhead %.4g us, launch overhead %.4g us\n", name,
+                  g.max_efficiency, g.wave_overhead.microseconds(), g.launch_overhead.microseconds());
+    o << buf;
+  };
+  gemm("bf16", c.gemm_16bit);
+  gemm("fp8", c.gemm_fp8);
+  gemm("tf32", c.gemm_tf32);
+  auto pass = [&](const char* name, const topo::AttentionPassCalibration& p) {
+    std::snprintf(buf, sizeof buf, "  attention %-8s efficiency %.4g, softmax %.4g Telements/s (overlap %.2f), row overhead %.4g (%s)\n",
+                  name, p.efficiency, p.softmax_rate * 1e-12, p.softmax_overlap, p.row_overhead, c.attention.implementation.c_str());
+    o << buf;
+  };
+  pass("forward", c.attention.forward);
+  pass("backward", c.attention.backward);
+  std::snprintf(buf, sizeof buf, "  sustained fraction in training %.4g\n", c.sustained_fraction);
+  o << buf;
+  return o.str();
+}
+
+}  // namespace trainsim::validate

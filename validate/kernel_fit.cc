@@ -1,0 +1,334 @@
+#include "validate/kernel_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+
+#include <Eigen/Dense>
+
+#include "topologies/compute_model.h"
+
+namespace trainsim::validate {
+
+namespace {
+
+using sim::DataType;
+
+// Least squares A x ~ y with x >= 0: drop the most negative coefficient and solve again.
+Eigen::VectorXd solve_nonnegative(const Eigen::MatrixXd& a, const Eigen::VectorXd& y) {
+  std::vector<int> active;
+  for (int c = 0; c < a.cols(); ++c) active.push_back(c);
+  Eigen::VectorXd x = Eigen::VectorXd::Zero(a.cols());
+  while (!active.empty()) {
+    Eigen::MatrixXd sub(a.rows(), static_cast<Eigen::Index>(active.size()));
+    for (std::size_t i = 0; i < active.size(); ++i) sub.col(static_cast<Eigen::Index>(i)) = a.col(active[i]);
+    const Eigen::VectorXd s = sub.colPivHouseholderQr().solve(y);
+    std::size_t worst = active.size();
+    for (std::size_t i = 0; i < active.size(); ++i) {
+      if (s(static_cast<Eigen::Index>(i)) < 0 && (worst == active.size() || s(static_cast<Eigen::Index>(i)) < s(static_cast<Eigen::Index>(worst)))) {
+        worst = i;
+      }
+    }
+    if (worst == active.size()) {
+      x.setZero();
+      for (std::size_t i = 0; i < active.size(); ++i) x(active[i]) = s(static_cast<Eigen::Index>(i));
+      return x;
+    }
+    active.erase(active.begin() + static_cast<std::ptrdiff_t>(worst));
+  }
+  return x;
+}
+
+std::string shape_label(const GemmPoint& p) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s b%lld m%lld n%lld k%lld (%s)", p.column.c_str(), static_cast<long long>(p.b),
+                static_cast<long long>(p.m), static_cast<long long>(p.n), static_cast<long long>(p.k), p.table.c_str());
+  return buf;
+}
+
+std::string percent(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * v);
+  return buf;
+}
+
+// One row of the linear system for a GEMM point: time = waves * tile_flops / (peak / SMs) * u
+// + waves * w + l (+ memory time when it dominates), divided by the measured time.
+struct GemmRow {
+  double compute_coef = 0;  // multiplies u = 1 / max_efficiency
+  double waves = 0;         // multiplies the wave overhead
+  double memory = 0;        // seconds, when the memory roofline dominates (then compute terms are 0)
+};
+
+GemmRow gemm_row(const topo::GpuSpec& gpu, DataType dtype, const topo::GemmCalibration& cal, const GemmPoint& p) {
+  const double sms = static_cast<double>(std::max<std::int64_t>(1, gpu.sm_count));
+  const double peak = gpu.peak(dtype == DataType::kFp32 ? DataType::kTf32 : dtype).per_second();
+  const double u = 1.0 / cal.max_efficiency;
+  GemmRow best;
+  double best_time = std::numeric_limits<double>::infinity();
+  for (const auto& tile : cal.tiles) {
+    const double tiles = std::ceil(static_cast<double>(p.m) / static_cast<double>(tile[0])) *
+                         std::ceil(static_cast<double>(p.n) / static_cast<double>(tile[1])) * static_cast<double>(p.b);
+    const double waves = std::ceil(tiles / sms);
+    const double coef = waves * 2.0 * static_cast<double>(tile[0] * tile[1]) * static_cast<double>(p.k) * sms / peak;
+    const double t = coef * u + waves * cal.wave_overhead.seconds();
+    if (t < best_time) {
+      best_time = t;
+      best = GemmRow{coef, waves, 0};
+    }
+  }
+  const sim::Kernel k = gemm_kernel(p);
+  const double mem = k.bytes.as_double() / (gpu.memory_bandwidth.bytes_per_second() * gpu.calibration.memory_efficiency);
+  if (mem > best_time) return GemmRow{0, 0, mem};
+  return best;
+}
+
+topo::GemmCalibration with_params(topo::GemmCalibration c, double u, double wave_s, double launch_s) {
+  c.max_efficiency = round_significant(1.0 / u);
+  c.wave_overhead = sim::Duration::from_seconds(round_significant(wave_s * 1e6) * 1e-6);
+  c.launch_overhead = sim::Duration::from_seconds(round_significant(launch_s * 1e6) * 1e-6);
+  return c;
+}
+
+// Alternating fit; `full` fits all three parameters, otherwise only max_efficiency.
+topo::GemmCalibration fit_points(const topo::GpuSpec& gpu, DataType dtype, const std::vector<GemmPoint>& points,
+                                 const topo::GemmCalibration& base, bool full) {
+  topo::GemmCalibration cal = base;
+  std::vector<double> previous;
+  for (int iteration = 0; iteration < 100; ++iteration) {
+    const Eigen::Index n = static_cast<Eigen::Index>(points.size());
+    Eigen::MatrixXd a(n, full ? 3 : 1);
+    Eigen::VectorXd y(n);
+    std::vector<double> signature;
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const GemmPoint& p = points[static_cast<std::size_t>(i)];
+      const double measured = p.flops() / (p.tflops * 1e12);
+      const GemmRow row = gemm_row(gpu, dtype, cal, p);
+      signature.push_back(row.compute_coef + row.waves * 1e3 + row.memory);
+      if (full) {
+        a(i, 0) = row.compute_coef / measured;
+        a(i, 1) = row.waves / measured;
+        a(i, 2) = 1.0 / measured;
+        y(i) = 1.0 - row.memory / measured;
+      } else {
+        a(i, 0) = row.compute_coef / measured;
+        y(i) = 1.0 - (row.memory + row.waves * base.wave_overhead.seconds() + base.launch_overhead.seconds()) / measured;
+      }
+    }
+    const Eigen::VectorXd x = solve_nonnegative(a, y);
+    const double u = std::max(x(0), 1e-3);
+    cal = full ? with_params(cal, u, x(1), x(2)) : with_params(cal, u, base.wave_overhead.seconds(), base.launch_overhead.seconds());
+    if (signature == previous) break;  // tile choices (and memory-bound points) are stable
+    previous = std::move(signature);
+  }
+  return cal;
+}
+
+void summarize_residuals(FitReport& report) {
+  std::vector<double> predicted, measured;
+  for (const KernelResidual& r : report.residuals) {
+    predicted.push_back(r.predicted);
+    measured.push_back(r.measured);
+  }
+  report.errors = summarize(predicted, measured);
+}
+
+}  // namespace
+
+double round_significant(double v, int digits) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  const double scale = std::pow(10.0, digits - 1 - static_cast<int>(std::floor(std::log10(std::abs(v)))));
+  return std::round(v * scale) / scale;
+}
+
+sim::Kernel gemm_kernel(const GemmPoint& p) {
+  sim::Kernel k;
+  k.kernel_class = sim::KernelClass::kGemm;
+  k.dtype = p.dtype;
+  k.m = p.m;
+  k.n = p.n;
+  k.k = p.k;
+  k.batch = p.b;
+  k.flops = sim::Flops(p.flops());
+  const std::int64_t in = p.dtype == DataType::kFp8 ? 1 : (p.dtype == DataType::kTf32 || p.dtype == DataType::kFp32 ? 4 : 2);
+  const std::int64_t out = p.dtype == DataType::kTf32 || p.dtype == DataType::kFp32 ? 4 : 2;
+  k.bytes = sim::Bytes(p.b * (in * (p.m * p.k + p.k * p.n) + out * p.m * p.n));
+  return k;
+}
+
+sim::Kernel attention_kernel(const AttentionPoint& p) {
+  sim::Kernel k;
+  k.kernel_class = sim::KernelClass::kFlashAttention;
+  k.dtype = DataType::kBf16;
+  k.backward = p.backward;
+  k.causal = p.causal;
+  k.m = p.seq_len;
+  k.n = p.seq_len;
+  k.k = p.head_dim;
+  k.batch = p.batch * p.heads;
+  k.flops = sim::Flops(p.flops());
+  // Q, K, V read and O written (forward); the backward also reads O, dO and writes dQ, dK, dV.
+  k.bytes = sim::Bytes(2 * p.batch * p.heads * p.seq_len * p.head_dim * (p.backward ? 8 : 4));
+  return k;
+}
+
+GemmFit fit_gemm(const topo::GpuSpec& gpu, DataType dtype, const std::vector<GemmPoint>& all_points,
+                 const topo::GemmCalibration& base, double min_flops) {
+  GemmFit fit;
+  fit.calibration = base;
+  fit.report.part = std::string("gemm ") + sim::to_string(dtype);
+  const double peak_tflops = gpu.peak(dtype == DataType::kFp32 ? DataType::kTf32 : dtype).as_tflops();
+  std::map<std::string, std::vector<GemmPoint>> by_table;
+  std::size_t small = 0;
+  std::map<std::string, std::size_t> above_peak;
+  for (const GemmPoint& p : all_points) {
+    if (p.flops() < min_flops) {
+      ++small;
+    } else if (p.tflops > peak_tflops) {
+      ++above_peak[p.table];
+    } else {
+      by_table[p.table].push_back(p);
+    }
+  }
+  if (small > 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%zu points below %.3g GFLOP left out (launch-dominated)", small, min_flops * 1e-9);
+    fit.report.notes.emplace_back(buf);
+  }
+  for (const auto& [table, count] : above_peak) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s: %zu points above the dense peak (%.0f TFLOP/s) left out: physically impossible", table.c_str(),
+                  count, peak_tflops);
+    fit.report.notes.emplace_back(buf);
+  }
+  // A table whose points alone imply more than the peak is inconsistent with this GPU.
+  for (auto it = by_table.begin(); it != by_table.end();) {
+    const topo::GemmCalibration alone = fit_points(gpu, dtype, it->second, base, false);
+    if (alone.max_efficiency > 1.0) {
+      fit.report.notes.push_back(it->first + ": its points imply " + percent(alone.max_efficiency) +
+                                 " of the dense peak inside a full wave; inconsistent with the GPU, not used");
+      it = by_table.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::vector<GemmPoint> points;
+  for (const auto& [table, list] : by_table) {
+    fit.report.from.push_back(table);
+    points.insert(points.end(), list.begin(), list.end());
+  }
+  if (points.empty()) {
+    fit.report.notes.emplace_back("no usable points: parameters kept from the base calibration");
+    return fit;
+  }
+  const bool full = points.size() >= 8;
+  if (!full) {
+    fit.report.notes.emplace_back("fewer than 8 points: only max_efficiency fitted; the wave and launch overheads are the ones "
+                                  "given (for FP8 the 16-bit fit's, else the base calibration's)");
+  }
+  fit.calibration = fit_points(gpu, dtype, points, base, full);
+  fit.report.fitted = true;
+  topo::GpuSpec fitted = gpu;
+  (dtype == DataType::kFp8 ? fitted.calibration.gemm_fp8
+                           : (dtype == DataType::kTf32 || dtype == DataType::kFp32 ? fitted.calibration.gemm_tf32
+                                                                                   : fitted.calibration.gemm_16bit)) = fit.calibration;
+  const topo::ComputeModel model(fitted, /*in_training=*/false);
+  for (const GemmPoint& p : points) {
+    const double predicted = model.tflops(gemm_kernel(p));
+    fit.report.residuals.push_back(KernelResidual{shape_label(p), p.tflops, predicted, relative_error(predicted, p.tflops)});
+  }
+  summarize_residuals(fit.report);
+  return fit;
+}
+
+AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::vector<AttentionPoint>& points,
+                           std::int64_t tile, const topo::AttentionPassCalibration& base, double max_efficiency) {
+  AttentionFit fit;
+  fit.calibration = base;
+  fit.report.part = backward ? "attention backward" : "attention forward";
+  if (points.size() < 3) {
+    fit.report.notes.emplace_back("fewer than 3 points: parameters kept from the base calibration");
+    return fit;
+  }
+  // time = batch * [pairs * (max(M u, S v) + (1 - o) min(M u, S v)) + q_tiles * M * w] with
+  // M = pair_flops / peak, S = tile^2, u = 1 / efficiency, v = 1 / softmax_rate,
+  // w = row_overhead / efficiency: linear in (u, v, w) once the overlap o and which of the two
+  // terms is longer are fixed. The overlap is searched on a grid; the longer term alternates.
+  const double peak = gpu.peak(DataType::kBf16).per_second();
+  const std::size_t n = points.size();
+  std::vector<double> mm(n), sm(n), row(n), measured(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const AttentionPoint& p = points[i];
+    measured[i] = p.flops() / (p.tflops * 1e12);
+    const double q = std::ceil(static_cast<double>(p.seq_len) / static_cast<double>(tile));
+    const double pairs = p.causal ? q * (q + 1) / 2 : q * q;
+    const double pair_flops = 4.0 * static_cast<double>(tile * tile) * static_cast<double>(p.head_dim) * (backward ? 2.5 : 1.0);
+    const double bh = static_cast<double>(p.batch * p.heads);
+    mm[i] = bh * pairs * pair_flops / peak;
+    sm[i] = bh * pairs * static_cast<double>(tile * tile);
+    row[i] = bh * q * pair_flops / peak;
+  }
+  double best_loss = std::numeric_limits<double>::infinity();
+  topo::AttentionPassCalibration best = base;
+  for (int step = 0; step <= 20; ++step) {
+    const double overlap = step / 20.0;
+    Eigen::Vector3d x(1.0 / base.efficiency, base.softmax_rate > 0 ? 1.0 / base.softmax_rate : 0.0, 0.0);
+    for (int iteration = 0; iteration < 50; ++iteration) {
+      Eigen::MatrixXd a(static_cast<Eigen::Index>(n), 3);
+      Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(n));
+      for (std::size_t i = 0; i < n; ++i) {
+        const bool matmul_longer = mm[i] * x(0) >= sm[i] * x(1);
+        const Eigen::Index r = static_cast<Eigen::Index>(i);
+        a(r, 0) = mm[i] * (matmul_longer ? 1.0 : 1.0 - overlap) / measured[i];
+        a(r, 1) = sm[i] * (matmul_longer ? 1.0 - overlap : 1.0) / measured[i];
+        a(r, 2) = row[i] / measured[i];
+      }
+      const Eigen::VectorXd next = solve_nonnegative(a, y);
+      const bool same = (next - x).norm() <= 1e-12 * x.norm();
+      x = next;
+      if (same) break;
+    }
+    if (x(0) * max_efficiency < 1.0) continue;  // matmuls faster than in a GEMM: not physical
+    double loss = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double a = mm[i] * x(0), b = sm[i] * x(1);
+      const double t = std::max(a, b) + (1.0 - overlap) * std::min(a, b) + row[i] * x(2);
+      loss += std::abs(t - measured[i]) / measured[i];
+    }
+    if (loss < best_loss - 1e-12) {
+      best_loss = loss;
+      best.efficiency = round_significant(1.0 / x(0));
+      best.softmax_rate = x(1) > 0 ? round_significant(1.0 / x(1) * 1e-12) * 1e12 : 0.0;
+      best.softmax_overlap = overlap;
+      best.row_overhead = round_significant(x(2) * best.efficiency);
+    }
+  }
+  if (!std::isfinite(best_loss)) {
+    fit.report.notes.emplace_back("no physical fit (every candidate runs the matmuls faster than a GEMM does): parameters kept from the base calibration");
+    return fit;
+  }
+  fit.calibration = best;
+  fit.report.fitted = true;
+  std::vector<std::string> tables;
+  for (const AttentionPoint& p : points) {
+    if (std::find(tables.begin(), tables.end(), p.table) == tables.end()) tables.push_back(p.table);
+  }
+  fit.report.from = tables;
+  topo::GpuSpec fitted = gpu;
+  fitted.calibration.attention.tile = tile;
+  (backward ? fitted.calibration.attention.backward : fitted.calibration.attention.forward) = fit.calibration;
+  const topo::ComputeModel model(fitted, /*in_training=*/false);
+  for (const AttentionPoint& p : points) {
+    char label[160];
+    std::snprintf(label, sizeof label, "%s %s d%lld s%lld%s (%s)", p.implementation.c_str(), backward ? "bwd" : "fwd",
+                  static_cast<long long>(p.head_dim), static_cast<long long>(p.seq_len), p.causal ? " causal" : "", p.table.c_str());
+    const double predicted = model.tflops(attention_kernel(p));
+    fit.report.residuals.push_back(KernelResidual{label, p.tflops, predicted, relative_error(predicted, p.tflops)});
+  }
+  summarize_residuals(fit.report);
+  return fit;
+}
+
+}  // namespace trainsim::validate

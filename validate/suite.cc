@@ -1,0 +1,125 @@
+#include "validate/suite.h"
+
+#include <filesystem>
+#include <set>
+
+#include "config/json_reader.h"
+
+namespace trainsim::validate {
+
+namespace {
+
+using config::Json;
+using config::ObjectReader;
+
+std::vector<std::string> read_notes(ObjectReader& r) {
+  std::vector<std::string> out;
+  const Json* v = r.raw("notes");
+  if (v == nullptr) return out;
+  if (v->is_string()) return {v->get<std::string>()};
+  if (!v->is_array()) r.fail("notes", "expected a string or an array of strings, got " + config::describe(*v));
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].is_string()) {
+      throw InputError(r.file(), config::join_path(r.path_of("notes"), i), "expected a string, got " + config::describe((*v)[i]));
+    }
+    out.push_back((*v)[i].get<std::string>());
+  }
+  return out;
+}
+
+Case read_case(const Json& value, const std::string& file, const std::string& path) {
+  ObjectReader r(value, file, path);
+  r.allow({"description"});
+  Case c;
+  c.id = r.require_string("id");
+  if (c.id.empty()) r.fail("id", "expected a non-empty case id");
+  c.source = r.require_string("source");
+  if (c.source.empty()) r.fail("source", "expected the source of the measurement (paper, table, repository and commit)");
+  c.family = r.get_string("family", "");
+  c.notes = read_notes(r);
+  const bool inline_scenario = r.has("scenario"), from_file = r.has("scenario_file");
+  if (inline_scenario == from_file) {
+    r.fail(inline_scenario ? "scenario_file" : "scenario", "expected exactly one of \"scenario\" and \"scenario_file\"");
+  }
+  if (inline_scenario) {
+    const Json* doc = r.raw("scenario");
+    if (!doc->is_object()) r.fail("scenario", "expected a scenario object, got " + config::describe(*doc));
+    c.scenario = config::parse_scenario(*doc, file, r.path_of("scenario"));
+  } else {
+    std::filesystem::path p(r.require_string("scenario_file"));
+    if (p.is_relative()) p = std::filesystem::path(file).parent_path() / p;
+    c.scenario = config::load_scenario(p.string());
+  }
+  ObjectReader measured = r.object("measured");
+  measured.allow({"description", "notes"});
+  for (Metric m : kMetrics) {
+    if (!measured.has(to_string(m))) continue;
+    const double v = measured.require_double(to_string(m), 1e-12, 1e18);
+    c.measured.push_back(Measurement{m, v});
+  }
+  measured.finish();
+  if (c.measured.empty()) {
+    r.fail("measured", "expected at least one measured value: iteration_time_s, model_tflops_per_gpu, "
+                       "hardware_tflops_per_gpu, mfu or peak_memory_bytes");
+  }
+  r.finish();
+  return c;
+}
+
+}  // namespace
+
+const char* to_string(Metric m) {
+  switch (m) {
+    case Metric::kIterationTime:
+      return "iteration_time_s";
+    case Metric::kModelTflops:
+      return "model_tflops_per_gpu";
+    case Metric::kHardwareTflops:
+      return "hardware_tflops_per_gpu";
+    case Metric::kMfu:
+      return "mfu";
+    case Metric::kPeakMemory:
+      return "peak_memory_bytes";
+  }
+  return "?";
+}
+
+Suite read_suite(const std::string& file, const std::string& only) {
+  const Json doc = config::read_json_file(file);
+  ObjectReader r(doc, file, "");
+  r.allow({"sources"});
+  Suite s;
+  s.file = file;
+  s.description = r.get_string("description", "");
+  const Json* cases = r.raw("cases");
+  if (cases == nullptr || !cases->is_array() || cases->empty()) {
+    r.fail("cases", "expected a non-empty array of cases");
+  }
+  std::set<std::string> ids;
+  for (std::size_t i = 0; i < cases->size(); ++i) {
+    const std::string path = config::join_path("/cases", i);
+    const Json& value = (*cases)[i];
+    // Ids are checked on every case, even those filtered out, so a suite is valid as a whole.
+    if (value.is_object() && value.contains("id") && value["id"].is_string()) {
+      const std::string id = value["id"].get<std::string>();
+      if (!ids.insert(id).second) throw InputError(file, config::join_path(path, "id"), "duplicate case id \"" + id + "\"");
+      if (!only.empty() && id.find(only) == std::string::npos) continue;
+    }
+    s.cases.push_back(read_case(value, file, path));
+  }
+  if (const Json* excluded = r.raw("excluded")) {
+    if (!excluded->is_array()) r.fail("excluded", "expected an array of {\"id\", \"reason\"} objects");
+    for (std::size_t i = 0; i < excluded->size(); ++i) {
+      ObjectReader e((*excluded)[i], file, config::join_path("/excluded", i));
+      e.allow({"source", "notes"});
+      ExcludedCase x{e.require_string("id"), e.require_string("reason")};
+      e.finish();
+      s.excluded.push_back(std::move(x));
+    }
+  }
+  r.finish();
+  if (s.cases.empty()) throw InputError(file, "/cases", "no case id contains \"" + only + "\"");
+  return s;
+}
+
+}  // namespace trainsim::validate

@@ -1,0 +1,56 @@
+#pragma once
+// Suite: a validation suite file (DESIGN.md): cases, each a scenario (inline or a file) with the
+// values measured on real hardware and the source they come from. Read and validated once; any
+// problem is an InputError naming the file and the JSON path.
+//
+// { "description": "...",
+//   "cases": [ { "id": "...", "source": "...", "family": "gpt", "notes": ["assumption", ...],
+//                "scenario": { ... } | "scenario_file": "relative/or/absolute.json",
+//                "measured": { "iteration_time_s": 13.75, ... } } ],
+//   "excluded": [ { "id": "...", "reason": "..." } ] }
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/scenario.h"
+
+namespace trainsim::validate {
+
+// The quantities a case can compare, with the names of `trainsim run --json`.
+enum class Metric : std::uint8_t { kIterationTime, kModelTflops, kHardwareTflops, kMfu, kPeakMemory };
+inline constexpr std::array<Metric, 5> kMetrics{Metric::kIterationTime, Metric::kModelTflops, Metric::kHardwareTflops,
+                                                Metric::kMfu, Metric::kPeakMemory};
+const char* to_string(Metric m);  // "iteration_time_s", "model_tflops_per_gpu", ...
+
+struct Measurement {
+  Metric metric = Metric::kIterationTime;
+  double value = 0;
+};
+
+struct Case {
+  std::string id;
+  std::string source;
+  std::string family;  // model family the case's ranking is judged in (may be empty)
+  std::vector<std::string> notes;
+  config::Scenario scenario;
+  std::vector<Measurement> measured;  // in kMetrics order
+};
+
+struct ExcludedCase {
+  std::string id;
+  std::string reason;
+};
+
+struct Suite {
+  std::string file;
+  std::string description;
+  std::vector<Case> cases;
+  std::vector<ExcludedCase> excluded;
+};
+
+// Reads a suite. `only` keeps the cases whose id contains it (empty: all).
+Suite read_suite(const std::string& file, const std::string& only = "");
+
+}  // namespace trainsim::validate

@@ -1,0 +1,150 @@
+#include "validate/sustained_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <limits>
+
+#include "validate/validation_report.h"
+
+namespace trainsim::validate {
+
+namespace {
+
+// The suite restricted to `architecture`, every case priced with `calibration` at `fraction`.
+Suite with_calibration(const Suite& suite, topo::Architecture architecture, topo::ComputeCalibration calibration,
+                       double fraction) {
+  calibration.sustained_fraction = fraction;
+  Suite out;
+  out.file = suite.file;
+  for (const Case& c : suite.cases) {
+    if (c.scenario.cluster.gpu.architecture != architecture) continue;
+    Case copy = c;
+    copy.scenario.cluster.gpu.calibration = calibration;
+    out.cases.push_back(std::move(copy));
+  }
+  return out;
+}
+
+// Time-like view of a case's first metric: throughput metrics scale as 1 / time.
+double time_like(const MetricResult& m) {
+  const bool throughput = m.metric == Metric::kModelTflops || m.metric == Metric::kHardwareTflops || m.metric == Metric::kMfu;
+  return throughput ? 1.0 / m.predicted : m.predicted;
+}
+double measured_time_like(const MetricResult& m) {
+  const bool throughput = m.metric == Metric::kModelTflops || m.metric == Metric::kHardwareTflops || m.metric == Metric::kMfu;
+  return throughput ? 1.0 / m.measured : m.measured;
+}
+
+ErrorSummary first_metric_summary(const ValidationReport& r) {
+  std::vector<double> predicted, measured;
+  for (const CaseResult& c : r.cases) {
+    predicted.push_back(c.metrics.front().predicted);
+    measured.push_back(c.metrics.front().measured);
+  }
+  return summarize(predicted, measured);
+}
+
+}  // namespace
+
+topo::ComputeCalibration scale_attention(topo::ComputeCalibration c, double scale) {
+  c.attention_scale = scale;
+  return c;
+}
+
+topo::ComputeCalibration scale_fp8(topo::ComputeCalibration c, double scale) {
+  c.fp8_gemm_scale = scale;
+  return c;
+}
+
+SustainedFit fit_sustained_fraction(const Suite& suite, topo::Architecture architecture,
+                                    const topo::ComputeCalibration& calibration, const SustainedFitOptions& options) {
+  SustainedFit fit;
+  fit.report.part = std::string("sustained fraction (") + topo::to_string(architecture) + ")";
+  fit.fraction = calibration.sustained_fraction;
+  ValidateOptions run;
+  run.jobs = options.jobs;
+  // The scales being fitted start from 1 (the kernel models as benchmarked).
+  topo::ComputeCalibration base = calibration;
+  if (options.attention) base.attention_scale = 1.0;
+  if (options.fp8) base.fp8_gemm_scale = 1.0;
+  const Suite full = with_calibration(suite, architecture, base, 1.0);
+  fit.cases = full.cases.size();
+  if (full.cases.empty()) {
+    fit.report.notes.emplace_back(std::string("no case runs on an ") + topo::to_string(architecture) +
+                                  " GPU: the sustained fraction is kept from the base calibration");
+    return fit;
+  }
+  bool any_fp8 = false;
+  for (const Case& c : full.cases) any_fp8 = any_fp8 || c.scenario.training.precision == models::Precision::kFp8;
+  const bool fit_fp8 = options.fp8 && any_fp8;
+  constexpr double kLow = 0.7;
+  const double step_back = 1.0 / kLow - 1.0;
+  const ValidationReport at_one = validate_suite(full, run);
+  const ValidationReport at_low = validate_suite(with_calibration(suite, architecture, base, kLow), run);
+  std::optional<ValidationReport> attention_low, fp8_low;
+  if (options.attention) {
+    attention_low = validate_suite(with_calibration(suite, architecture, scale_attention(base, kLow), 1.0), run);
+  }
+  if (fit_fp8) fp8_low = validate_suite(with_calibration(suite, architecture, scale_fp8(base, kLow), 1.0), run);
+  std::vector<double> a(fit.cases), b(fit.cases), c(fit.cases, 0.0), d(fit.cases, 0.0), target(fit.cases);
+  for (std::size_t i = 0; i < fit.cases; ++i) {
+    const double t1 = time_like(at_one.cases[i].metrics.front());
+    const double tensor = std::max(0.0, (time_like(at_low.cases[i].metrics.front()) - t1) / step_back);
+    if (attention_low) c[i] = std::clamp((time_like(attention_low->cases[i].metrics.front()) - t1) / step_back, 0.0, tensor);
+    if (fp8_low) d[i] = std::clamp((time_like(fp8_low->cases[i].metrics.front()) - t1) / step_back, 0.0, tensor - c[i]);
+    b[i] = tensor - c[i] - d[i];
+    a[i] = t1 - tensor;
+    target[i] = measured_time_like(at_one.cases[i].metrics.front());
+  }
+  auto model = [&](std::size_t i, double f, double g, double h) { return a[i] + b[i] / f + c[i] / (f * g) + d[i] / (f * h); };
+  {
+    // Before the fit: the base calibration's fraction, on the same model of each case's time.
+    std::vector<double> predicted, measured;
+    for (std::size_t i = 0; i < fit.cases; ++i) {
+      predicted.push_back(model(i, calibration.sustained_fraction, options.attention ? calibration.attention_scale : 1.0,
+                                fit_fp8 ? calibration.fp8_gemm_scale : 1.0));
+      measured.push_back(target[i]);
+    }
+    fit.before = summarize(predicted, measured);
+  }
+  double best = std::numeric_limits<double>::infinity(), best_g = 1.0, best_h = 1.0;
+  const int g_steps = options.attention ? 130 : 0, h_steps = fit_fp8 ? 130 : 0;
+  for (int gs = 0; gs <= g_steps; ++gs) {
+    const double g = options.attention ? 0.2 + 0.01 * gs : 1.0;
+    for (int hs = 0; hs <= h_steps; ++hs) {
+      const double h = fit_fp8 ? 0.2 + 0.01 * hs : 1.0;
+      for (int step = 150; step <= 500; ++step) {
+        const double f = step / 500.0;
+        double loss = 0;
+        for (std::size_t i = 0; i < fit.cases; ++i) loss += std::abs(std::log(model(i, f, g, h) / target[i]));
+        if (loss < best - 1e-12) {
+          best = loss;
+          fit.fraction = f;
+          best_g = g;
+          best_h = h;
+        }
+      }
+    }
+  }
+  topo::ComputeCalibration fitted = base;
+  if (options.attention) {
+    fit.attention_scale = std::round(best_g * 100.0) / 100.0;
+    fitted = scale_attention(fitted, *fit.attention_scale);
+  }
+  if (fit_fp8) {
+    fit.fp8_scale = std::round(best_h * 100.0) / 100.0;
+    fitted = scale_fp8(fitted, *fit.fp8_scale);
+  }
+  const ValidationReport at_fit = validate_suite(with_calibration(suite, architecture, fitted, fit.fraction), run);
+  fit.report.fitted = true;
+  fit.report.from.push_back(suite.file);
+  for (const CaseResult& r : at_fit.cases) {
+    const MetricResult& m = r.metrics.front();
+    fit.report.residuals.push_back(KernelResidual{r.id + " " + to_string(m.metric), m.measured, m.predicted, m.error});
+  }
+  fit.report.errors = first_metric_summary(at_fit);
+  return fit;
+}
+
+}  // namespace trainsim::validate
