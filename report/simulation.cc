@@ -41,15 +41,21 @@ TimeBreakdown breakdown_of(const sim::RankAccount& a, sim::TimePoint makespan) {
   std::vector<double> exposed(models::kNumCategories, 0.0);
   for (std::uint8_t c = models::kTpComm; c < models::kNumCategories; ++c) {
     exposed[c] += a.gap_exposed[c].seconds();
+    // Waiting for a task that was itself held back: by a pipeline transfer (bubble) or by
+    // other communication queued before it (exposed).
+    const double held = a.gap_issue[c].seconds();
     if (c == models::kPpComm) {
-      b.pipeline_bubble_s += a.gap_wait[c].seconds();
+      b.pipeline_bubble_s += a.gap_wait[c].seconds() + held;
     } else {
       b.synchronization_wait_s += a.gap_wait[c].seconds();
+      exposed[c] += held;
     }
   }
   // Gaps behind compute on another stream count as idle; gaps with no cause as idle too.
   double idle = a.gap_other.seconds();
-  for (std::uint8_t c = 0; c < models::kTpComm; ++c) idle += a.gap_exposed[c].seconds() + a.gap_wait[c].seconds();
+  for (std::uint8_t c = 0; c < models::kTpComm; ++c) {
+    idle += a.gap_exposed[c].seconds() + a.gap_wait[c].seconds() + a.gap_issue[c].seconds();
+  }
   // After the rank's last compute task the iteration still runs until its communication (and
   // every other rank) is done.
   const double own_tail = (a.finish - a.primary_end).seconds();
@@ -211,8 +217,12 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
   if (s.simulation.full && out.engine.ranks.size() > 1) {
     std::vector<double> work(out.engine.ranks.size());
     for (std::size_t i = 0; i < work.size(); ++i) {
-      const TimeBreakdown b = breakdown_of(out.engine.accounts[i], out.engine.makespan);
-      work[i] = b.compute_s + b.recompute_s + b.optimizer_s + b.exposed_communication_s;
+      // Its own kernels plus the transfers it waited for (not the time other ranks held it up).
+      const sim::RankAccount& a = out.engine.accounts[i];
+      double own = (a.busy[models::kForward] + a.busy[models::kBackward] + a.busy[models::kRecompute] +
+                    a.busy[models::kOptimizer]).seconds();
+      for (std::uint8_t c = models::kTpComm; c < models::kNumCategories; ++c) own += a.gap_exposed[c].seconds();
+      work[i] = own;
     }
     const std::size_t worst = static_cast<std::size_t>(std::max_element(work.begin(), work.end()) - work.begin());
     Bottleneck bn;

@@ -363,28 +363,33 @@ Timeline build_timeline(const RunResult& r) {
           }
         }
         if (cause != nullptr && cause->kind != sim::TaskKind::kCompute) {
-          const std::int64_t split = std::clamp(cause_rec->start.ps(), free_since, issued);
+          // Three parts, as the engine splits them: before the dependency was issued (held back
+          // by what its record names), while it waited for its peers, while it transferred.
+          const std::int64_t dep_issued = std::clamp(cause_rec->posted.ps(), free_since, issued);
+          const std::int64_t split = std::clamp(cause_rec->start.ps(), dep_issued, issued);
           const std::string what = g.name(cause->name);
           Slice gap;
           gap.microbatch = cause->microbatch;
-          if (split > free_since) {
-            const bool pipeline = cause->category == models::kPpComm;
-            gap.kind = pipeline ? SliceKind::kBubble : SliceKind::kBlocked;
-            gap.start_ps = free_since;
-            gap.end_ps = split;
-            gap.busy_ps = split - free_since;
-            gap.name = name_of(pipeline ? "pipeline bubble: waiting for " + what : "waiting for peers at " + what);
-            if (pipeline) lane.bubble_ps += gap.busy_ps;
+          auto add = [&](SliceKind kind, std::int64_t from, std::int64_t to, const std::string& label) {
+            if (to <= from) return;
+            gap.kind = kind;
+            gap.start_ps = from;
+            gap.end_ps = to;
+            gap.busy_ps = to - from;
+            gap.name = name_of(label);
+            if (kind == SliceKind::kBubble) lane.bubble_ps += gap.busy_ps;
             compute.gaps.push_back(gap);
+          };
+          if (cause_rec->cause == models::kPpComm) {
+            add(SliceKind::kBubble, free_since, dep_issued, "pipeline bubble: " + what + " held back by a pipeline transfer");
+          } else if (cause_rec->cause != 255 && models::is_communication(cause_rec->cause)) {
+            add(SliceKind::kBlocked, free_since, dep_issued,
+                "exposed " + comm_kind_name(cause_rec->cause) + " communication (queued before " + what + ")");
           }
-          if (issued > split) {
-            gap.kind = SliceKind::kBlocked;
-            gap.start_ps = split;
-            gap.end_ps = issued;
-            gap.busy_ps = issued - split;
-            gap.name = name_of("exposed " + comm_kind_name(cause->category) + " communication: " + what);
-            compute.gaps.push_back(gap);
-          }
+          const bool pipeline = cause->category == models::kPpComm;
+          add(pipeline ? SliceKind::kBubble : SliceKind::kBlocked, dep_issued, split,
+              pipeline ? "pipeline bubble: waiting for " + what : "waiting for peers at " + what);
+          add(SliceKind::kBlocked, split, issued, "exposed " + comm_kind_name(cause->category) + " communication: " + what);
         }
       }
       free_since = rec->end.ps();

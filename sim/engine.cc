@@ -150,6 +150,15 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   }
   const TimePoint now = queue_.now();
   if (s == options_.primary_stream) attribute_gap(rank, rc, task, st);
+  // What held this task back until now: a dependency that just ended, else the previous task
+  // of its own stream (it queued behind it).
+  st.cause = kNoCause;
+  for (std::uint32_t i = 0; i < task.deps_count && st.cause == kNoCause; ++i) {
+    const Task& d = rc.tasks[rc.deps[task.deps_begin + i]];
+    const StreamState& ds = stream_state(rank, d.stream);
+    if (ds.last_end == now && ds.next - (ds.busy ? 1u : 0u) == d.position + 1) st.cause = d.category;
+  }
+  if (st.cause == kNoCause && st.next > 0 && st.free_since == now) st.cause = rc.tasks[order[st.next - 1]].category;
   st.busy = true;
   ++st.next;
   st.posted = now;
@@ -249,9 +258,17 @@ void Engine::attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& 
     if (d.kind == TaskKind::kCompute) {
       acc.gap_exposed[d.category] += gap;  // hidden work on another stream
     } else {
-      const TimePoint split = std::clamp(ds.last_transfer_start, st.free_since, now);
-      acc.gap_wait[d.category] += split - st.free_since;
-      acc.gap_exposed[d.category] += now - split;
+      const TimePoint issued = std::clamp(ds.last_posted, st.free_since, now);
+      const TimePoint started = std::clamp(ds.last_transfer_start, issued, now);
+      if (issued > st.free_since) {  // not issued yet: held back by something else
+        if (ds.last_cause == kNoCause) {
+          acc.gap_other += issued - st.free_since;
+        } else {
+          acc.gap_issue[ds.last_cause] += issued - st.free_since;
+        }
+      }
+      acc.gap_wait[d.category] += started - issued;  // issued, waiting for its peers
+      acc.gap_exposed[d.category] += now - started;  // transferring
     }
     return;
   }
@@ -370,6 +387,8 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   st.free_since = now;
   st.last_end = now;
   st.last_transfer_start = st.transfer_start;
+  st.last_posted = st.posted;
+  st.last_cause = st.cause;
   ++result_.tasks_executed;
   if (task.free_bytes != 0) change_memory(rank, -task.free_bytes, now);
   RankAccount& acc = result_.accounts[account_of_[rank]];
@@ -380,7 +399,7 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   if (now > result_.makespan) result_.makespan = now;
   if (recorded_[rank]) {
     result_.records.push_back(TaskRecord{RankId{rank}, ti, st.posted, st.transfer_start, now,
-                                         st.algorithm, st.protocol, st.speed_fraction});
+                                         st.algorithm, st.protocol, st.speed_fraction, st.cause});
   }
   // Only this stream and the streams with a task depending on this one can start something.
   try_start_streams(rank, (1u << s) | dependent_streams_[graph_.class_of(RankId{rank})][ti]);

@@ -46,6 +46,9 @@ struct TaskRecord {
   TimePoint end;
   std::uint8_t algorithm = 0, protocol = 0;  // communication only (TimingModel labels)
   double speed_fraction = 1;                 // communication: achieved share of its max rate
+  // Category of what held its issue back (a dependency that ended as it was issued, or the task
+  // before it on its stream); 255 when nothing did.
+  std::uint8_t cause = 255;
 };
 
 struct MemorySample {
@@ -61,10 +64,14 @@ struct RankAccount {
   std::uint8_t last_category = 0;                    // category of its last task
   std::array<Duration, kMaxCategories> busy{};       // task time by category (comm: transfer only)
   // Idle time of the primary stream before a task, by the category of the task it waited for:
-  // `wait` while that task itself waited for peers (pipeline bubble, skew), `exposed` while it
-  // was transferring (communication not hidden behind compute).
+  // `wait` while that task had been issued and waited for its peers (pipeline bubble, skew),
+  // `exposed` while it was transferring or still queued behind earlier communication on its
+  // stream (communication not hidden behind compute).
   std::array<Duration, kMaxCategories> gap_wait{};
   std::array<Duration, kMaxCategories> gap_exposed{};
+  // ... and before that task was even issued, by the category of what held it back (a
+  // dependency of its own that ended when it was issued, or the task before it on its stream).
+  std::array<Duration, kMaxCategories> gap_issue{};
   Duration gap_other;
   std::int64_t peak_memory_bytes = 0;
   TimePoint peak_memory_time;
@@ -108,6 +115,9 @@ class Engine {
     TimePoint transfer_start;    // communication: when its (last) transfer began
     TimePoint last_end;          // end of its last completed task
     TimePoint last_transfer_start;
+    TimePoint last_posted;       // when its last completed task was issued
+    std::uint8_t cause = kNoCause;       // category of what held the running task's issue back
+    std::uint8_t last_cause = kNoCause;
     std::uint8_t algorithm = 0, protocol = 0;
     double speed_fraction = 1;
   };
@@ -128,6 +138,7 @@ class Engine {
     bool has_send = false, has_recv = false;
   };
   static constexpr std::uint32_t kNoInstance = 0xffffffffu;
+  static constexpr std::uint8_t kNoCause = 0xff;
 
   StreamState& stream_state(std::uint32_t rank, std::uint32_t s) {
     return streams_[static_cast<std::size_t>(rank) * num_streams_ + s];
