@@ -978,7 +978,20 @@ void StageBuilder::distributed_optimizer_gathers(std::int64_t unit) {
       const TaskIndex t = bucket_gathers_[c][order[next]];
       if (t != kNothingToGather) wait(t);
       const std::size_t after = find(next + 1);
-      if (after < order.size()) gather_bucket(chunk_, order[after]);
+      if (after < order.size()) {
+        gather_bucket(chunk_, order[after]);
+      } else if (c + 1 < bucket_gathers_.size()) {
+        // The chunk's last bucket: the hook dispatches the next bucket in access order, the
+        // first of the next model chunk (whose forward pass comes after this one's).
+        const auto& next_order = forward_order_[c + 1];
+        const auto& next_buckets = buckets_[c + 1];
+        for (std::size_t i = 0; i < next_order.size(); ++i) {
+          if (next_buckets[next_order[i]].expert == (expert == 1)) {
+            gather_bucket(chunk_ + 1, next_order[i]);
+            break;
+          }
+        }
+      }
       next = after;
     }
   }
