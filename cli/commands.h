@@ -30,6 +30,7 @@ class Registry {
 CLI::App* subcommand(CLI::App& parent, const std::string& name, const std::string& description);
 
 void add_run_command(CLI::App& app, Registry& registry);
+void add_plan_command(CLI::App& app, Registry& registry);
 void add_compare_command(CLI::App& app, Registry& registry);
 void add_collective_command(CLI::App& app, Registry& registry);
 void add_validate_nccl_command(CLI::App& app, Registry& registry);

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "trainsim 0.1.0");
   trainsim::cli::Registry registry;
   trainsim::cli::add_run_command(app, registry);
+  trainsim::cli::add_plan_command(app, registry);
   trainsim::cli::add_compare_command(app, registry);
   trainsim::cli::add_collective_command(app, registry);
   trainsim::cli::add_validate_nccl_command(app, registry);

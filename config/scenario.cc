@@ -435,6 +435,8 @@ Json parse_value(const std::string& text) {
 
 }  // namespace
 
+void validate(const Scenario& scenario) { validate_plan(scenario, Origins{}); }
+
 std::int64_t Scenario::data_parallel_size() const {
   return num_gpus() / (parallel.tensor_model_parallel_size * parallel.pipeline_model_parallel_size *
                        parallel.context_parallel_size);

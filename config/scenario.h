@@ -55,6 +55,9 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 // Parses an already-read scenario document (e.g. embedded in a validation suite); `path` is the
 // JSON path of the document inside `file`.
 Scenario parse_scenario(const Json& doc, const std::string& file, const std::string& path = "");
+// Checks an assembled scenario as a Megatron plan (what parse_scenario checks after reading);
+// throws InputError naming the offending key. For plans built in code (e.g. by a plan search).
+void validate(const Scenario& scenario);
 // Applies one override to a document. Throws InputError for a malformed assignment.
 void apply_override(Json& doc, const std::string& assignment);
 

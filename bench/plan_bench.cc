@@ -1,0 +1,89 @@
+// plan-bench: the plan searches of the capacity-planning acceptance cases, timed, with where each
+// published plan ranks among the feasible plans the search found.
+//
+// Usage: plan-bench
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "config/scenario.h"
+#include "planner/plan_output.h"
+#include "planner/plan_search.h"
+
+namespace {
+
+using namespace trainsim;
+
+struct Published {
+  std::int64_t tp, pp, vp, mbs;
+};
+
+void case_of(const char* label, const char* model, const char* cluster, std::int64_t gpus, std::int64_t batch,
+             const Published& pub) {
+  planner::PlanRequest r;
+  r.model = config::load_model(model);
+  r.cluster = config::load_cluster(cluster, 1);
+  r.gpu_counts = {gpus};
+  r.training.global_batch_size = batch;
+  r.training.overlap_param_gather = true;
+  r.training.overlap_p2p_comm = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  const planner::PlanReport rep = planner::search(r);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%s\n  search: %.1f s wall, %lld plans considered, %lld simulations, %zu feasible\n", label, wall,
+              static_cast<long long>(rep.considered), static_cast<long long>(rep.simulated), rep.plans.size());
+  if (rep.plans.empty()) return;
+  std::printf("  best: %s, %.3f s/iteration, MFU %.1f%%\n", planner::describe_plan(rep.plans.front()).c_str(),
+              rep.plans.front().iteration_time_s, 100 * rep.plans.front().mfu);
+  // The published layout's best variant (any micro-batch/optimizer setting the search kept).
+  for (std::size_t i = 0; i < rep.plans.size(); ++i) {
+    const planner::PlanResult& p = rep.plans[i];
+    if (p.parallel.tensor_model_parallel_size == pub.tp && p.parallel.pipeline_model_parallel_size == pub.pp &&
+        p.parallel.virtual_pipeline_model_parallel_size == pub.vp && p.training.micro_batch_size == pub.mbs &&
+        p.parallel.context_parallel_size == 1) {
+      std::printf("  published plan (TP %lld PP %lld x%lld mbs %lld): rank %zu of %zu (top %.1f%%), %.3f s/iteration, best is %.1f%% faster\n",
+                  static_cast<long long>(pub.tp), static_cast<long long>(pub.pp), static_cast<long long>(pub.vp),
+                  static_cast<long long>(pub.mbs), i + 1, rep.plans.size(),
+                  100.0 * static_cast<double>(i + 1) / static_cast<double>(rep.plans.size()), p.iteration_time_s,
+                  100 * (p.iteration_time_s / rep.plans.front().iteration_time_s - 1));
+      return;
+    }
+  }
+  std::printf("  published plan not among the feasible plans\n");
+}
+
+}  // namespace
+
+int main() {
+  case_of("GPT-3 175B on 1,024 H100 (DGX H100), global batch 2048, sequence 2048, bf16", "gpt3-175b", "dgx-h100", 1024,
+          2048, {4, 8, 6, 1});
+  case_of("GPT 145.6B on 1,536 A100 80GB (DGX A100), global batch 2304", "gpt3-145b", "dgx-a100-80gb", 1536, 2304,
+          {8, 8, 2, 2});
+
+  // Llama-3.1 70B on 512 H100 with a 15T-token budget, then the deadline search.
+  planner::PlanRequest r;
+  r.model = config::load_model("llama3.1-70b");
+  r.cluster = config::load_cluster("dgx-h100", 1);
+  r.training.global_batch_size = 512;
+  r.training.train_tokens = 15e12;
+  r.training.overlap_param_gather = true;
+  r.training.overlap_p2p_comm = true;
+  r.gpu_counts = {512};
+  auto t0 = std::chrono::steady_clock::now();
+  const planner::PlanReport one = planner::search(r);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!one.plans.empty()) {
+    std::printf("Llama-3.1 70B on 512 H100, 15T tokens: %s, %.1f days, %.3g GPU-hours (search %.1f s)\n",
+                planner::describe_plan(one.plans.front()).c_str(), *one.plans.front().time_to_train_days,
+                *one.plans.front().gpu_hours, wall);
+  }
+  r.deadline_days = 60;
+  t0 = std::chrono::steady_clock::now();
+  const planner::PlanReport dl = planner::search_deadline(r, 512, 8192);
+  wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("  deadline 60 days over 512..8192 GPUs: %s (%zu GPU counts probed, %.1f s)\n",
+              dl.deadline_gpus ? (std::to_string(*dl.deadline_gpus) + " GPUs").c_str() : "not met",
+              dl.per_gpu_count.size(), wall);
+  return 0;
+}

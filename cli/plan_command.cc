@@ -1,0 +1,183 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "config/scenario.h"
+#include "planner/plan_output.h"
+#include "planner/plan_search.h"
+#include "sim/error.h"
+
+namespace trainsim::cli {
+
+namespace {
+
+struct PlanArgs {
+  std::string scenario, model, cluster, gpus, precision;
+  std::optional<std::int64_t> global_batch_size, seq_length;
+  std::optional<double> train_tokens, deadline_days, price;
+  std::size_t top = 10;
+  std::string json, csv, svg;
+  std::vector<std::int64_t> tp, pp, vp, cp, ep, mbs;
+  std::vector<int> sharding;
+  int threads = 0;
+  bool exact = false;
+};
+
+// "N" or "A..B" (GPU counts, whole nodes).
+std::pair<std::int64_t, std::int64_t> parse_gpus(const std::string& text, int gpus_per_node) {
+  auto number = [&](const std::string& s) {
+    std::size_t used = 0;
+    std::int64_t v = 0;
+    try {
+      v = std::stoll(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != s.size() || v < 1 || v > (std::int64_t{1} << 22)) {
+      throw InputError("--gpus", text, "expected a GPU count N or a range A..B of positive integers");
+    }
+    if (v % gpus_per_node != 0) {
+      throw InputError("--gpus", text, "expected whole nodes: multiples of " + std::to_string(gpus_per_node) + " GPUs");
+    }
+    return v;
+  };
+  const auto dots = text.find("..");
+  if (dots == std::string::npos) {
+    const std::int64_t n = number(text);
+    return {n, n};
+  }
+  const std::int64_t a = number(text.substr(0, dots)), b = number(text.substr(dots + 2));
+  if (a > b) throw InputError("--gpus", text, "expected A..B with A <= B");
+  return {a, b};
+}
+
+void progress_bar(std::size_t done, std::size_t total) {
+  const int width = 40;
+  const int filled = total == 0 ? width : static_cast<int>(static_cast<double>(done) / static_cast<double>(total) * width);
+  std::fprintf(stderr, "\r  [%.*s%*s] %zu/%zu plans simulated", filled, "########################################",
+               width - filled, "", done, total);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+int run(const PlanArgs& a) {
+  planner::PlanRequest req;
+  std::int64_t default_gpus = 0;
+  if (!a.scenario.empty()) {
+    const config::Scenario s = config::load_scenario(a.scenario);
+    req.model = s.model;
+    req.cluster = s.cluster;
+    req.training = s.training;
+    default_gpus = s.num_gpus();
+  } else {
+    if (a.model.empty() || a.cluster.empty()) {
+      throw InputError("trainsim plan", "", "give --model and --cluster (or --scenario FILE)");
+    }
+    req.model = config::load_model(a.model);
+    req.cluster = config::load_cluster(a.cluster, 1);
+    req.training.overlap_param_gather = true;
+    req.training.overlap_p2p_comm = true;
+  }
+  if (a.seq_length) req.model.seq_length = *a.seq_length;
+  if (a.global_batch_size) req.training.global_batch_size = *a.global_batch_size;
+  if (!a.precision.empty()) {
+    if (a.precision == "bf16") {
+      req.training.precision = models::Precision::kBf16;
+    } else if (a.precision == "fp16") {
+      req.training.precision = models::Precision::kFp16;
+    } else if (a.precision == "fp8") {
+      req.training.precision = models::Precision::kFp8;
+    } else {
+      throw InputError("--precision", a.precision, "expected bf16, fp16 or fp8");
+    }
+  }
+  if (a.train_tokens) req.training.train_tokens = *a.train_tokens;
+  if (req.training.global_batch_size < 1 || (a.scenario.empty() && !a.global_batch_size)) {
+    throw InputError("--global-batch-size", "", "required: the global batch size in sequences");
+  }
+  req.deadline_days = a.deadline_days;
+  req.price_per_gpu_hour = a.price;
+  req.space.tensor = a.tp;
+  req.space.pipeline = a.pp;
+  req.space.virtual_stages = a.vp;
+  req.space.context = a.cp;
+  req.space.expert = a.ep;
+  req.space.micro_batch = a.mbs;
+  if (!a.sharding.empty()) {
+    for (int z : a.sharding) {
+      if (z != 0 && z != 1 && z != 3) throw InputError("--optimizer-sharding", std::to_string(z), "expected 0, 1 or 3");
+    }
+    req.space.optimizer_sharding = a.sharding;
+  }
+  req.threads = a.threads;
+  req.exact = a.exact;
+  if (a.gpus.empty() && default_gpus == 0) throw InputError("--gpus", "", "required: a GPU count N or a range A..B");
+  const auto [lo, hi] = a.gpus.empty() ? std::pair{default_gpus, default_gpus} : parse_gpus(a.gpus, req.cluster.gpus_per_node);
+  if (a.deadline_days && !req.training.train_tokens) {
+    throw InputError("--deadline-days", "", "needs --train-tokens (the time to train depends on the token budget)");
+  }
+  if (!a.svg.empty() && !req.training.train_tokens) {
+    throw InputError("--svg", a.svg, "the time-to-train curve needs --train-tokens");
+  }
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  const planner::Progress progress = tty ? planner::Progress(progress_bar) : planner::Progress();
+  planner::PlanReport report;
+  if (a.deadline_days && lo < hi) {
+    report = planner::search_deadline(req, lo, hi, progress);
+  } else {
+    // One count, or a doubling grid of node counts over the range.
+    for (std::int64_t g = lo; g < hi; g *= 2) req.gpu_counts.push_back(g);
+    req.gpu_counts.push_back(hi);
+    report = planner::search(req, progress);
+  }
+  if (a.json != "-") std::cout << planner::plan_table(req, report, a.top);
+  if (!a.json.empty()) {
+    write_output(a.json, [&](std::ostream& o) { o << planner::plan_json(req, report, a.top).dump(2) << "\n"; });
+  }
+  if (!a.csv.empty()) write_output(a.csv, [&](std::ostream& o) { planner::write_plan_csv(report, o); });
+  if (!a.svg.empty()) write_output(a.svg, [&](std::ostream& o) { planner::write_plan_curve_svg(req, report, o); });
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, Registry& registry) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* cmd = subcommand(app, "plan", "Search parallel plans and GPU counts for a model, batch and cluster");
+  cmd->add_option("--scenario", a->scenario, "Take model, cluster and training (batch, precision, tokens) from a scenario");
+  cmd->add_option("--model", a->model, "Model preset or file");
+  cmd->add_option("--cluster", a->cluster, "Cluster preset or file");
+  cmd->add_option("--gpus", a->gpus, "GPU count N or range A..B (whole nodes)");
+  cmd->add_option("--global-batch-size", a->global_batch_size, "Global batch size (sequences)");
+  cmd->add_option("--seq-length", a->seq_length, "Sequence length (default: the model's)");
+  cmd->add_option("--precision", a->precision, "bf16 | fp16 | fp8");
+  cmd->add_option("--train-tokens", a->train_tokens, "Token budget: report time to train and GPU-hours");
+  cmd->add_option("--deadline-days", a->deadline_days, "With a GPU range: the smallest GPU count that trains in time");
+  cmd->add_option("--price-per-gpu-hour", a->price, "Report the cost of training");
+  cmd->add_option("--top", a->top, "Plans to show")->capture_default_str();
+  cmd->add_option("--json", a->json, "Write the ranked plans as JSON to FILE ('-' for stdout)");
+  cmd->add_option("--csv", a->csv, "Write every feasible plan as CSV to FILE");
+  cmd->add_option("--svg", a->svg, "Plot time to train against GPUs to FILE");
+  cmd->add_option("--tp", a->tp, "Tensor-parallel sizes to try (default: powers of two up to a node)")->delimiter(',');
+  cmd->add_option("--pp", a->pp, "Pipeline-parallel sizes to try (default: divisors of the layer count)")->delimiter(',');
+  cmd->add_option("--vp", a->vp, "Virtual stages to try (default: all that split the layers)")->delimiter(',');
+  cmd->add_option("--cp", a->cp, "Context-parallel sizes to try")->delimiter(',');
+  cmd->add_option("--ep", a->ep, "Expert-parallel sizes to try (MoE)")->delimiter(',');
+  cmd->add_option("--micro-batch-sizes", a->mbs, "Micro-batch sizes to try (default: 1,2,4,8)")->delimiter(',');
+  cmd->add_option("--optimizer-sharding", a->sharding,
+                  "Optimizer sharding to try: 0 none, 1 distributed optimizer, 3 ZeRO-3 (default: 1,0)")
+      ->delimiter(',');
+  cmd->add_option("--threads", a->threads, "Simulations run at once (default: one per CPU)");
+  cmd->add_flag("--exact", a->exact, "Simulate whole iterations instead of extrapolating the pipeline's steady state");
+  cmd->footer(
+      "Example: trainsim plan --model gpt3-175b --cluster dgx-h100 --gpus 1024 --global-batch-size 2048 --train-tokens 3e11");
+  registry.add(cmd, [a]() { return run(*a); });
+}
+
+}  // namespace trainsim::cli

@@ -1,0 +1,257 @@
+#include "planner/plan_output.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace trainsim::planner {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+double tidy(double x) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.12g", x);
+  return std::strtod(buf, nullptr);
+}
+
+const char* sharding_name(const models::ParallelSpec& p) {
+  if (p.zero_stage >= 3) return "zero3";
+  return p.use_distributed_optimizer ? "dist-opt" : "-";
+}
+
+std::int64_t dp_of(const PlanResult& r) {
+  const models::ParallelSpec& p = r.parallel;
+  return r.gpus / (p.tensor_model_parallel_size * p.pipeline_model_parallel_size * p.context_parallel_size);
+}
+
+}  // namespace
+
+std::string describe_plan(const PlanResult& r) {
+  const models::ParallelSpec& p = r.parallel;
+  std::ostringstream o;
+  o << "TP " << p.tensor_model_parallel_size << " PP " << p.pipeline_model_parallel_size;
+  if (p.virtual_pipeline_model_parallel_size > 1) o << " (x" << p.virtual_pipeline_model_parallel_size << ")";
+  if (p.context_parallel_size > 1) o << " CP " << p.context_parallel_size;
+  if (p.expert_model_parallel_size > 1) o << " EP " << p.expert_model_parallel_size;
+  o << " DP " << dp_of(r) << " mbs " << r.training.micro_batch_size << " "
+    << models::to_string(r.training.recompute_granularity) << " " << sharding_name(p);
+  return o.str();
+}
+
+std::string plan_table(const PlanRequest& request, const PlanReport& report, std::size_t top) {
+  std::ostringstream o;
+  const bool train = request.training.train_tokens.has_value();
+  o << "plans for " << request.model.name << " on " << request.cluster.gpu.name << " (" << request.cluster.name
+    << "), global batch " << request.training.global_batch_size << " x " << request.model.seq_length << " tokens, "
+    << models::to_string(request.training.precision) << "\n";
+  o << "  considered " << report.considered << ", simulated " << report.simulated << ", feasible " << report.plans.size()
+    << ", pruned " << report.pruned_total() << ":\n";
+  for (const auto& [reason, n] : report.pruned) o << "    " << n << "  " << reason << "\n";
+  o << "\n  rank  GPUs   TP  PP   V  CP  EP    DP  mbs  recompute  optimizer   iter_s   tokens/s    MFU  mem_GiB";
+  if (train) o << "    days   GPU-hours";
+  if (request.price_per_gpu_hour) o << "        cost";
+  o << "\n";
+  const std::size_t n = std::min(top, report.plans.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const PlanResult& r = report.plans[i];
+    const models::ParallelSpec& p = r.parallel;
+    char line[256];
+    std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3lld %3lld %3lld %3lld %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %8.1f", i + 1,
+                  static_cast<long long>(r.gpus), static_cast<long long>(p.tensor_model_parallel_size),
+                  static_cast<long long>(p.pipeline_model_parallel_size),
+                  static_cast<long long>(p.virtual_pipeline_model_parallel_size),
+                  static_cast<long long>(p.context_parallel_size), static_cast<long long>(p.expert_model_parallel_size),
+                  static_cast<long long>(dp_of(r)), static_cast<long long>(r.training.micro_batch_size),
+                  models::to_string(r.training.recompute_granularity), sharding_name(p), r.iteration_time_s, r.tokens_per_s,
+                  100 * r.mfu, static_cast<double>(r.peak_bytes_per_gpu) / 1073741824.0);
+    o << line;
+    if (train && r.time_to_train_days) o << fmt(" %7.1f", *r.time_to_train_days) << fmt(" %11.4g", *r.gpu_hours);
+    if (r.cost) o << fmt(" %11.4g", *r.cost);
+    o << "\n";
+  }
+  if (report.plans.empty()) o << "  (no plan fits: more GPUs, a smaller batch per GPU or more recomputation are needed)\n";
+  if (report.per_gpu_count.size() > 1) {
+    o << "\n  best plan per GPU count\n";
+    for (const GpuCountResult& g : report.per_gpu_count) {
+      o << "  " << fmt("%6.0f", static_cast<double>(g.gpus)) << " GPUs: ";
+      if (!g.best) {
+        o << "no feasible plan\n";
+        continue;
+      }
+      o << describe_plan(*g.best) << fmt(", %.3f s/iteration", g.best->iteration_time_s);
+      if (g.best->time_to_train_days) o << fmt(", %.1f days", *g.best->time_to_train_days);
+      o << "\n";
+    }
+  }
+  if (request.deadline_days) {
+    o << "\n  deadline " << fmt("%.1f days", *request.deadline_days) << ": ";
+    if (report.deadline_gpus) {
+      o << "the smallest GPU count that meets it is " << *report.deadline_gpus << "\n";
+    } else {
+      o << "no GPU count in the range meets it\n";
+    }
+  }
+  return o.str();
+}
+
+void write_plan_csv(const PlanReport& report, std::ostream& out) {
+  out << "rank,gpus,tensor_model_parallel_size,pipeline_model_parallel_size,virtual_pipeline_model_parallel_size,"
+         "context_parallel_size,expert_model_parallel_size,data_parallel_size,micro_batch_size,recompute_granularity,"
+         "use_distributed_optimizer,zero_stage,iteration_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,time_to_train_days,"
+         "gpu_hours,cost\n";
+  for (std::size_t i = 0; i < report.plans.size(); ++i) {
+    const PlanResult& r = report.plans[i];
+    const models::ParallelSpec& p = r.parallel;
+    out << i + 1 << ',' << r.gpus << ',' << p.tensor_model_parallel_size << ',' << p.pipeline_model_parallel_size << ','
+        << p.virtual_pipeline_model_parallel_size << ',' << p.context_parallel_size << ',' << p.expert_model_parallel_size
+        << ',' << dp_of(r) << ',' << r.training.micro_batch_size << ','
+        << models::to_string(r.training.recompute_granularity) << ',' << (p.use_distributed_optimizer ? "true" : "false")
+        << ',' << p.zero_stage << ',' << fmt("%.9g", r.iteration_time_s) << ',' << fmt("%.9g", r.tokens_per_s) << ','
+        << fmt("%.6g", r.mfu) << ',' << r.peak_bytes_per_gpu << ','
+        << (r.time_to_train_days ? fmt("%.6g", *r.time_to_train_days) : "") << ','
+        << (r.gpu_hours ? fmt("%.6g", *r.gpu_hours) : "") << ',' << (r.cost ? fmt("%.6g", *r.cost) : "") << "\n";
+  }
+}
+
+nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& report, std::size_t top) {
+  Json j;
+  Json plans = Json::array();
+  const std::size_t n = std::min(top, report.plans.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const PlanResult& r = report.plans[i];
+    const models::ParallelSpec& p = r.parallel;
+    Json plan;
+    plan["gpus"] = r.gpus;
+    plan["parallelism"] = Json{{"tensor_model_parallel_size", p.tensor_model_parallel_size},
+                               {"pipeline_model_parallel_size", p.pipeline_model_parallel_size},
+                               {"virtual_pipeline_model_parallel_size", p.virtual_pipeline_model_parallel_size},
+                               {"context_parallel_size", p.context_parallel_size},
+                               {"expert_model_parallel_size", p.expert_model_parallel_size},
+                               {"data_parallel_size", dp_of(r)},
+                               {"sequence_parallel", p.sequence_parallel},
+                               {"use_distributed_optimizer", p.use_distributed_optimizer},
+                               {"zero_stage", p.zero_stage}};
+    plan["training"] = Json{{"micro_batch_size", r.training.micro_batch_size},
+                            {"global_batch_size", r.training.global_batch_size},
+                            {"recompute_granularity", models::to_string(r.training.recompute_granularity)},
+                            {"pipeline_schedule", models::to_string(r.training.pipeline_schedule)},
+                            {"precision", models::to_string(r.training.precision)}};
+    plan["iteration_time_s"] = tidy(r.iteration_time_s);
+    plan["tokens_per_s"] = tidy(r.tokens_per_s);
+    plan["mfu"] = tidy(r.mfu);
+    plan["peak_bytes_per_gpu"] = r.peak_bytes_per_gpu;
+    if (r.time_to_train_days) plan["time_to_train_days"] = tidy(*r.time_to_train_days);
+    if (r.gpu_hours) plan["gpu_hours"] = tidy(*r.gpu_hours);
+    if (r.cost) plan["cost"] = tidy(*r.cost);
+    plan["extrapolated"] = r.extrapolated;
+    plans.push_back(plan);
+  }
+  j["plans"] = plans;
+  j["considered"] = report.considered;
+  j["pruned"] = report.pruned_total();
+  j["simulated"] = report.simulated;
+  j["feasible"] = report.plans.size();
+  Json reasons = Json::object();
+  for (const auto& [reason, count] : report.pruned) reasons[reason] = count;
+  j["pruned_reasons"] = reasons;
+  Json curve = Json::array();
+  for (const GpuCountResult& g : report.per_gpu_count) {
+    Json point{{"gpus", g.gpus}, {"feasible", g.feasible}};
+    if (g.best) {
+      point["iteration_time_s"] = tidy(g.best->iteration_time_s);
+      if (g.best->time_to_train_days) point["time_to_train_days"] = tidy(*g.best->time_to_train_days);
+      if (g.best->gpu_hours) point["gpu_hours"] = tidy(*g.best->gpu_hours);
+    }
+    curve.push_back(point);
+  }
+  j["per_gpu_count"] = curve;
+  if (request.deadline_days) {
+    j["deadline_days"] = *request.deadline_days;
+    j["deadline_gpus"] = report.deadline_gpus ? Json(*report.deadline_gpus) : Json(nullptr);
+  }
+  return j;
+}
+
+void write_plan_curve_svg(const PlanRequest& request, const PlanReport& report, std::ostream& out) {
+  // Time to train (days, log scale) against GPUs (log scale), with the deadline as a line.
+  std::vector<std::pair<double, double>> points;
+  for (const GpuCountResult& g : report.per_gpu_count) {
+    if (g.best && g.best->time_to_train_days) points.emplace_back(static_cast<double>(g.gpus), *g.best->time_to_train_days);
+  }
+  const double w = 720, h = 420, left = 80, right = 30, top = 50, bottom = 60;
+  double x0 = 1, x1 = 2, y0 = 1, y1 = 2;
+  if (!points.empty()) {
+    x0 = points.front().first;
+    x1 = points.front().first;
+    y0 = points.front().second;
+    y1 = points.front().second;
+    for (const auto& [x, y] : points) {
+      x0 = std::min(x0, x);
+      x1 = std::max(x1, x);
+      y0 = std::min(y0, y);
+      y1 = std::max(y1, y);
+    }
+  }
+  if (request.deadline_days) {
+    y0 = std::min(y0, *request.deadline_days);
+    y1 = std::max(y1, *request.deadline_days);
+  }
+  const double lx0 = std::log10(x0) - 0.05, lx1 = std::log10(std::max(x1, x0 * 1.01)) + 0.05;
+  const double ly0 = std::log10(y0) - 0.1, ly1 = std::log10(std::max(y1, y0 * 1.01)) + 0.1;
+  auto X = [&](double x) { return left + (std::log10(x) - lx0) / (lx1 - lx0) * (w - left - right); };
+  auto Y = [&](double y) { return h - bottom - (std::log10(y) - ly0) / (ly1 - ly0) * (h - top - bottom); };
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 " << w << " "
+      << h << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  out << "<text x=\"" << w / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">Time to train " << request.model.name
+      << fmt(" on %.3g tokens", request.training.train_tokens.value_or(0)) << " (" << request.cluster.gpu.name << ")</text>\n";
+  out << "<line x1=\"" << left << "\" y1=\"" << h - bottom << "\" x2=\"" << w - right << "\" y2=\"" << h - bottom
+      << "\" stroke=\"black\"/>\n<line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left << "\" y2=\"" << h - bottom
+      << "\" stroke=\"black\"/>\n";
+  for (const auto& [x, y] : points) {
+    out << "<text x=\"" << fmt("%.1f", X(x)) << "\" y=\"" << h - bottom + 18 << "\" text-anchor=\"middle\">"
+        << fmt("%.0f", x) << "</text>\n";
+  }
+  for (double e = std::floor(ly0); e <= std::ceil(ly1); e += 1) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      const double v = m * std::pow(10.0, e);
+      if (std::log10(v) < ly0 || std::log10(v) > ly1) continue;
+      out << "<line x1=\"" << left - 4 << "\" y1=\"" << fmt("%.1f", Y(v)) << "\" x2=\"" << w - right << "\" y2=\""
+          << fmt("%.1f", Y(v)) << "\" stroke=\"#eee\"/><text x=\"" << left - 8 << "\" y=\"" << fmt("%.1f", Y(v) + 4)
+          << "\" text-anchor=\"end\">" << fmt("%g", v) << "</text>\n";
+    }
+  }
+  out << "<text x=\"" << w / 2 << "\" y=\"" << h - 16 << "\" text-anchor=\"middle\">GPUs</text>\n";
+  out << "<text x=\"18\" y=\"" << h / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " << h / 2
+      << ")\">days (best plan)</text>\n";
+  if (request.deadline_days) {
+    out << "<line class=\"deadline\" x1=\"" << left << "\" y1=\"" << fmt("%.1f", Y(*request.deadline_days)) << "\" x2=\""
+        << w - right << "\" y2=\"" << fmt("%.1f", Y(*request.deadline_days)) << "\" stroke=\"#c0392b\" stroke-dasharray=\"6 4\"/>\n";
+    out << "<text x=\"" << w - right << "\" y=\"" << fmt("%.1f", Y(*request.deadline_days) - 6)
+        << "\" text-anchor=\"end\" fill=\"#c0392b\">deadline " << fmt("%g days", *request.deadline_days) << "</text>\n";
+  }
+  if (!points.empty()) {
+    out << "<polyline class=\"curve\" fill=\"none\" stroke=\"#2e6fba\" stroke-width=\"2\" points=\"";
+    for (const auto& [x, y] : points) out << fmt("%.1f", X(x)) << "," << fmt("%.1f", Y(y)) << " ";
+    out << "\"/>\n";
+    for (const auto& [x, y] : points) {
+      const bool chosen = report.deadline_gpus && static_cast<double>(*report.deadline_gpus) == x;
+      out << "<circle cx=\"" << fmt("%.1f", X(x)) << "\" cy=\"" << fmt("%.1f", Y(y)) << "\" r=\"" << (chosen ? 6 : 4)
+          << "\" fill=\"" << (chosen ? "#c0392b" : "#2e6fba") << "\"><title>" << fmt("%.0f GPUs", x) << fmt(": %.2f days", y)
+          << "</title></circle>\n";
+    }
+  }
+  out << "</svg>\n";
+}
+
+}  // namespace trainsim::planner

@@ -1,0 +1,445 @@
+#include "planner/plan_search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "config/scenario.h"
+#include "models/flop_count.h"
+#include "models/lowering.h"
+#include "report/simulation.h"
+#include "sim/check.h"
+#include "topologies/cluster.h"
+
+namespace trainsim::planner {
+
+namespace {
+
+using models::PipelineSchedule;
+using models::RecomputeGranularity;
+
+std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t limit) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t d = 1; d <= std::min(n, limit); ++d) {
+    if (n % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+struct Candidate {
+  std::int64_t gpus = 0;
+  config::Scenario scenario;
+  std::size_t recompute_index = 0;  // position in SearchSpace::recompute of the mode chosen
+};
+
+struct Outcome {
+  bool simulated = false;
+  bool fits = false;
+  int simulations = 0;
+  int failed_modes = 0;  // recomputation modes simulated that did not fit
+  PlanResult result;
+};
+
+// Pruning reasons in the order they are reported.
+constexpr const char* kReasonInvalid = "invalid for Megatron (sizes do not divide)";
+constexpr const char* kReasonMemoryEstimate = "does not fit in memory (estimate, even with full recompute)";
+constexpr const char* kReasonDominated = "needs less recomputation than this mode (dominated)";
+constexpr const char* kReasonMemorySimulated = "does not fit in memory (simulated)";
+
+// The values each parallel dimension takes: the request's lists, or every sensible value.
+struct Axes {
+  std::vector<std::int64_t> tensor, context, pipeline, expert, micro_batch;
+};
+
+Axes axes_of(const PlanRequest& req) {
+  const models::ModelSpec& m = req.model;
+  const SearchSpace& sp = req.space;
+  Axes ax;
+  ax.tensor = sp.tensor;
+  if (ax.tensor.empty()) {
+    for (std::int64_t t = 1; t <= req.cluster.gpus_per_node; t *= 2) ax.tensor.push_back(t);
+  }
+  ax.context = sp.context;
+  if (ax.context.empty()) {
+    // Context parallelism pays off for long sequences: chunks of at least 4,096 tokens.
+    for (std::int64_t c = 1; c <= 32 && (c == 1 || m.seq_length / c >= 4096); c *= 2) ax.context.push_back(c);
+  }
+  ax.pipeline = sp.pipeline.empty() ? divisors(m.num_layers, 128) : sp.pipeline;
+  ax.expert = sp.expert;
+  if (ax.expert.empty()) ax.expert = m.is_moe() ? divisors(m.num_experts, 64) : std::vector<std::int64_t>{1};
+  ax.micro_batch = sp.micro_batch.empty() ? std::vector<std::int64_t>{1, 2, 4, 8} : sp.micro_batch;
+  return ax;
+}
+
+// Whether any plan on `gpus` GPUs passes Megatron's divisibility rules (no simulation): GPU
+// counts that admit none (e.g. a data-parallel size that does not divide the batch) are skipped
+// by the deadline search.
+bool admits_plan(const PlanRequest& req, std::int64_t gpus) {
+  const Axes ax = axes_of(req);
+  config::Scenario s;
+  s.name = s.file = "plan";
+  s.model = req.model;
+  s.cluster = req.cluster;
+  s.cluster.num_nodes = static_cast<int>(gpus / req.cluster.gpus_per_node);
+  s.training = req.training;
+  s.training.overlap_p2p_comm = false;  // interleaving only; virtual stages do not change the count
+  for (std::int64_t tp : ax.tensor) {
+    for (std::int64_t cp : ax.context) {
+      for (std::int64_t pp : ax.pipeline) {
+        for (std::int64_t ep : ax.expert) {
+          for (std::int64_t mbs : ax.micro_batch) {
+            s.parallel = models::ParallelSpec{};
+            s.parallel.tensor_model_parallel_size = tp;
+            s.parallel.pipeline_model_parallel_size = pp;
+            s.parallel.context_parallel_size = cp;
+            s.parallel.expert_model_parallel_size = ep;
+            s.parallel.sequence_parallel = tp > 1;
+            s.parallel.use_distributed_optimizer = true;
+            s.training.micro_batch_size = mbs;
+            s.training.pipeline_schedule = PipelineSchedule::k1F1B;
+            try {
+              config::validate(s);
+              return true;
+            } catch (const InputError&) {
+            }
+          }
+        }
+      }
+    }
+  }
+  return false;
+}
+
+class Searcher {
+ public:
+  Searcher(const PlanRequest& request, const Progress& progress) : req_(request), progress_(progress) {}
+
+  PlanReport run();
+
+ private:
+  void enumerate(std::int64_t gpus);
+  Outcome evaluate(const Candidate& c) const;
+  report::RunResult simulate(const config::Scenario& s) const;
+  PlanResult to_result(const config::Scenario& s, double iteration_s, std::int64_t peak, bool extrapolated) const;
+
+  const PlanRequest& req_;
+  const Progress& progress_;
+  std::vector<Candidate> candidates_;
+  std::map<std::int64_t, std::shared_ptr<const topo::Cluster>> clusters_;
+  std::map<std::string, std::int64_t> pruned_;
+  std::int64_t considered_ = 0;
+};
+
+void Searcher::enumerate(std::int64_t gpus) {
+  const models::ModelSpec& m = req_.model;
+  const SearchSpace& sp = req_.space;
+  const int gpn = req_.cluster.gpus_per_node;
+  topo::ClusterSpec cluster = req_.cluster;
+  cluster.num_nodes = static_cast<int>(gpus / gpn);
+  clusters_[gpus] = std::make_shared<const topo::Cluster>(cluster);
+  const std::int64_t capacity = cluster.gpu.memory.count();
+
+  const Axes ax = axes_of(req_);
+  const std::vector<std::int64_t>&tps = ax.tensor, &cps = ax.context, &pps = ax.pipeline, &eps = ax.expert,
+                                   &mbss = ax.micro_batch;
+
+  for (std::int64_t tp : tps) {
+    for (std::int64_t cp : cps) {
+      for (std::int64_t pp : pps) {
+        std::vector<std::int64_t> vps = sp.virtual_stages;
+        if (vps.empty()) {
+          vps.push_back(1);
+          if (pp > 1 && m.num_layers % pp == 0) {
+            for (std::int64_t v : divisors(m.num_layers / pp, 16)) {
+              if (v > 1) vps.push_back(v);
+            }
+          }
+        }
+        for (std::int64_t vp : vps) {
+          for (std::int64_t ep : eps) {
+            for (std::int64_t mbs : mbss) {
+              for (int sharding : sp.optimizer_sharding) {
+                // Each recomputation mode of a plan is a plan of its own.
+                const auto modes = static_cast<std::int64_t>(sp.recompute.size());
+                considered_ += modes;
+                Candidate c;
+                c.gpus = gpus;
+                config::Scenario& s = c.scenario;
+                s.name = "plan";
+                s.file = "plan";
+                s.model = m;
+                s.cluster = cluster;
+                models::ParallelSpec& p = s.parallel;
+                p.tensor_model_parallel_size = tp;
+                p.pipeline_model_parallel_size = pp;
+                p.virtual_pipeline_model_parallel_size = vp;
+                p.context_parallel_size = cp;
+                p.expert_model_parallel_size = ep;
+                p.sequence_parallel = tp > 1;
+                p.use_distributed_optimizer = sharding == 1;
+                p.zero_stage = sharding == 3 ? 3 : 0;
+                models::TrainingSpec& t = s.training;
+                t = req_.training;
+                t.micro_batch_size = mbs;
+                t.pipeline_schedule = vp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B;
+                t.overlap_param_gather = sharding == 1 && req_.training.overlap_param_gather;
+                t.overlap_p2p_comm = vp > 1 && req_.training.overlap_p2p_comm;
+                try {
+                  config::validate(s);
+                } catch (const InputError&) {
+                  pruned_[kReasonInvalid] += modes;
+                  continue;
+                }
+                // The least recomputation whose activations fit (recomputation only adds work).
+                bool placed = false;
+                for (std::size_t i = 0; i < sp.recompute.size() && !placed; ++i) {
+                  t.recompute_granularity = sp.recompute[i];
+                  const models::Workload w = models::describe(s.model, p, t, gpus);
+                  if (models::estimated_peak_bytes(w, p, t) > capacity) {
+                    ++pruned_[kReasonMemoryEstimate];
+                    continue;
+                  }
+                  c.recompute_index = i;
+                  pruned_[kReasonDominated] += modes - 1 - static_cast<std::int64_t>(i);
+                  candidates_.push_back(c);
+                  placed = true;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+report::RunResult Searcher::simulate(const config::Scenario& s) const {
+  report::RunOptions options;
+  options.record = false;
+  options.cluster = clusters_.at(s.num_gpus());
+  return report::simulate(s, options);
+}
+
+PlanResult Searcher::to_result(const config::Scenario& s, double iteration_s, std::int64_t peak, bool extrapolated) const {
+  PlanResult r;
+  r.gpus = s.num_gpus();
+  r.parallel = s.parallel;
+  r.training = s.training;
+  r.iteration_time_s = iteration_s;
+  r.peak_bytes_per_gpu = peak;
+  r.extrapolated = extrapolated;
+  const double tokens = static_cast<double>(s.training.global_batch_size * s.model.seq_length);
+  r.tokens_per_s = tokens / iteration_s;
+  const models::FlopCount f = models::count_flops(s.model, s.parallel, s.training);
+  const sim::DataType peak_type = s.training.precision == models::Precision::kFp8 ? sim::DataType::kFp8 : sim::DataType::kBf16;
+  const double peak_flops = s.cluster.gpu.peak(peak_type).per_second() * static_cast<double>(r.gpus);
+  r.mfu = f.model / iteration_s / peak_flops;
+  r.hfu = f.hardware / iteration_s / peak_flops;
+  if (s.training.train_tokens) {
+    const double seconds = *s.training.train_tokens / r.tokens_per_s;
+    r.time_to_train_days = seconds / 86400.0;
+    r.gpu_hours = seconds / 3600.0 * static_cast<double>(r.gpus);
+    if (req_.price_per_gpu_hour) r.cost = *r.gpu_hours * *req_.price_per_gpu_hour;
+  }
+  return r;
+}
+
+Outcome Searcher::evaluate(const Candidate& c) const {
+  Outcome out;
+  const std::int64_t capacity = c.scenario.cluster.gpu.memory.count();
+  config::Scenario s = c.scenario;
+  for (std::size_t i = c.recompute_index; i < req_.space.recompute.size(); ++i) {
+    s.training.recompute_granularity = req_.space.recompute[i];
+    const std::int64_t m = s.microbatches();
+    const std::int64_t p = s.parallel.pipeline_model_parallel_size;
+    const std::int64_t m1 = std::max<std::int64_t>(2, 2 * p), m2 = std::max<std::int64_t>(3, 3 * p);
+    double iteration = 0;
+    std::int64_t peak = 0;
+    bool extrapolated = false;
+    if (req_.exact || m <= m2) {
+      const report::RunResult r = simulate(s);
+      ++out.simulations;
+      iteration = r.iteration_time_s;
+      peak = r.peak_bytes_per_gpu;
+    } else {
+      // Two shorter iterations of the same plan; the steady state adds a fixed time per
+      // micro-batch (and, for GPipe, fixed activations per micro-batch).
+      const std::int64_t per_microbatch = s.training.micro_batch_size * s.data_parallel_size();
+      config::Scenario a = s, b = s;
+      a.training.global_batch_size = m1 * per_microbatch;
+      b.training.global_batch_size = m2 * per_microbatch;
+      const report::RunResult ra = simulate(a), rb = simulate(b);
+      out.simulations += 2;
+      const double slope = (rb.iteration_time_s - ra.iteration_time_s) / static_cast<double>(m2 - m1);
+      iteration = rb.iteration_time_s + slope * static_cast<double>(m - m2);
+      const double mem_slope = static_cast<double>(rb.peak_bytes_per_gpu - ra.peak_bytes_per_gpu) / static_cast<double>(m2 - m1);
+      peak = rb.peak_bytes_per_gpu + static_cast<std::int64_t>(std::llround(mem_slope * static_cast<double>(m - m2)));
+      extrapolated = true;
+    }
+    out.simulated = true;
+    if (peak > capacity) ++out.failed_modes;
+    if (peak <= capacity) {
+      out.fits = true;
+      out.result = to_result(s, iteration, peak, extrapolated);
+      return out;
+    }
+  }
+  return out;
+}
+
+PlanReport Searcher::run() {
+  for (std::int64_t g : req_.gpu_counts) enumerate(g);
+
+  // Simulate on all cores; results land in candidate order, so the report is deterministic.
+  std::vector<Outcome> outcomes(candidates_.size());
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t workers =
+      std::min<std::size_t>(candidates_.size(), req_.threads > 0 ? static_cast<std::size_t>(req_.threads) : hw);
+  std::atomic<std::size_t> next{0}, done{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto work = [&]() {
+    while (true) {
+      const std::size_t i = next.fetch_add(1);
+      if (i >= candidates_.size()) return;
+      try {
+        outcomes[i] = evaluate(candidates_[i]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
+      const std::size_t d = ++done;
+      if (progress_) progress_(d, candidates_.size());
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+
+  PlanReport report;
+  report.considered = considered_;
+  std::map<std::int64_t, GpuCountResult> per_count;
+  for (std::int64_t g : req_.gpu_counts) per_count[g].gpus = g;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    const Outcome& o = outcomes[i];
+    report.simulated += o.simulations;
+    // Modes after the one the estimate chose were counted as dominated; those simulated (and
+    // failed, or found feasible) are not.
+    pruned_[kReasonMemorySimulated] += o.failed_modes;
+    if (!o.fits) {
+      pruned_[kReasonDominated] -= o.failed_modes - 1;
+      continue;
+    }
+    pruned_[kReasonDominated] -= o.failed_modes;
+    report.plans.push_back(o.result);
+    GpuCountResult& g = per_count[candidates_[i].gpus];
+    ++g.feasible;
+    if (!g.best || o.result.tokens_per_s > g.best->tokens_per_s) g.best = o.result;
+  }
+  // Fastest to train first (tokens per second); ties keep enumeration order.
+  std::stable_sort(report.plans.begin(), report.plans.end(),
+                   [](const PlanResult& a, const PlanResult& b) { return a.tokens_per_s > b.tokens_per_s; });
+  for (const char* reason : {kReasonInvalid, kReasonMemoryEstimate, kReasonDominated, kReasonMemorySimulated}) {
+    auto it = pruned_.find(reason);
+    if (it != pruned_.end() && it->second > 0) report.pruned.emplace_back(reason, it->second);
+  }
+  for (auto& [gpus, r] : per_count) report.per_gpu_count.push_back(r);
+  if (req_.deadline_days) {
+    for (const GpuCountResult& g : report.per_gpu_count) {
+      if (g.best && g.best->time_to_train_days && *g.best->time_to_train_days <= *req_.deadline_days) {
+        report.deadline_gpus = g.gpus;
+        break;
+      }
+    }
+  }
+  return report;
+}
+
+}  // namespace
+
+std::int64_t PlanReport::pruned_total() const {
+  std::int64_t n = 0;
+  for (const auto& [reason, count] : pruned) n += count;
+  return n;
+}
+
+PlanReport search(const PlanRequest& request, const Progress& progress) {
+  TRAINSIM_CHECK(!request.gpu_counts.empty(), "plan search without GPU counts");
+  Searcher s(request, progress);
+  return s.run();
+}
+
+PlanReport search_deadline(PlanRequest request, std::int64_t lo, std::int64_t hi, const Progress& progress) {
+  TRAINSIM_CHECK(request.deadline_days.has_value(), "deadline search without a deadline");
+  const std::int64_t gpn = request.cluster.gpus_per_node;
+  // The whole-node counts in [lo, hi] that admit at least one valid plan, increasing.
+  std::vector<std::int64_t> counts;
+  for (std::int64_t nodes = (lo + gpn - 1) / gpn; nodes * gpn <= hi; ++nodes) {
+    if (admits_plan(request, nodes * gpn)) counts.push_back(nodes * gpn);
+  }
+  std::map<std::int64_t, PlanReport> reports;
+  auto probe = [&](std::size_t index) -> const PlanReport& {
+    const std::int64_t gpus = counts[index];
+    auto it = reports.find(gpus);
+    if (it != reports.end()) return it->second;
+    PlanRequest one = request;
+    one.gpu_counts = {gpus};
+    return reports.emplace(gpus, search(one, progress)).first->second;
+  };
+  auto meets = [&](std::size_t index) { return probe(index).deadline_gpus.has_value(); };
+  // A geometric walk (GPU count doubling) up to the first count that meets the deadline, then
+  // bisection between it and the last count that did not (time to train falls with more GPUs).
+  std::optional<std::size_t> first_ok;
+  std::optional<std::size_t> last_fail;
+  for (std::size_t i = 0; i < counts.size();) {
+    if (meets(i)) {
+      first_ok = i;
+      break;
+    }
+    last_fail = i;
+    if (i + 1 == counts.size()) break;
+    const auto next = std::lower_bound(counts.begin() + static_cast<std::ptrdiff_t>(i) + 1, counts.end(), 2 * counts[i]);
+    i = next == counts.end() ? counts.size() - 1 : static_cast<std::size_t>(next - counts.begin());
+  }
+  if (first_ok && last_fail) {
+    std::size_t bad = *last_fail, good = *first_ok;
+    while (good - bad > 1) {
+      const std::size_t mid = bad + (good - bad) / 2;
+      if (meets(mid)) {
+        good = mid;
+      } else {
+        bad = mid;
+      }
+    }
+    first_ok = good;
+  }
+  std::optional<std::int64_t> deadline_gpus;
+  if (first_ok) deadline_gpus = counts[*first_ok];
+  // Merge the probes into one report (in increasing GPU count).
+  PlanReport merged;
+  std::map<std::string, std::int64_t> pruned;
+  std::vector<std::string> order;
+  for (auto& [gpus, r] : reports) {
+    merged.considered += r.considered;
+    merged.simulated += r.simulated;
+    for (const auto& [reason, n] : r.pruned) {
+      if (!pruned.count(reason)) order.push_back(reason);
+      pruned[reason] += n;
+    }
+    for (const GpuCountResult& g : r.per_gpu_count) merged.per_gpu_count.push_back(g);
+    merged.plans.insert(merged.plans.end(), r.plans.begin(), r.plans.end());
+  }
+  for (const std::string& reason : order) merged.pruned.emplace_back(reason, pruned[reason]);
+  std::stable_sort(merged.plans.begin(), merged.plans.end(),
+                   [](const PlanResult& a, const PlanResult& b) { return a.tokens_per_s > b.tokens_per_s; });
+  merged.deadline_gpus = deadline_gpus;
+  return merged;
+}
+
+}  // namespace trainsim::planner

@@ -1,0 +1,91 @@
+#pragma once
+// Plan search: which parallel plan, how many GPUs, how many days. For each GPU count the search
+// enumerates Megatron plans (TP within a node, PP splitting the layers evenly, virtual stages,
+// CP, EP, micro-batch size, optimizer sharding; sequence parallelism whenever TP > 1), drops the
+// invalid ones and those that cannot fit in memory by a quick estimate, picks per plan the least
+// activation recomputation that fits (recomputation only ever adds work), simulates the survivors
+// on all cores and ranks them by iteration time. Result order is deterministic.
+//
+// Speed: 1F1B and interleaved iterations are affine in the number of micro-batches once the
+// pipeline is full (the steady state repeats), so a plan with many micro-batches is simulated at
+// two smaller counts (2p and 3p) and extrapolated, unless `exact` is set; the agreement is
+// tested against whole-iteration simulations.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/model_spec.h"
+#include "models/training_spec.h"
+#include "topologies/hardware.h"
+
+namespace trainsim::planner {
+
+struct SearchSpace {
+  // Empty lists mean "every sensible value" (derived from the model and the cluster).
+  std::vector<std::int64_t> tensor, pipeline, virtual_stages, context, expert, micro_batch;
+  // Tried in this order; the first that fits in memory is kept.
+  std::vector<models::RecomputeGranularity> recompute{models::RecomputeGranularity::kNone,
+                                                      models::RecomputeGranularity::kSelective,
+                                                      models::RecomputeGranularity::kFull};
+  // 0: optimizer state replicated; 1: distributed optimizer (ZeRO-1); 3: ZeRO-3 / FSDP.
+  std::vector<int> optimizer_sharding{1, 0};
+};
+
+struct PlanRequest {
+  models::ModelSpec model;
+  topo::ClusterSpec cluster;              // num_nodes is set per GPU count
+  std::vector<std::int64_t> gpu_counts;   // whole nodes
+  models::TrainingSpec training;          // batch, precision, overlaps, train_tokens
+  std::optional<double> deadline_days;    // with several GPU counts: the smallest that meets it
+  std::optional<double> price_per_gpu_hour;
+  SearchSpace space;
+  int threads = 0;       // 0: one per hardware thread
+  bool exact = false;    // simulate whole iterations (no extrapolation)
+};
+
+struct PlanResult {
+  std::int64_t gpus = 0;
+  models::ParallelSpec parallel;
+  models::TrainingSpec training;
+  double iteration_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  double hfu = 0;
+  std::int64_t peak_bytes_per_gpu = 0;
+  std::optional<double> time_to_train_days;
+  std::optional<double> gpu_hours;
+  std::optional<double> cost;
+  bool extrapolated = false;
+};
+
+struct GpuCountResult {
+  std::int64_t gpus = 0;
+  std::int64_t feasible = 0;
+  std::optional<PlanResult> best;
+};
+
+struct PlanReport {
+  std::vector<PlanResult> plans;  // feasible plans over all GPU counts, best (fastest to train) first
+  std::int64_t considered = 0;    // candidate plans enumerated
+  std::int64_t simulated = 0;     // simulations run (extrapolated plans count once)
+  std::vector<std::pair<std::string, std::int64_t>> pruned;  // why, how many (in a fixed order)
+  std::vector<GpuCountResult> per_gpu_count;                 // in increasing GPU count
+  std::optional<std::int64_t> deadline_gpus;                 // smallest count meeting the deadline
+  std::int64_t pruned_total() const;
+};
+
+using Progress = std::function<void(std::size_t done, std::size_t total)>;
+
+// REQUIRES: gpu_counts non-empty, each a multiple of the cluster's gpus_per_node.
+PlanReport search(const PlanRequest& request, const Progress& progress = {});
+
+// With a deadline and a GPU range [lo, hi]: among the whole-node counts that admit a valid plan,
+// a doubling walk then bisection finds the smallest whose best plan meets the deadline (each
+// probe is a full search at that count; time to train is assumed to fall with more GPUs).
+PlanReport search_deadline(PlanRequest request, std::int64_t lo, std::int64_t hi, const Progress& progress = {});
+
+}  // namespace trainsim::planner

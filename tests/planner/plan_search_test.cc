@@ -1,0 +1,100 @@
+#include "planner/plan_search.h"
+
+#include <doctest/doctest.h>
+#include <sstream>
+
+#include "config/scenario.h"
+#include "planner/plan_output.h"
+
+using namespace trainsim;
+
+namespace {
+
+planner::PlanRequest request(const char* model, const char* cluster, std::int64_t gpus, std::int64_t batch) {
+  planner::PlanRequest r;
+  r.model = config::load_model(model);
+  r.cluster = config::load_cluster(cluster, 1);
+  r.gpu_counts = {gpus};
+  r.training.global_batch_size = batch;
+  r.training.overlap_param_gather = true;
+  r.training.overlap_p2p_comm = true;
+  r.training.train_tokens = 1e11;
+  r.threads = 2;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("planner/search: every considered plan is pruned (with a reason) or ranked") {
+  planner::PlanRequest r = request("gpt3-7.5b", "dgx-a100-80gb", 64, 256);
+  const planner::PlanReport rep = planner::search(r);
+  CHECK(rep.considered > 100);
+  CHECK(rep.considered == rep.pruned_total() + static_cast<std::int64_t>(rep.plans.size()));
+  REQUIRE(!rep.plans.empty());
+  for (std::size_t i = 1; i < rep.plans.size(); ++i) CHECK(rep.plans[i - 1].tokens_per_s >= rep.plans[i].tokens_per_s);
+  for (const planner::PlanResult& p : rep.plans) {
+    CHECK(p.peak_bytes_per_gpu <= r.cluster.gpu.memory.count());
+    CHECK(p.mfu > 0);
+    CHECK(p.mfu < 1);
+    CHECK(*p.time_to_train_days == doctest::Approx(1e11 / p.tokens_per_s / 86400));
+  }
+}
+
+TEST_CASE("planner/search: extrapolating the steady state agrees with whole iterations") {
+  planner::PlanRequest r = request("gpt3-7.5b", "dgx-a100-80gb", 64, 512);
+  r.space.tensor = {2, 4};
+  r.space.pipeline = {2, 4};
+  r.space.micro_batch = {1, 2};
+  const planner::PlanReport fast = planner::search(r);
+  r.exact = true;
+  const planner::PlanReport exact = planner::search(r);
+  REQUIRE(fast.plans.size() == exact.plans.size());
+  int extrapolated = 0;
+  for (const planner::PlanResult& f : fast.plans) {
+    // Find the same plan in the exact search.
+    for (const planner::PlanResult& e : exact.plans) {
+      if (planner::describe_plan(e) != planner::describe_plan(f)) continue;
+      CAPTURE(planner::describe_plan(f));
+      CHECK(f.iteration_time_s == doctest::Approx(e.iteration_time_s).epsilon(0.005));
+      CHECK(static_cast<double>(f.peak_bytes_per_gpu) == doctest::Approx(static_cast<double>(e.peak_bytes_per_gpu)).epsilon(0.005));
+    }
+    extrapolated += f.extrapolated ? 1 : 0;
+  }
+  CHECK(extrapolated > 0);
+}
+
+TEST_CASE("planner/search: same inputs, same output bytes, whatever the thread count") {
+  planner::PlanRequest r = request("gpt3-1.7b", "dgx-a100-80gb", 32, 256);
+  r.threads = 1;
+  const auto a = planner::plan_json(r, planner::search(r), 50).dump();
+  r.threads = 2;
+  const auto b = planner::plan_json(r, planner::search(r), 50).dump();
+  CHECK(a == b);
+}
+
+TEST_CASE("planner/deadline: the smallest GPU count that trains in time, and its curve") {
+  planner::PlanRequest r = request("gpt3-1.7b", "dgx-a100-80gb", 8, 512);
+  r.space.micro_batch = {1, 4};
+  r.training.train_tokens = 3e11;
+  // Find the time at 64 GPUs and ask for a bit less than the time at 32.
+  planner::PlanRequest at32 = r;
+  at32.gpu_counts = {32};
+  const double days32 = *planner::search(at32).plans.front().time_to_train_days;
+  r.deadline_days = days32 * 0.8;
+  const planner::PlanReport rep = planner::search_deadline(r, 8, 256);
+  REQUIRE(rep.deadline_gpus.has_value());
+  CHECK(*rep.deadline_gpus > 32);
+  CHECK(*rep.deadline_gpus % 8 == 0);
+  // The count found meets the deadline and one node fewer does not.
+  for (const planner::GpuCountResult& g : rep.per_gpu_count) {
+    // Only counts that admit a valid plan are probed.
+    CHECK(g.feasible > 0);
+    if (!g.best) continue;
+    if (g.gpus >= *rep.deadline_gpus) continue;
+    CHECK(*g.best->time_to_train_days > *r.deadline_days);
+  }
+  std::ostringstream svg;
+  planner::write_plan_curve_svg(r, rep, svg);
+  CHECK(svg.str().find("<polyline class=\"curve\"") != std::string::npos);
+  CHECK(svg.str().find("class=\"deadline\"") != std::string::npos);
+}
