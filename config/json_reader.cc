@@ -1,5 +1,6 @@
 #include "config/json_reader.h"
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -10,41 +11,152 @@ namespace trainsim::config {
 
 namespace {
 
-constexpr std::size_t kMaxFileBytes = 256u << 20;  // larger inputs are not scenario files
+// Follows the parser's events to know the JSON path of every key, and rejects a key that appears
+// twice in one object (nlohmann would keep the last value and silently drop the first).
+class DuplicateKeyCheck {
+ public:
+  explicit DuplicateKeyCheck(const std::string& file) : file_(file) {}
 
-// Counts nesting depth before parsing so absurdly deep input cannot exhaust the stack.
-void check_depth(const std::string& text, const std::string& file) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  std::size_t line = 1;
-  for (char c : text) {
-    if (c == '\n') ++line;
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
+  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start: {
+        std::string path;
+        if (!frames_.empty()) {
+          const Frame& parent = frames_.back();
+          path = parent.object ? join_path(parent.path, parent.key) : join_path(parent.path, parent.count);
+        }
+        frames_.push_back(Frame{event == Json::parse_event_t::object_start, std::move(path), {}, {}, 0});
+        break;
       }
-      continue;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        if (!frames_.empty()) frames_.pop_back();
+        element_done();
+        break;
+      case Json::parse_event_t::key: {
+        if (frames_.empty() || !parsed.is_string()) break;
+        Frame& f = frames_.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second) {
+          throw InputError(file_, join_path(f.path, f.key),
+                           "duplicate key \"" + f.key + "\" (each key may appear once per object)");
+        }
+        break;
+      }
+      case Json::parse_event_t::value:
+        element_done();
+        break;
     }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > 128) throw InputError(file, "line " + std::to_string(line), "JSON nested more than 128 levels deep");
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
+    return true;
   }
-}
+
+ private:
+  struct Frame {
+    bool object = true;
+    std::string path;  // JSON path of this object or array
+    std::string key;   // the key being read (objects)
+    std::set<std::string> keys;
+    std::size_t count = 0;  // elements read so far (arrays)
+  };
+  void element_done() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().count;
+  }
+  const std::string& file_;
+  std::vector<Frame> frames_;
+};
 
 }  // namespace
 
+std::size_t line_nested_deeper_than(const std::string& text, int limit) {
+  int depth = 0;
+  std::size_t line = 1;
+  enum class State { kCode, kString, kEscape, kLineComment, kBlockComment } state = State::kCode;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    switch (state) {
+      case State::kString:
+        if (c == '\\') state = State::kEscape;
+        if (c == '"') state = State::kCode;
+        break;
+      case State::kEscape:
+        state = State::kString;
+        break;
+      case State::kLineComment:
+        if (c == '\n') state = State::kCode;
+        break;
+      case State::kBlockComment:
+        if (c == '*' && i + 1 < text.size() && text[i + 1] == '/') {
+          state = State::kCode;
+          ++i;
+        }
+        break;
+      case State::kCode:
+        if (c == '"') {
+          state = State::kString;
+        } else if (c == '/' && i + 1 < text.size() && (text[i + 1] == '/' || text[i + 1] == '*')) {
+          state = text[i + 1] == '/' ? State::kLineComment : State::kBlockComment;
+          ++i;
+        } else if (c == '{' || c == '[') {
+          if (++depth > limit) return line;
+        } else if (c == '}' || c == ']') {
+          --depth;
+        }
+        break;
+    }
+  }
+  return 0;
+}
+
+bool is_valid_utf8(const std::string& text) {
+  std::size_t i = 0;
+  const std::size_t n = text.size();
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t extra = 0;
+    std::uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      extra = 1;
+      cp = c & 0x1fu;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      extra = 2;
+      cp = c & 0x0fu;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      extra = 3;
+      cp = c & 0x07u;
+    } else {
+      return false;  // continuation byte, overlong 2-byte lead, or beyond U+10FFFF
+    }
+    for (std::size_t k = 1; k <= extra; ++k) {
+      if (i + k >= n) return false;
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xc0u) != 0x80u) return false;
+      cp = (cp << 6) | (cc & 0x3fu);
+    }
+    if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;  // overlong, out of range, or a UTF-16 surrogate
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
 Json parse_json_text(const std::string& text, const std::string& file) {
-  check_depth(text, file);
+  // Depth first, so absurdly deep input cannot exhaust the stack of recursive JSON code.
+  if (const std::size_t line = line_nested_deeper_than(text, kMaxJsonDepth); line != 0) {
+    throw InputError(file, "line " + std::to_string(line),
+                     "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
+  }
+  DuplicateKeyCheck duplicates(file);
   try {
-    return Json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    return Json::parse(
+        text, [&duplicates](int depth, Json::parse_event_t event, Json& parsed) { return duplicates(depth, event, parsed); },
+        /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const Json::out_of_range& e) {
     std::string what = e.what();
     throw InputError(file, "", "invalid JSON: " + what.substr(what.find(']') == std::string::npos ? 0 : what.find(']') + 2));
@@ -68,7 +180,7 @@ Json parse_json_text(const std::string& text, const std::string& file) {
   }
 }
 
-Json read_json_file(const std::string& path) {
+Json read_json_file(const std::string& path, std::size_t max_bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -76,10 +188,18 @@ Json read_json_file(const std::string& path) {
   if (fs::is_directory(st)) throw InputError(path, "", "is a directory, expected a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", "cannot be read");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  std::string text = buf.str();
-  if (text.size() > kMaxFileBytes) throw InputError(path, "", "larger than 256 MiB, expected a JSON file");
+  // Read at most max_bytes + 1 bytes: a device or pipe that never ends is an error, not a hang
+  // that ends in an out-of-memory kill.
+  std::string text;
+  std::array<char, 1 << 16> chunk{};
+  while (in && text.size() <= max_bytes) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  if (in.bad()) throw InputError(path, "", "cannot be read");
+  if (text.size() > max_bytes) {
+    throw InputError(path, "", "larger than " + std::to_string(max_bytes >> 20) + " MiB, expected a JSON file");
+  }
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw InputError(path, "", "is empty, expected a JSON object");
   return parse_json_text(text, path);
 }

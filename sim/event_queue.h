@@ -23,8 +23,11 @@ class EventQueue {
     Payload payload{};
   };
 
-  // REQUIRES: time is not before the time of the last popped event.
+  // REQUIRES: time is not before the time of the last popped event. Throws ClockOverflowError
+  // past Duration::max(): every time then stays far enough from the int64 limit that adding
+  // one (saturated) duration to it cannot overflow.
   void push(TimePoint time, std::uint32_t priority, const Payload& payload) {
+    if (time.since_start() > Duration::max()) throw ClockOverflowError("simulated time passed its range");
     TRAINSIM_CHECK(time >= now_, "event scheduled in the past");
     heap_.push_back(Event{time, priority, next_sequence_++, payload});
     sift_up(heap_.size() - 1);
