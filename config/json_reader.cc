@@ -51,6 +51,13 @@ class DuplicateKeyCheck {
     return true;
   }
 
+ // The path of the value being read (for errors the parser raises without a position).
+  std::string current_path() const {
+    if (frames_.empty()) return "/";
+    const Frame& f = frames_.back();
+    return f.object ? join_path(f.path, f.key) : join_path(f.path, f.count);
+  }
+
  private:
   struct Frame {
     bool object = true;
@@ -158,8 +165,11 @@ Json parse_json_text(const std::string& text, const std::string& file) {
         text, [&duplicates](int depth, Json::parse_event_t event, Json& parsed) { return duplicates(depth, event, parsed); },
         /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const Json::out_of_range& e) {
+    // A number beyond double's range ("1e999"): nlohmann reports no position, the path tracker
+    // knows which value it was.
     std::string what = e.what();
-    throw InputError(file, "", "invalid JSON: " + what.substr(what.find(']') == std::string::npos ? 0 : what.find(']') + 2));
+    throw InputError(file, duplicates.current_path(),
+                     "invalid JSON: " + what.substr(what.find(']') == std::string::npos ? 0 : what.find(']') + 2));
   } catch (const Json::parse_error& e) {
     // nlohmann's message reads "[json.exception.parse_error.101] parse error at line 2, column 1:
     // syntax error ..."; keep the position as the location and the rest as the message.

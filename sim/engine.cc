@@ -270,15 +270,17 @@ void Engine::start_instance(std::uint32_t inst) {
 }
 
 void Engine::finish_instance(std::uint32_t inst) {
-  Instance& in = instances_[inst];
-  for (const Waiter& w : in.waiters) {
+  // complete_task() may start new communication, and new_instance() may grow instances_: hold
+  // no reference into it across the loop (the instance stays active, so it is not reused).
+  const std::vector<Waiter> waiters = std::move(instances_[inst].waiters);
+  for (const Waiter& w : waiters) {
     StreamState& st = stream_state(w.rank, w.stream);
     const RankClass& rc = graph_.rank_class(graph_.class_of(RankId{w.rank}));
     const Task& task = rc.tasks[rc.stream_tasks[w.stream][st.next - 1]];
     if (task.kind == TaskKind::kPointToPoint && --st.pending > 0) continue;
     complete_task(w.rank, w.stream);
   }
-  in.active = false;
+  instances_[inst].active = false;
   free_instances_.push_back(inst);
 }
 

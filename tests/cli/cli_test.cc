@@ -1,29 +1,16 @@
 // The trainsim binary end to end: exit codes and messages for good and bad input.
 
 #include <doctest/doctest.h>
-#include <array>
-#include <cstdio>
 #include <string>
-#include <sys/wait.h>
+
+#include "tests/process.h"
 
 namespace {
 
-struct Outcome {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
+using Outcome = tests::ProcessOutcome;
 
 Outcome trainsim(const std::string& args) {
-  const std::string cmd = std::string(TRAINSIM_BINARY) + " " + args + " 2>&1";
-  Outcome o;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
+  return tests::run_command(std::string(TRAINSIM_BINARY) + " " + args + " 2>&1");
 }
 
 const std::string kDefault = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json";
