@@ -22,9 +22,10 @@ run_one() {  # name seed-folder...
   local corpus="$build/fuzz/corpus/$name" seeds=()
   mkdir -p "$corpus"
   for d in "$@"; do [ -d "$d" ] && seeds+=("$d"); done
-  local status=0
+  local status=0 dict=fuzz/json.dict
+  [ -f "fuzz/$name.dict" ] && dict="fuzz/$name.dict"  # a target's own format (e.g. logs)
   "$build/fuzz/fuzz_$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-    -dict=fuzz/json.dict -print_final_stats=1 -artifact_prefix="$build/fuzz/findings/$name-" \
+    -dict="$dict" -print_final_stats=1 -artifact_prefix="$build/fuzz/findings/$name-" \
     "$corpus" "${seeds[@]}" >"$build/fuzz/logs/$name.log" 2>&1 || status=$?
   local execs cov corp
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$build/fuzz/logs/$name.log" | grep -o '[0-9]*$' || echo "?")

@@ -4,12 +4,10 @@
 // README "Input limits" has the measured times).
 
 #include <doctest/doctest.h>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/bad_inputs/bad_input_cases.h"
 #include "tests/process.h"
 
 namespace {
@@ -30,20 +28,6 @@ std::string quote(const std::string& arg) {
   return out;
 }
 
-// %XX escapes carry bytes the JSON manifest cannot hold (invalid UTF-8).
-std::string percent_decode(const std::string& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 tests::ProcessOutcome run(const std::vector<std::string>& args) {
   std::string cmd = "cd ";
   cmd.append(quote(kFolder)).append(" && timeout 60 ").append(quote(TRAINSIM_BINARY));
@@ -51,31 +35,19 @@ tests::ProcessOutcome run(const std::vector<std::string>& args) {
   return tests::run_command(cmd.append(" 2>&1"));
 }
 
-nlohmann::json cases() {
-  std::ifstream in(kFolder + "/cases.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  return nlohmann::json::parse(text.str())["cases"];
-}
-
 void check_cases(int exit_code) {
   int checked = 0;
-  for (const nlohmann::json& c : cases()) {
-    if (c["exit"].get<int>() != exit_code) continue;
+  for (const tests::BadInputCase& c : tests::read_bad_input_cases(kFolder + "/cases.json")) {
+    if (c.exit_code != exit_code) continue;
 #ifdef TRAINSIM_SANITIZED
-    if (c.value("heavy", false)) continue;  // minutes and gigabytes under ASan
+    if (c.heavy) continue;  // minutes and gigabytes under ASan
 #endif
-    const std::string id = c["id"].get<std::string>();
-    CAPTURE(id);
-    std::vector<std::string> args;
-    for (const auto& a : c["args"]) {
-      args.push_back(c.value("percent_decode", false) ? percent_decode(a.get<std::string>()) : a.get<std::string>());
-    }
-    const tests::ProcessOutcome o = run(args);
+    CAPTURE(c.id);
+    const tests::ProcessOutcome o = run(c.args);
     CAPTURE(o.output);
     CHECK(o.code == exit_code);
-    for (const auto& fragment : c["expect"]) CHECK(o.output.find(fragment.get<std::string>()) != std::string::npos);
-    if (exit_code == 2 && args.front() == "run") CHECK(o.output.find("trainsim: error: ") != std::string::npos);
+    for (const std::string& fragment : c.expect) CHECK(o.output.find(fragment) != std::string::npos);
+    if (exit_code == 2 && c.args.front() == "run") CHECK(o.output.find("trainsim: error: ") != std::string::npos);
     CHECK(o.output.find("internal error") == std::string::npos);
     CHECK(o.output.find("runtime error") == std::string::npos);
     CHECK(o.output.find("Sanitizer") == std::string::npos);
