@@ -11,66 +11,105 @@ namespace trainsim::config {
 
 namespace {
 
-// Follows the parser's events to know the JSON path of every key, and rejects a key that appears
-// twice in one object (nlohmann would keep the last value and silently drop the first).
-class DuplicateKeyCheck {
+// Builds the document from the parser's SAX events (as nlohmann's own DOM builder does) and
+// rejects a key that appears twice in one object, which nlohmann would silently resolve by
+// keeping the last value. Also knows the JSON path of the value being read, for errors the parser
+// reports without a position. (nlohmann's callback parser would do the duplicate check too, but
+// it rescans the parent container after every object: quadratic in the length of an array.)
+class DocumentBuilder {
  public:
-  explicit DuplicateKeyCheck(const std::string& file) : file_(file) {}
+  DocumentBuilder(Json& root, const std::string& file) : root_(root), file_(file) {}
 
-  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
-    switch (event) {
-      case Json::parse_event_t::object_start:
-      case Json::parse_event_t::array_start: {
-        std::string path;
-        if (!frames_.empty()) {
-          const Frame& parent = frames_.back();
-          path = parent.object ? join_path(parent.path, parent.key) : join_path(parent.path, parent.count);
-        }
-        frames_.push_back(Frame{event == Json::parse_event_t::object_start, std::move(path), {}, {}, 0});
-        break;
-      }
-      case Json::parse_event_t::object_end:
-      case Json::parse_event_t::array_end:
-        if (!frames_.empty()) frames_.pop_back();
-        element_done();
-        break;
-      case Json::parse_event_t::key: {
-        if (frames_.empty() || !parsed.is_string()) break;
-        Frame& f = frames_.back();
-        f.key = parsed.get<std::string>();
-        if (!f.keys.insert(f.key).second) {
-          throw InputError(file_, join_path(f.path, f.key),
-                           "duplicate key \"" + f.key + "\" (each key may appear once per object)");
-        }
-        break;
-      }
-      case Json::parse_event_t::value:
-        element_done();
-        break;
+  bool null() { return add(Json(nullptr)); }
+  bool boolean(bool v) { return add(Json(v)); }
+  bool number_integer(Json::number_integer_t v) { return add(Json(v)); }
+  bool number_unsigned(Json::number_unsigned_t v) { return add(Json(v)); }
+  bool number_float(Json::number_float_t v, const Json::string_t& /*text*/) { return add(Json(v)); }
+  bool string(Json::string_t& v) { return add(Json(std::move(v))); }
+  bool binary(Json::binary_t& v) { return add(Json::binary(std::move(v))); }
+  bool start_object(std::size_t /*elements*/) { return open(Json::object()); }
+  bool start_array(std::size_t /*elements*/) { return open(Json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(Json::string_t& k) {
+    Level& top = open_.back();
+    if (top.container->contains(k)) {
+      throw InputError(file_, join_path(path_of(open_.size() - 1), k),
+                       "duplicate key \"" + k + "\" (each key may appear once per object)");
     }
+    top.key = std::move(k);
     return true;
   }
-
- // The path of the value being read (for errors the parser raises without a position).
-  std::string current_path() const {
-    if (frames_.empty()) return "/";
-    const Frame& f = frames_.back();
-    return f.object ? join_path(f.path, f.key) : join_path(f.path, f.count);
+  template <typename Exception>
+  bool parse_error(std::size_t /*byte*/, const std::string& /*token*/, const Exception& e) {
+    // Syntax errors read "[json.exception.parse_error.101] parse error at line 2, column 1:
+    // syntax error ...": the position becomes the location. A number beyond double's range
+    // ("1e999") comes without one: the path of the value being read is the location.
+    std::string what = e.what();
+    std::string location = current_path();
+    const auto at = what.find(" at line ");
+    const auto colon = what.find(": ", at == std::string::npos ? 0 : at);
+    if (at != std::string::npos && colon != std::string::npos) {
+      location = what.substr(at + 4, colon - at - 4);
+      what = what.substr(colon + 2);
+    } else if (const auto bracket = what.find("] "); bracket != std::string::npos) {
+      what = what.substr(bracket + 2);
+    }
+    for (char& c : what) {
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';  // keep the message valid UTF-8
+    }
+    throw InputError(file_, location, "invalid JSON: " + what);
   }
 
  private:
-  struct Frame {
-    bool object = true;
-    std::string path;  // JSON path of this object or array
-    std::string key;   // the key being read (objects)
-    std::set<std::string> keys;
-    std::size_t count = 0;  // elements read so far (arrays)
+  struct Level {
+    Json* container;
+    std::string key;  // objects: the key whose value comes next
   };
-  void element_done() {
-    if (!frames_.empty() && !frames_.back().object) ++frames_.back().count;
+  // Where the next value goes. Only the innermost open container receives values, so pointers to
+  // the open ones stay valid.
+  Json* add_slot() {
+    if (open_.empty()) return &root_;
+    Level& top = open_.back();
+    if (top.container->is_array()) {
+      top.container->push_back(Json());
+      return &top.container->back();
+    }
+    return &(*top.container)[top.key];
   }
+  bool add(Json&& v) {
+    *add_slot() = std::move(v);
+    return true;
+  }
+  bool open(Json&& container) {
+    Json* slot = add_slot();
+    *slot = std::move(container);
+    open_.push_back(Level{slot, {}});
+    return true;
+  }
+  bool close() {
+    open_.pop_back();
+    return true;
+  }
+  // The path of open container `level` (0 = outermost).
+  std::string path_of(std::size_t level) const {
+    std::string path;
+    for (std::size_t i = 1; i <= level; ++i) {
+      const Level& parent = open_[i - 1];
+      path = parent.container->is_array() ? join_path(path, parent.container->size() - 1) : join_path(path, parent.key);
+    }
+    return path;
+  }
+  std::string current_path() const {
+    if (open_.empty()) return "/";
+    const Level& top = open_.back();
+    const std::string base = path_of(open_.size() - 1);
+    return top.container->is_array() ? join_path(base, top.container->size()) : join_path(base, top.key);
+  }
+
+  Json& root_;
   const std::string& file_;
-  std::vector<Frame> frames_;
+  std::vector<Level> open_;
 };
 
 }  // namespace
@@ -159,35 +198,10 @@ Json parse_json_text(const std::string& text, const std::string& file) {
     throw InputError(file, "line " + std::to_string(line),
                      "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
   }
-  DuplicateKeyCheck duplicates(file);
-  try {
-    return Json::parse(
-        text, [&duplicates](int depth, Json::parse_event_t event, Json& parsed) { return duplicates(depth, event, parsed); },
-        /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const Json::out_of_range& e) {
-    // A number beyond double's range ("1e999"): nlohmann reports no position, the path tracker
-    // knows which value it was.
-    std::string what = e.what();
-    throw InputError(file, duplicates.current_path(),
-                     "invalid JSON: " + what.substr(what.find(']') == std::string::npos ? 0 : what.find(']') + 2));
-  } catch (const Json::parse_error& e) {
-    // nlohmann's message reads "[json.exception.parse_error.101] parse error at line 2, column 1:
-    // syntax error ..."; keep the position as the location and the rest as the message.
-    std::string what = e.what();
-    std::string location;
-    const auto at = what.find(" at line ");
-    const auto colon = what.find(": ", at == std::string::npos ? 0 : at);
-    if (at != std::string::npos && colon != std::string::npos) {
-      location = what.substr(at + 4, colon - at - 4);
-      what = what.substr(colon + 2);
-    } else if (const auto p = what.find("parse error"); p != std::string::npos) {
-      what = what.substr(p);
-    }
-    for (char& c : what) {
-      if (static_cast<unsigned char>(c) >= 0x80) c = '?';  // keep the message valid UTF-8
-    }
-    throw InputError(file, location, "invalid JSON: " + what);
-  }
+  Json root;
+  DocumentBuilder builder(root, file);
+  Json::sax_parse(text, &builder, nlohmann::json::input_format_t::json, /*strict=*/true, /*ignore_comments=*/true);
+  return root;
 }
 
 Json read_json_file(const std::string& path, std::size_t max_bytes) {

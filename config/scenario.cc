@@ -387,6 +387,13 @@ void check_live_activations(const Scenario& s, const Origins& o, double per_laye
 // iteration outlasts the simulated clock, before anything big is built.
 void check_simulation_size(const Scenario& s, const Origins& o) {
   const SimulationCost cost = estimate_simulation_cost(s.model, s.parallel, s.training, s.num_gpus(), s.simulation.full);
+  // Whatever max_events says: task indices are 32-bit (sim/task_graph.h), and a graph this large
+  // would need tens of gigabytes.
+  if (cost.graph_tasks > 1e9) {
+    o.fail("training.global_batch_size", approx(cost.microbatches) + " micro-batches per iteration x " +
+                                             std::to_string(s.model.num_layers) + " layers make about " +
+                                             approx(cost.graph_tasks) + " tasks; trainsim's task graphs hold at most 1 billion");
+  }
   if (cost.work() > s.simulation.max_events) {
     const std::string limit = "simulation.max_events (" + approx(s.simulation.max_events) + ")";
     const std::string hint = "; raise " + limit.substr(0, limit.find(' ')) + " to simulate it anyway";

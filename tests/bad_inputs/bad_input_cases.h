@@ -36,16 +36,17 @@ inline std::vector<BadInputCase> read_bad_input_cases(const std::string& file) {
   std::ifstream in(file);
   std::stringstream text;
   text << in.rdbuf();
+  const nlohmann::json doc = nlohmann::json::parse(text.str());
   std::vector<BadInputCase> out;
-  for (const nlohmann::json& c : nlohmann::json::parse(text.str())["cases"]) {
+  for (const nlohmann::json& c : doc.at("cases")) {
     BadInputCase bc;
-    bc.id = c["id"].get<std::string>();
+    bc.id = c.at("id").get<std::string>();
     // %XX escapes carry bytes the JSON manifest cannot hold (invalid UTF-8).
-    for (const auto& a : c["args"]) {
+    for (const auto& a : c.at("args")) {
       bc.args.push_back(c.value("percent_decode", false) ? percent_decode(a.get<std::string>()) : a.get<std::string>());
     }
-    bc.exit_code = c["exit"].get<int>();
-    for (const auto& e : c["expect"]) bc.expect.push_back(e.get<std::string>());
+    bc.exit_code = c.at("exit").get<int>();
+    for (const auto& e : c.at("expect")) bc.expect.push_back(e.get<std::string>());
     bc.heavy = c.value("heavy", false);
     out.push_back(std::move(bc));
   }
