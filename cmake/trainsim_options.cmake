@@ -7,9 +7,19 @@ if(TRAINSIM_WERROR)
   target_compile_options(trainsim_warnings INTERFACE -Werror)
 endif()
 
-if(TRAINSIM_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+# Sanitizers: everything (libraries, tests, the binary) with ASan+UBSan, any finding fatal; -O1
+# (added after the build type's flags, so it wins over -O3) keeps the build and the tests fast.
+# TRAINSIM_FUZZ adds libFuzzer's coverage instrumentation (clang only); the fuzz binaries link
+# libFuzzer itself (fuzz/CMakeLists.txt).
+if(TRAINSIM_SANITIZE OR TRAINSIM_FUZZ)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -O1 -g1)
   add_link_options(-fsanitize=address,undefined)
+endif()
+if(TRAINSIM_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "TRAINSIM_FUZZ needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++-14")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
 endif()
 
 # trainsim_add_library(NAME SOURCES ... DEPS ...): one library per top-level folder.

@@ -1,5 +1,6 @@
 #include "config/json_reader.h"
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -10,65 +11,200 @@ namespace trainsim::config {
 
 namespace {
 
-constexpr std::size_t kMaxFileBytes = 256u << 20;  // larger inputs are not scenario files
+// Builds the document from the parser's SAX events (as nlohmann's own DOM builder does) and
+// rejects a key that appears twice in one object, which nlohmann would silently resolve by
+// keeping the last value. Also knows the JSON path of the value being read, for errors the parser
+// reports without a position. (nlohmann's callback parser would do the duplicate check too, but
+// it rescans the parent container after every object: quadratic in the length of an array.)
+class DocumentBuilder {
+ public:
+  DocumentBuilder(Json& root, const std::string& file) : root_(root), file_(file) {}
 
-// Counts nesting depth before parsing so absurdly deep input cannot exhaust the stack.
-void check_depth(const std::string& text, const std::string& file) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  std::size_t line = 1;
-  for (char c : text) {
-    if (c == '\n') ++line;
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
+  bool null() { return add(Json(nullptr)); }
+  bool boolean(bool v) { return add(Json(v)); }
+  bool number_integer(Json::number_integer_t v) { return add(Json(v)); }
+  bool number_unsigned(Json::number_unsigned_t v) { return add(Json(v)); }
+  bool number_float(Json::number_float_t v, const Json::string_t& /*text*/) { return add(Json(v)); }
+  bool string(Json::string_t& v) { return add(Json(std::move(v))); }
+  bool binary(Json::binary_t& v) { return add(Json::binary(std::move(v))); }
+  bool start_object(std::size_t /*elements*/) { return open(Json::object()); }
+  bool start_array(std::size_t /*elements*/) { return open(Json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(Json::string_t& k) {
+    Level& top = open_.back();
+    if (top.container->contains(k)) {
+      throw InputError(file_, join_path(path_of(open_.size() - 1), k),
+                       "duplicate key \"" + k + "\" (each key may appear once per object)");
     }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > 128) throw InputError(file, "line " + std::to_string(line), "JSON nested more than 128 levels deep");
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
+    top.key = std::move(k);
+    return true;
   }
-}
-
-}  // namespace
-
-Json parse_json_text(const std::string& text, const std::string& file) {
-  check_depth(text, file);
-  try {
-    return Json::parse(text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const Json::out_of_range& e) {
+  template <typename Exception>
+  bool parse_error(std::size_t /*byte*/, const std::string& /*token*/, const Exception& e) {
+    // Syntax errors read "[json.exception.parse_error.101] parse error at line 2, column 1:
+    // syntax error ...": the position becomes the location. A number beyond double's range
+    // ("1e999") comes without one: the path of the value being read is the location.
     std::string what = e.what();
-    throw InputError(file, "", "invalid JSON: " + what.substr(what.find(']') == std::string::npos ? 0 : what.find(']') + 2));
-  } catch (const Json::parse_error& e) {
-    // nlohmann's message reads "[json.exception.parse_error.101] parse error at line 2, column 1:
-    // syntax error ..."; keep the position as the location and the rest as the message.
-    std::string what = e.what();
-    std::string location;
+    std::string location = current_path();
     const auto at = what.find(" at line ");
     const auto colon = what.find(": ", at == std::string::npos ? 0 : at);
     if (at != std::string::npos && colon != std::string::npos) {
       location = what.substr(at + 4, colon - at - 4);
       what = what.substr(colon + 2);
-    } else if (const auto p = what.find("parse error"); p != std::string::npos) {
-      what = what.substr(p);
+    } else if (const auto bracket = what.find("] "); bracket != std::string::npos) {
+      what = what.substr(bracket + 2);
     }
     for (char& c : what) {
       if (static_cast<unsigned char>(c) >= 0x80) c = '?';  // keep the message valid UTF-8
     }
-    throw InputError(file, location, "invalid JSON: " + what);
+    throw InputError(file_, location, "invalid JSON: " + what);
   }
+
+ private:
+  struct Level {
+    Json* container;
+    std::string key;  // objects: the key whose value comes next
+  };
+  // Where the next value goes. Only the innermost open container receives values, so pointers to
+  // the open ones stay valid.
+  Json* add_slot() {
+    if (open_.empty()) return &root_;
+    Level& top = open_.back();
+    if (top.container->is_array()) {
+      top.container->push_back(Json());
+      return &top.container->back();
+    }
+    return &(*top.container)[top.key];
+  }
+  bool add(Json&& v) {
+    *add_slot() = std::move(v);
+    return true;
+  }
+  bool open(Json&& container) {
+    Json* slot = add_slot();
+    *slot = std::move(container);
+    open_.push_back(Level{slot, {}});
+    return true;
+  }
+  bool close() {
+    open_.pop_back();
+    return true;
+  }
+  // The path of open container `level` (0 = outermost).
+  std::string path_of(std::size_t level) const {
+    std::string path;
+    for (std::size_t i = 1; i <= level; ++i) {
+      const Level& parent = open_[i - 1];
+      path = parent.container->is_array() ? join_path(path, parent.container->size() - 1) : join_path(path, parent.key);
+    }
+    return path;
+  }
+  std::string current_path() const {
+    if (open_.empty()) return "/";
+    const Level& top = open_.back();
+    const std::string base = path_of(open_.size() - 1);
+    return top.container->is_array() ? join_path(base, top.container->size()) : join_path(base, top.key);
+  }
+
+  Json& root_;
+  const std::string& file_;
+  std::vector<Level> open_;
+};
+
+}  // namespace
+
+std::size_t line_nested_deeper_than(const std::string& text, int limit) {
+  int depth = 0;
+  std::size_t line = 1;
+  enum class State { kCode, kString, kEscape, kLineComment, kBlockComment } state = State::kCode;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    switch (state) {
+      case State::kString:
+        if (c == '\\') state = State::kEscape;
+        if (c == '"') state = State::kCode;
+        break;
+      case State::kEscape:
+        state = State::kString;
+        break;
+      case State::kLineComment:
+        if (c == '\n') state = State::kCode;
+        break;
+      case State::kBlockComment:
+        if (c == '*' && i + 1 < text.size() && text[i + 1] == '/') {
+          state = State::kCode;
+          ++i;
+        }
+        break;
+      case State::kCode:
+        if (c == '"') {
+          state = State::kString;
+        } else if (c == '/' && i + 1 < text.size() && (text[i + 1] == '/' || text[i + 1] == '*')) {
+          state = text[i + 1] == '/' ? State::kLineComment : State::kBlockComment;
+          ++i;
+        } else if (c == '{' || c == '[') {
+          if (++depth > limit) return line;
+        } else if (c == '}' || c == ']') {
+          --depth;
+        }
+        break;
+    }
+  }
+  return 0;
 }
 
-Json read_json_file(const std::string& path) {
+bool is_valid_utf8(const std::string& text) {
+  std::size_t i = 0;
+  const std::size_t n = text.size();
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t extra = 0;
+    std::uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      extra = 1;
+      cp = c & 0x1fu;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      extra = 2;
+      cp = c & 0x0fu;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      extra = 3;
+      cp = c & 0x07u;
+    } else {
+      return false;  // continuation byte, overlong 2-byte lead, or beyond U+10FFFF
+    }
+    for (std::size_t k = 1; k <= extra; ++k) {
+      if (i + k >= n) return false;
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xc0u) != 0x80u) return false;
+      cp = (cp << 6) | (cc & 0x3fu);
+    }
+    if ((extra == 2 && cp < 0x800) || (extra == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;  // overlong, out of range, or a UTF-16 surrogate
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
+Json parse_json_text(const std::string& text, const std::string& file) {
+  // Depth first, so absurdly deep input cannot exhaust the stack of recursive JSON code.
+  if (const std::size_t line = line_nested_deeper_than(text, kMaxJsonDepth); line != 0) {
+    throw InputError(file, "line " + std::to_string(line),
+                     "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
+  }
+  Json root;
+  DocumentBuilder builder(root, file);
+  Json::sax_parse(text, &builder, nlohmann::json::input_format_t::json, /*strict=*/true, /*ignore_comments=*/true);
+  return root;
+}
+
+Json read_json_file(const std::string& path, std::size_t max_bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -76,10 +212,18 @@ Json read_json_file(const std::string& path) {
   if (fs::is_directory(st)) throw InputError(path, "", "is a directory, expected a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", "cannot be read");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  std::string text = buf.str();
-  if (text.size() > kMaxFileBytes) throw InputError(path, "", "larger than 256 MiB, expected a JSON file");
+  // Read at most max_bytes + 1 bytes: a device or pipe that never ends is an error, not a hang
+  // that ends in an out-of-memory kill.
+  std::string text;
+  std::array<char, 1 << 16> chunk{};
+  while (in && text.size() <= max_bytes) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  if (in.bad()) throw InputError(path, "", "cannot be read");
+  if (text.size() > max_bytes) {
+    throw InputError(path, "", "larger than " + std::to_string(max_bytes >> 20) + " MiB, expected a JSON file");
+  }
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw InputError(path, "", "is empty, expected a JSON object");
   return parse_json_text(text, path);
 }

@@ -5,6 +5,7 @@
 // file, the JSON path and what was expected. An object may sit on top of a preset object (keys
 // next to "preset" override the preset's); errors then name whichever file the value came from.
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -23,11 +24,24 @@ namespace trainsim::config {
 
 using Json = nlohmann::json;
 
+// Input limits of every JSON document (README "Input limits"): larger or deeper input is an
+// InputError, never a stack overflow or an out-of-memory kill.
+constexpr std::size_t kMaxJsonFileBytes = std::size_t{16} << 20;  // scenario, preset, calibration
+constexpr int kMaxJsonDepth = 128;
+
 // Reads and parses a JSON file (// and /* */ comments allowed). Throws InputError for a missing
-// or unreadable file, a directory, or invalid JSON (with line and column).
-Json read_json_file(const std::string& path);
-// Parses JSON text; `file` names it in errors.
+// or unreadable file, a directory, a file larger than `max_bytes` (read no further, so
+// /dev/zero is an error too), an empty file, or invalid JSON: syntax errors with line and
+// column, invalid UTF-8, nesting deeper than kMaxJsonDepth, and duplicate keys (with the JSON
+// path: a key given twice would otherwise silently drop one value).
+Json read_json_file(const std::string& path, std::size_t max_bytes = kMaxJsonFileBytes);
+// Parses JSON text with the same rules; `file` names it in errors.
 Json parse_json_text(const std::string& text, const std::string& file);
+// The line where `text` (JSON, comments allowed) first nests deeper than `limit`; 0 if it never
+// does. Brackets inside strings and comments do not count.
+std::size_t line_nested_deeper_than(const std::string& text, int limit);
+// True when `text` is well-formed UTF-8 (command-line strings are not checked by the parser).
+bool is_valid_utf8(const std::string& text);
 
 // Child path: "/a" + "b" -> "/a/b" (JSON pointer escaping for ~ and /).
 std::string join_path(const std::string& path, const std::string& key);

@@ -59,7 +59,9 @@ std::string resolve_file(const std::string& name, const std::string& kind, const
   }
   const fs::path relative = fs::path(from_file).parent_path() / given;
   if (name.find('/') != std::string::npos || given.extension() == ".json") {
-    if (fs::is_regular_file(relative, ec)) return relative.string();
+    // A file never names itself: scenarios/gpus/b200.json's "calibration": "b200.json" is the
+    // calibration preset, not the GPU file next to it.
+    if (fs::is_regular_file(relative, ec) && !fs::equivalent(relative, from_file, ec)) return relative.string();
     const fs::path in_presets = fs::path(scenarios_dir()) / kind / given;
     if (fs::is_regular_file(in_presets, ec)) return in_presets.string();
     throw InputError(from_file, path, "no such file \"" + name + "\" (looked next to " + from_file + " and in " +

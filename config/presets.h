@@ -14,8 +14,8 @@ std::string scenarios_dir();
 std::string preset_file(const std::string& kind, const std::string& name, const std::string& file,
                         const std::string& path);
 std::vector<std::string> preset_names(const std::string& kind);
-// Resolves a file named in `from_file`: absolute, relative to from_file's folder, or a preset of
-// `kind` by name.
+// Resolves a file named in `from_file`: absolute, relative to from_file's folder (never
+// from_file itself), or a preset of `kind` by file name or by name.
 std::string resolve_file(const std::string& name, const std::string& kind, const std::string& from_file,
                          const std::string& path);
 

@@ -1,11 +1,16 @@
 #include "config/scenario.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
+#include <string_view>
 
 #include "config/hardware_reader.h"
 #include "config/presets.h"
+#include "config/simulation_cost.h"
+#include "models/flop_count.h"
 #include "models/lowering.h"
 
 namespace trainsim::config {
@@ -21,6 +26,35 @@ using models::TrainingSpec;
 
 constexpr std::int64_t kBig = std::int64_t{1} << 40;
 
+// Upper bounds of the model's sizes (README "Input limits"): 40x to 250x the largest published
+// model's value, and small enough that the per-layer products the lowering forms in 64-bit
+// integers (tokens x widths x bytes) cannot overflow once the derived checks of check_magnitudes
+// pass.
+struct ModelLimit {
+  const char* key;
+  std::int64_t max;
+};
+constexpr ModelLimit kModelLimits[] = {
+    {"num_layers", std::int64_t{1} << 16},           // GPT-3 1T: 128
+    {"hidden_size", std::int64_t{1} << 20},          // GPT-3 1T: 25,600
+    {"num_attention_heads", std::int64_t{1} << 16},  // GPT-3 1T: 160
+    {"num_query_groups", std::int64_t{1} << 16},
+    {"kv_channels", std::int64_t{1} << 16},          // largest head dimension in use: 256
+    {"ffn_hidden_size", std::int64_t{1} << 22},      // Llama 3.1 405B: 53,248
+    {"vocab_size", std::int64_t{1} << 26},           // largest vocabularies: 256k
+    {"make_vocab_size_divisible_by", std::int64_t{1} << 16},
+    {"seq_length", std::int64_t{1} << 26},           // 64M tokens; 1M-token contexts exist
+    {"num_experts", std::int64_t{1} << 14},          // DeepSeek-V3: 256 routed experts
+    {"moe_router_topk", std::int64_t{1} << 14},
+    {"moe_ffn_hidden_size", std::int64_t{1} << 22},
+};
+constexpr std::int64_t model_limit(const char* key) {
+  for (const ModelLimit& l : kModelLimits) {
+    if (std::string_view(l.key) == key) return l.max;
+  }
+  return kBig;
+}
+
 // Where each validated value came from, so plan errors can point at it.
 struct Origins {
   std::map<std::string, std::pair<std::string, std::string>> at;  // "model.num_layers" -> (file, path)
@@ -34,47 +68,74 @@ struct Origins {
   }
 };
 
-// Maps a Hugging Face config.json onto Megatron's names (transformers configuration_*.py).
+// Maps a Hugging Face config.json onto Megatron's names (transformers configuration_*.py). Keys
+// trainsim does not use are ignored (the file belongs to another tool); the ones it uses are
+// checked like scenario keys.
 void read_hf_config(const std::string& file, ModelSpec& m) {
   const Json doc = read_json_file(file);
-  if (!doc.is_object()) throw InputError(file, "/", "expected a Hugging Face config.json object");
-  auto num = [&](std::initializer_list<const char*> keys, std::int64_t fallback) -> std::int64_t {
+  if (!doc.is_object()) throw InputError(file, "/", "expected a Hugging Face config.json object, got " + describe(doc));
+  auto find = [&](const char* key) -> const Json* {
+    auto it = doc.find(key);
+    return it == doc.end() || it->is_null() ? nullptr : &*it;
+  };
+  // The first of `keys` present, as an integer within the limit of `limit_key`.
+  auto num = [&](std::initializer_list<const char*> keys, std::int64_t fallback, const char* limit_key) -> std::int64_t {
+    const std::int64_t max = model_limit(limit_key);
     for (const char* k : keys) {
-      auto it = doc.find(k);
-      if (it == doc.end() || it->is_null()) continue;
-      if (!it->is_number_integer() || it->get<std::int64_t>() < 1 || it->get<std::int64_t>() > kBig) {
-        throw InputError(file, join_path("", k), "expected a positive integer, got " + describe(*it));
+      const Json* v = find(k);
+      if (v == nullptr) continue;
+      const bool integer = v->is_number_integer() && !(v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(max));
+      if (!integer || v->get<std::int64_t>() < 1 || v->get<std::int64_t>() > max) {
+        throw InputError(file, join_path("", k), "expected an integer in [1, " + std::to_string(max) + "], got " + describe(*v));
       }
-      return it->get<std::int64_t>();
+      return v->get<std::int64_t>();
     }
-    if (fallback < 0) {
-      throw InputError(file, join_path("", *keys.begin()), "missing; a Hugging Face config needs it");
-    }
+    if (fallback < 0) throw InputError(file, join_path("", *keys.begin()), "missing; a Hugging Face config needs it");
     return fallback;
   };
-  m.name = doc.value("_name_or_path", doc.value("model_type", std::string("hf model")));
-  m.hidden_size = num({"hidden_size", "n_embd", "d_model"}, -1);
-  m.num_layers = num({"num_hidden_layers", "n_layer"}, -1);
-  m.num_attention_heads = num({"num_attention_heads", "n_head"}, -1);
-  m.num_query_groups = num({"num_key_value_heads"}, m.num_attention_heads);
-  m.kv_channels = num({"head_dim"}, m.hidden_size / m.num_attention_heads);
-  m.ffn_hidden_size = num({"intermediate_size", "n_inner"}, 4 * m.hidden_size);
-  m.vocab_size = num({"vocab_size"}, -1);
-  const std::string act = doc.value("hidden_act", doc.value("activation_function", std::string("gelu")));
+  auto text = [&](const char* key, const std::string& fallback) -> std::string {
+    const Json* v = find(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_string()) throw InputError(file, join_path("", key), "expected a string, got " + describe(*v));
+    return v->get<std::string>();
+  };
+  auto flag = [&](const char* key, bool fallback) -> bool {
+    const Json* v = find(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_boolean()) throw InputError(file, join_path("", key), "expected true or false, got " + describe(*v));
+    return v->get<bool>();
+  };
+  auto fraction = [&](const char* key, double fallback) -> double {
+    const Json* v = find(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_number() || !(v->get<double>() >= 0) || !(v->get<double>() <= 0.99)) {
+      throw InputError(file, join_path("", key), "expected a number in [0, 0.99], got " + describe(*v));
+    }
+    return v->get<double>();
+  };
+  m.name = text("_name_or_path", text("model_type", "hf model"));
+  m.hidden_size = num({"hidden_size", "n_embd", "d_model"}, -1, "hidden_size");
+  m.num_layers = num({"num_hidden_layers", "n_layer"}, -1, "num_layers");
+  m.num_attention_heads = num({"num_attention_heads", "n_head"}, -1, "num_attention_heads");
+  m.num_query_groups = num({"num_key_value_heads"}, m.num_attention_heads, "num_query_groups");
+  m.kv_channels = num({"head_dim"}, std::max<std::int64_t>(1, m.hidden_size / m.num_attention_heads), "kv_channels");
+  m.ffn_hidden_size = num({"intermediate_size", "n_inner"}, std::min(4 * m.hidden_size, model_limit("ffn_hidden_size")), "ffn_hidden_size");
+  m.vocab_size = num({"vocab_size"}, -1, "vocab_size");
+  const std::string act = text("hidden_act", text("activation_function", "gelu"));
   m.activation = (act == "silu" || act == "swiglu") ? Activation::kSwiglu : (act == "relu2" ? Activation::kSquaredRelu : Activation::kGelu);
   const bool rms = doc.contains("rms_norm_eps");
   m.normalization = rms ? Normalization::kRmsNorm : Normalization::kLayerNorm;
   const bool rotary = doc.contains("rope_theta") || doc.contains("rope_scaling") || doc.contains("rotary_pct") ||
                       doc.contains("rope_parameters");
   m.position_embedding_type = rotary ? PositionEmbedding::kRope : PositionEmbedding::kLearnedAbsolute;
-  m.untie_embeddings_and_output_weights = !doc.value("tie_word_embeddings", !rms);
-  m.add_bias_linear = doc.value("attention_bias", !rms) || doc.value("mlp_bias", false);
-  m.hidden_dropout = doc.value("hidden_dropout", doc.value("resid_pdrop", 0.0));
-  m.attention_dropout = doc.value("attention_dropout", doc.value("attn_pdrop", 0.0));
+  m.untie_embeddings_and_output_weights = !flag("tie_word_embeddings", !rms);
+  m.add_bias_linear = flag("attention_bias", !rms) || flag("mlp_bias", false);
+  m.hidden_dropout = fraction("hidden_dropout", fraction("resid_pdrop", 0.0));
+  m.attention_dropout = fraction("attention_dropout", fraction("attn_pdrop", 0.0));
   if (doc.contains("num_local_experts") || doc.contains("n_routed_experts")) {
-    m.num_experts = num({"num_local_experts", "n_routed_experts"}, 0);
-    m.moe_router_topk = num({"num_experts_per_tok"}, 2);
-    m.moe_ffn_hidden_size = num({"moe_intermediate_size"}, m.ffn_hidden_size);
+    m.num_experts = num({"num_local_experts", "n_routed_experts"}, 0, "num_experts");
+    m.moe_router_topk = num({"num_experts_per_tok"}, std::min<std::int64_t>(2, m.num_experts), "moe_router_topk");
+    m.moe_ffn_hidden_size = num({"moe_intermediate_size"}, m.ffn_hidden_size, "moe_ffn_hidden_size");
   }
 }
 
@@ -101,9 +162,9 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
   m.name = r.get_string("name", m.name.empty() ? "custom model" : m.name);
   auto integer = [&](const char* key, std::int64_t& field, std::int64_t min, bool required) {
     if (!required || hf) {
-      field = r.get_int(key, field, min, kBig);
+      field = r.get_int(key, field, min, model_limit(key));
     } else {
-      field = r.require_int(key, min, kBig);
+      field = r.require_int(key, min, model_limit(key));
     }
     origins.note(std::string("model.") + key, r, key);
   };
@@ -188,7 +249,7 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
       static_cast<models::RecomputeGranularity>(r.get_choice("recompute_granularity", 0, {"none", "selective", "full"}));
   note("recompute_granularity");
   t.recompute_method = static_cast<models::RecomputeMethod>(r.get_choice("recompute_method", 0, {"uniform", "block"}));
-  t.recompute_num_layers = r.get_int("recompute_num_layers", 1, 1, kBig);
+  t.recompute_num_layers = r.get_int("recompute_num_layers", 1, 1, model_limit("num_layers"));
   note("recompute_num_layers");
   t.attention_kernel = static_cast<models::AttentionKernel>(r.get_choice("attention_kernel", 0, {"flash", "unfused"}));
   note("attention_kernel");
@@ -216,6 +277,7 @@ SimulationSpec read_simulation(ObjectReader r) {
   SimulationSpec s;
   s.full = r.get_choice("fidelity", 0, {"symmetric", "full"}) == 1;
   s.seed = r.get_int("seed", 0, 0, std::numeric_limits<std::int64_t>::max());
+  s.max_events = r.get_double("max_events", kDefaultMaxEvents, 1, 1e15);
   if (const Json* list = r.raw("stragglers")) {
     if (!list->is_array()) r.fail("stragglers", "expected an array of {\"rank\" or \"node\", \"slowdown\"} objects");
     for (std::size_t i = 0; i < list->size(); ++i) {
@@ -248,6 +310,130 @@ SimulationSpec read_simulation(ObjectReader r) {
 }
 
 std::string plural(std::int64_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
+
+std::string approx(double v) {
+  char buf[32];
+  if (v >= 1e12) {
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+  } else if (v >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.3g billion", v * 1e-9);
+  } else if (v >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.3g million", v * 1e-6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  }
+  return buf;
+}
+
+std::string bytes_text(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g PiB", bytes / 1125899906842624.0);
+  return buf;
+}
+
+// Magnitudes the lowering, the memory model and the engine turn into 64-bit integer bytes and
+// picoseconds, bounded here with doubles so that no accepted input overflows them. The bounds are
+// upper estimates of every per-layer tensor and of the memory a GPU could hold at once; they sit
+// far beyond any GPU (a single layer's tensors under 4 PiB, all live activations under 1 EiB).
+// Returns the per-layer bound for check_live_activations.
+double check_magnitudes(const Scenario& s, const Origins& o) {
+  const ModelSpec& m = s.model;
+  const ParallelSpec& p = s.parallel;
+  const TrainingSpec& t = s.training;
+  const auto dbl = [](std::int64_t v) { return static_cast<double>(v); };
+  const double tp = dbl(p.tensor_model_parallel_size), cp = dbl(p.context_parallel_size);
+  const double h = dbl(m.hidden_size), heads = dbl(m.num_attention_heads), groups = dbl(m.num_query_groups);
+  const double d = m.kv_channels > 0 ? dbl(m.kv_channels) : h / heads;
+  if (heads * d > 4194304.0) {
+    o.fail(m.kv_channels > 0 ? "model.kv_channels" : "model.num_attention_heads",
+           "num_attention_heads x head dimension (" + approx(heads * d) + ") exceeds 4,194,304");
+  }
+  const double experts = dbl(m.num_experts), topk = m.is_moe() ? dbl(m.moe_router_topk) : 1.0;
+  const double ffn = dbl(m.is_moe() ? m.expert_ffn_hidden() : m.ffn_hidden_size);
+  const double fc1 = m.gated() ? 2 * ffn : ffn;
+  const double multiple = dbl(m.make_vocab_size_divisible_by) * tp;
+  const double vocab = std::ceil(dbl(m.vocab_size) / multiple) * multiple;
+  const double b = dbl(t.micro_batch_size), seq = dbl(m.seq_length) / cp, tokens = b * seq;
+  // Per token and layer, every activation, gradient and routed copy the lowering forms (16 bytes
+  // per element bounds every data type and fp32 statistics); plus the score matrix when the
+  // attention is unfused.
+  const double per_token = h * (8 + 4 * topk) + 4 * (heads + 2 * groups) * d / tp + 4 * fc1 * topk / tp + 2 * vocab / tp + 4 * experts;
+  const double scores = t.attention_kernel == models::AttentionKernel::kFlash ? b * heads / tp * seq : b * heads / tp * seq * seq;
+  const double per_layer = 16 * (tokens * per_token + scores);
+  if (per_layer > 4.5e15) {  // 4 PiB
+    o.fail(t.micro_batch_size > 1 ? "training.micro_batch_size" : "model.seq_length",
+           "one layer's tensors for one micro-batch (" + approx(tokens) + " tokens per GPU) would take about " +
+               bytes_text(per_layer) + ", beyond what trainsim models (4 PiB)");
+  }
+  const double experts_or_one = m.is_moe() ? experts : 1.0;
+  const double layer_params = h * (heads + 2 * groups) * d + heads * d * h + (h * fc1 + ffn * h) * experts_or_one + h * experts + 8 * h;
+  const double params = dbl(m.num_layers) * layer_params + 2 * vocab * h + dbl(m.seq_length) * h;
+  if (params > 1.1e15) {
+    o.fail("model.hidden_size", "the model would have about " + approx(params) + " parameters; trainsim models up to 1.1e15");
+  }
+  return per_layer;
+}
+
+// The activations a stage can hold at once (every micro-batch under GPipe; at most two rounds of
+// the pipeline under 1F1B and interleaving) under 1 EiB, so the engine's 64-bit memory counter
+// cannot overflow. A plan below that but beyond the GPU's memory is a result (fits: false).
+void check_live_activations(const Scenario& s, const Origins& o, double per_layer) {
+  const auto dbl = [](std::int64_t v) { return static_cast<double>(v); };
+  const ParallelSpec& p = s.parallel;
+  const double pp = dbl(p.pipeline_model_parallel_size), vp = dbl(p.virtual_pipeline_model_parallel_size);
+  const double microbatches = dbl(s.microbatches());
+  const double in_flight = s.training.pipeline_schedule == models::PipelineSchedule::kGpipe ? microbatches : std::min(microbatches, 2 * pp * vp);
+  const double live = per_layer * in_flight * std::ceil(dbl(s.model.num_layers) / pp);
+  if (live > 1.15e18) {  // 1 EiB
+    o.fail("training.global_batch_size", "the activations of " + approx(in_flight) + " micro-batches in flight would take about " +
+                                             bytes_text(live) + " per GPU, beyond what trainsim models (1 EiB)");
+  }
+}
+
+// Rejects plans that would take too long to simulate (config/simulation_cost.h) or whose
+// iteration outlasts the simulated clock, before anything big is built.
+void check_simulation_size(const Scenario& s, const Origins& o) {
+  const SimulationCost cost = estimate_simulation_cost(s.model, s.parallel, s.training, s.num_gpus(), s.simulation.full);
+  // Whatever max_events says: task indices are 32-bit (sim/task_graph.h), and a graph this large
+  // would need tens of gigabytes.
+  if (cost.graph_tasks > 1e9) {
+    o.fail("training.global_batch_size", approx(cost.microbatches) + " micro-batches per iteration x " +
+                                             std::to_string(s.model.num_layers) + " layers make about " +
+                                             approx(cost.graph_tasks) + " tasks; trainsim's task graphs hold at most 1 billion");
+  }
+  if (cost.work() > s.simulation.max_events) {
+    const std::string limit = "simulation.max_events (" + approx(s.simulation.max_events) + ")";
+    const std::string hint = "; raise " + limit.substr(0, limit.find(' ')) + " to simulate it anyway";
+    const SimulationCost symmetric =
+        estimate_simulation_cost(s.model, s.parallel, s.training, s.num_gpus(), /*full_fidelity=*/false);
+    if (s.simulation.full && symmetric.work() <= s.simulation.max_events) {
+      o.fail("simulation.fidelity",
+             "full fidelity would simulate every one of " + approx(cost.gpus) + " ranks: about " + approx(cost.work()) +
+                 " units of work (executed tasks), more than " + limit + "; use \"symmetric\" (the same result on symmetric plans)" + hint);
+    }
+    if (36 * cost.gpus > s.simulation.max_events / 2) {
+      o.fail("cluster.size",
+             approx(cost.gpus) + " GPUs take about " + approx(cost.work()) + " units of work (executed tasks) to simulate, more than " + limit +
+                 "; use fewer GPUs" + hint);
+    }
+    o.fail("training.global_batch_size",
+           approx(cost.microbatches) + " micro-batches per iteration x " + std::to_string(s.model.num_layers) +
+               " layers take about " + approx(cost.work()) + " units of work (executed tasks) to simulate, more than " + limit +
+               "; use fewer micro-batches (beyond a few times pipeline_model_parallel_size the time per micro-batch no longer changes)" +
+               hint);
+  }
+  // The engine's clock (int64 picoseconds, sim/units.h) covers Duration::max(), 26.7 days; an
+  // iteration takes at least its FLOPs at the GPUs' dense peak.
+  const sim::DataType type = s.training.precision == models::Precision::kFp8 ? sim::DataType::kFp8 : sim::DataType::kBf16;
+  const double peak = s.cluster.gpu.peak(type).per_second() * static_cast<double>(s.num_gpus());
+  const double at_least = models::count_flops(s.model, s.parallel, s.training).hardware / peak;
+  if (!(at_least < sim::Duration::max().seconds())) {
+    char days[96];
+    std::snprintf(days, sizeof days, "%.3g days on these GPUs (its FLOPs at their peak); trainsim simulates up to %.1f days",
+                  at_least / 86400, sim::Duration::max().seconds() / 86400);
+    o.fail("training.global_batch_size", "one iteration takes at least " + std::string(days) + ": use more GPUs or a smaller batch");
+  }
+}
 
 void validate_plan(const Scenario& s, const Origins& o) {
   const ModelSpec& m = s.model;
@@ -423,13 +609,20 @@ void validate_plan(const Scenario& s, const Origins& o) {
   if (!s.simulation.degraded_links.empty() && !s.simulation.full) {
     throw InputError(s.file, "/simulation/degraded_links", "a degraded link breaks the symmetry between ranks: set simulation.fidelity to \"full\"");
   }
+  const double per_layer = check_magnitudes(s, o);
+  check_simulation_size(s, o);
+  check_live_activations(s, o, per_layer);
 }
 
-Json parse_value(const std::string& text) {
+// The value of `--set key=value`: JSON when it parses as JSON (checked like a file: depth,
+// duplicate keys), otherwise the plain string.
+Json parse_value(const std::string& assignment, std::size_t eq) {
+  const std::string text = assignment.substr(eq + 1);
+  if (!Json::accept(text)) return Json(text);
   try {
-    return Json::parse(text);
-  } catch (const Json::exception&) {
-    return Json(text);
+    return parse_json_text(text, "--set");
+  } catch (const InputError& e) {
+    throw InputError("--set", assignment, e.detail());
   }
 }
 
@@ -451,7 +644,17 @@ void apply_override(Json& doc, const std::string& assignment) {
   if (eq == std::string::npos || eq == 0) {
     throw InputError("--set", assignment, "expected key.path=value (e.g. parallelism.tensor_model_parallel_size=4)");
   }
+  if (!is_valid_utf8(assignment)) {
+    std::string shown = assignment;
+    for (char& c : shown) {
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+    }
+    throw InputError("--set", shown, "not valid UTF-8");
+  }
   const std::string path = assignment.substr(0, eq);
+  if (std::count(path.begin(), path.end(), '.') >= kMaxJsonDepth) {
+    throw InputError("--set", assignment, "key path nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
+  }
   Json* node = &doc;
   std::size_t start = 0;
   while (true) {
@@ -460,7 +663,7 @@ void apply_override(Json& doc, const std::string& assignment) {
     if (key.empty()) throw InputError("--set", assignment, "empty key in \"" + path + "\"");
     if (!node->is_object()) throw InputError("--set", assignment, "\"" + path.substr(0, start - 1) + "\" is not an object");
     if (dot == std::string::npos) {
-      (*node)[key] = parse_value(assignment.substr(eq + 1));
+      (*node)[key] = parse_value(assignment, eq);
       return;
     }
     node = &(*node)[key];
@@ -475,7 +678,7 @@ Scenario parse_scenario(const Json& doc, const std::string& file, const std::str
   Origins origins;
   Scenario s;
   s.file = file;
-  s.name = r.get_string("name", file);
+  s.name = r.get_string("name", is_valid_utf8(file) ? file : "scenario");
   if (!r.has("model")) r.fail("model", "missing; expected a model section ({\"preset\": \"gpt3-175b\"} or explicit fields)");
   if (!r.has("cluster")) r.fail("cluster", "missing; expected a cluster section ({\"preset\": \"dgx-a100-80gb\", \"num_nodes\": 128})");
   if (!r.has("training")) r.fail("training", "missing; expected a training section with micro_batch_size and global_batch_size");
@@ -485,6 +688,11 @@ Scenario parse_scenario(const Json& doc, const std::string& file, const std::str
   s.cluster = read_cluster(*r.raw("cluster"), file, join_path(path, "cluster"));
   s.simulation = read_simulation(r.object("simulation"));
   r.finish();
+  // Keys the size checks may point at (read by hardware_reader and read_simulation).
+  const Json& cluster = *r.raw("cluster");
+  const bool by_gpus = cluster.is_object() && cluster.contains("num_gpus") && !cluster["num_gpus"].is_null();
+  origins.at["cluster.size"] = {file, join_path(join_path(path, "cluster"), by_gpus ? "num_gpus" : "num_nodes")};
+  origins.at["simulation.fidelity"] = {file, join_path(join_path(path, "simulation"), "fidelity")};
   validate_plan(s, origins);
   return s;
 }

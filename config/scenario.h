@@ -33,6 +33,9 @@ struct SimulationSpec {
   std::vector<Straggler> stragglers;
   std::vector<DegradedLink> degraded_links;
   std::int64_t seed = 0;
+  // Work limit (config/simulation_cost.h): plans estimated to need more engine events are
+  // rejected before lowering, so no input runs for minutes. Raise it to simulate them anyway.
+  double max_events = 4.0e7;
 };
 
 struct Scenario {

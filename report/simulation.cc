@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <set>
 
 #include "models/graph_vocabulary.h"
@@ -158,7 +159,17 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
     }
   }
   sim::Engine engine(w.graph, timing, eo);
-  out.engine = engine.run();
+  try {
+    out.engine = engine.run();
+  } catch (const ClockOverflowError&) {
+    // config/ rejects iterations whose FLOPs alone outlast the clock; this catches the rest.
+    char range[32];
+    std::snprintf(range, sizeof range, "%.1f days", sim::Duration::max().seconds() / 86400);
+    throw InputError(s.file, "/training/global_batch_size",
+                     "the simulated iteration runs past trainsim's clock range (" + std::string(range) +
+                         "): use more GPUs or a smaller batch (or check a calibration file for a near-zero "
+                         "bandwidth or efficiency)");
+  }
   for (int a = 0; a < 7; ++a) out.algorithm_names.emplace_back(topo::to_string(static_cast<topo::Algorithm>(a)));
   for (int p = 0; p < 3; ++p) out.protocol_names.emplace_back(topo::to_string(static_cast<topo::Protocol>(p)));
 

@@ -40,6 +40,14 @@ class InputError : public Error {
   std::string detail_;
 };
 
+// The simulated clock would pass its range (Duration::max(), about 26.7 days of int64
+// picoseconds): the input asks for more simulated time than trainsim represents. Not a bug;
+// boundary code reports it as an InputError about the scenario.
+class ClockOverflowError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A broken internal invariant (a bug in trainsim, never the user's fault).
 class InternalError : public Error {
  public:

@@ -24,8 +24,11 @@ class EventQueue {
     std::uint64_t sequence() const { return order & ((std::uint64_t{1} << 56) - 1); }
   };
 
-  // REQUIRES: time is not before the time of the last popped event; priority < 256.
+  // REQUIRES: time is not before the time of the last popped event; priority < 256. Throws
+  // ClockOverflowError past Duration::max(): every time then stays far enough from the int64
+  // limit that adding one (saturated) duration to it cannot overflow.
   void push(TimePoint time, std::uint32_t priority, const Payload& payload) {
+    if (time.since_start() > Duration::max()) throw ClockOverflowError("simulated time passed its range");
     TRAINSIM_CHECK(time >= now_, "event scheduled in the past");
     TRAINSIM_ASSERT(priority < 256, "event priority out of range");
     heap_.push_back(Event{time, (std::uint64_t{priority} << 56) | next_sequence_++, payload});

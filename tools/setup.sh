@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# tools/setup.sh demo | test
+# tools/setup.sh demo | test | fuzz
 #   demo: install missing Debian packages, build, and run the default scenario.
 #   test: install missing Debian packages, build, and run every test.
-# Environment: TRAINSIM_BUILD_DIR (default build), TRAINSIM_WERROR=ON (warnings are errors),
-# TRAINSIM_SANITIZE=ON (AddressSanitizer + UndefinedBehaviorSanitizer).
+#   fuzz: install missing Debian packages (with clang and libFuzzer), build the fuzz targets
+#         with clang, and run each for TRAINSIM_FUZZ_SECONDS (default 60) seconds (fuzz/README.md).
+# Environment: TRAINSIM_BUILD_DIR (default build, build-fuzz for fuzz), TRAINSIM_WERROR=ON
+# (warnings are errors; g++ builds only), TRAINSIM_SANITIZE=ON (AddressSanitizer +
+# UndefinedBehaviorSanitizer at -O1; use its own TRAINSIM_BUILD_DIR, e.g. build-asan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-}
 case "$mode" in
-  demo|test) ;;
-  *) echo "usage: tools/setup.sh demo|test" >&2; exit 2 ;;
+  demo|test|fuzz) ;;
+  *) echo "usage: tools/setup.sh demo|test|fuzz" >&2; exit 2 ;;
 esac
 
 packages=(g++ cmake ninja-build libboost-graph-dev libeigen3-dev nlohmann-json3-dev libcli11-dev doctest-dev zlib1g-dev libxml2-dev)
+if [ "$mode" = fuzz ]; then packages+=(clang-14 libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,6 +28,15 @@ if ((${#missing[@]})); then
   if [ "$(id -u)" -ne 0 ]; then sudo=sudo; fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "$mode" = fuzz ]; then
+  build=${TRAINSIM_BUILD_DIR:-build-fuzz}
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DTRAINSIM_FUZZ=ON -DTRAINSIM_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$build" -j "$(nproc)" --target fuzz_targets
+  fuzz/run.sh "$build" "${TRAINSIM_FUZZ_SECONDS:-60}"
+  exit 0
 fi
 
 build=${TRAINSIM_BUILD_DIR:-build}

@@ -1,0 +1,35 @@
+// A scenario end to end: parsed (as the scenario target), then simulated and summarised when
+// the plan is small (simulation.max_events forced to 200,000 so each input runs in milliseconds).
+// Beyond the harness contract, the results must be sane: finite, positive iteration time and
+// throughput, MFU and HFU in (0, 1], memory figures non-negative, and the JSON summary and
+// trace writable.
+
+#include <cmath>
+#include <sstream>
+
+#include "config/scenario.h"
+#include "fuzz/fuzz_target.h"
+#include "fuzz/targets/scenario_input.h"
+#include "report/simulation.h"
+#include "report/summary.h"
+#include "report/trace_writer.h"
+
+TRAINSIM_FUZZ_TARGET(scenario_run) {
+  trainsim::fuzz::ScenarioInput in(input);
+  in.overrides.push_back("simulation.max_events=200000");
+  const trainsim::fuzz::InputFile file(in.scenario, "scenario_run");
+  const trainsim::config::Scenario scenario = trainsim::config::load_scenario(file.path(), in.overrides);
+  const trainsim::report::RunResult r = trainsim::report::simulate(scenario);
+  auto check = [](bool ok, const char* what) {
+    if (!ok) trainsim::fuzz::finding("scenario_run", what);
+  };
+  check(std::isfinite(r.iteration_time_s) && r.iteration_time_s > 0, "iteration time not finite and positive");
+  check(std::isfinite(r.tokens_per_s) && r.tokens_per_s > 0, "throughput not finite and positive");
+  check(r.mfu > 0 && r.mfu <= 1 && r.hfu >= r.mfu && r.hfu <= 1, "MFU/HFU outside (0, 1]");
+  check(r.peak_bytes_per_gpu >= 0 && r.capacity_bytes_per_gpu > 0, "negative memory figures");
+  for (const auto& stage : r.stages) check(stage.activation_peak_bytes >= 0, "negative activation memory");
+  std::ostringstream json, trace;
+  json << trainsim::report::summary_json(r).dump(2);
+  trainsim::report::write_trace(r, trace);
+  check(!json.str().empty() && !trace.str().empty(), "empty summary or trace");
+}
