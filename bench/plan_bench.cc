@@ -19,15 +19,31 @@ struct Published {
   std::int64_t tp, pp, vp, mbs;
 };
 
+// Today's Megatron-Core recipe: overlapped gradient reduction and parameter gather.
+void modern(planner::PlanRequest& r) {
+  r.training.overlap_param_gather = true;
+  r.training.overlap_p2p_comm = true;
+}
+
+// The recipe of Narayanan et al.'s 2021 runs (examples/sc21 scripts, training_runs.json): fp16,
+// full recomputation, no sequence parallelism, no distributed optimizer, gradients all-reduced
+// after the backward pass (DDP impl "local").
+void megatron_2021(planner::PlanRequest& r) {
+  r.training.precision = models::Precision::kFp16;
+  r.training.overlap_grad_reduce = false;
+  r.space.recompute = {models::RecomputeGranularity::kFull};
+  r.space.optimizer_sharding = {0};
+  r.space.sequence_parallel = false;
+}
+
 void case_of(const char* label, const char* model, const char* cluster, std::int64_t gpus, std::int64_t batch,
-             const Published& pub) {
+             const Published& pub, void (*recipe)(planner::PlanRequest&)) {
   planner::PlanRequest r;
   r.model = config::load_model(model);
   r.cluster = config::load_cluster(cluster, 1);
   r.gpu_counts = {gpus};
   r.training.global_batch_size = batch;
-  r.training.overlap_param_gather = true;
-  r.training.overlap_p2p_comm = true;
+  recipe(r);
   const auto t0 = std::chrono::steady_clock::now();
   const planner::PlanReport rep = planner::search(r);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -57,9 +73,11 @@ void case_of(const char* label, const char* model, const char* cluster, std::int
 
 int main() {
   case_of("GPT-3 175B on 1,024 H100 (DGX H100), global batch 2048, sequence 2048, bf16", "gpt3-175b", "dgx-h100", 1024,
-          2048, {4, 8, 6, 1});
-  case_of("GPT 145.6B on 1,536 A100 80GB (DGX A100), global batch 2304", "gpt3-145b", "dgx-a100-80gb", 1536, 2304,
-          {8, 8, 2, 2});
+          2048, {4, 8, 6, 1}, modern);
+  case_of("GPT 145.6B on 1,536 A100 80GB (DGX A100), global batch 2304, today's recipe", "gpt3-145b", "dgx-a100-80gb",
+          1536, 2304, {8, 8, 2, 2}, modern);
+  case_of("GPT 145.6B on 1,536 A100 80GB (DGX A100), global batch 2304, the run's 2021 recipe", "gpt3-145b",
+          "dgx-a100-80gb", 1536, 2304, {8, 8, 2, 2}, megatron_2021);
 
   // Llama-3.1 70B on 512 H100 with a 15T-token budget, then the deadline search.
   planner::PlanRequest r;

@@ -25,6 +25,8 @@ struct PlanArgs {
   std::string json, csv, svg;
   std::vector<std::int64_t> tp, pp, vp, cp, ep, mbs;
   std::vector<int> sharding;
+  std::vector<std::string> recompute;
+  bool no_sequence_parallel = false;
   int threads = 0;
   bool exact = false;
 };
@@ -115,6 +117,21 @@ int run(const PlanArgs& a) {
     }
     req.space.optimizer_sharding = a.sharding;
   }
+  if (!a.recompute.empty()) {
+    req.space.recompute.clear();
+    for (const std::string& r : a.recompute) {
+      if (r == "none") {
+        req.space.recompute.push_back(models::RecomputeGranularity::kNone);
+      } else if (r == "selective") {
+        req.space.recompute.push_back(models::RecomputeGranularity::kSelective);
+      } else if (r == "full") {
+        req.space.recompute.push_back(models::RecomputeGranularity::kFull);
+      } else {
+        throw InputError("--recompute", r, "expected none, selective or full");
+      }
+    }
+  }
+  req.space.sequence_parallel = !a.no_sequence_parallel;
   req.threads = a.threads;
   req.exact = a.exact;
   if (a.gpus.empty() && default_gpus == 0) throw InputError("--gpus", "", "required: a GPU count N or a range A..B");
@@ -174,6 +191,9 @@ void add_plan_command(CLI::App& app, Registry& registry) {
                   "Optimizer sharding to try: 0 none, 1 distributed optimizer, 3 ZeRO-3 (default: 1,0)")
       ->delimiter(',');
   cmd->add_option("--threads", a->threads, "Simulations run at once (default: one per CPU)");
+  cmd->add_option("--recompute", a->recompute,
+                  "Recomputation modes, least first: each plan keeps the first that fits (default: none selective full)");
+  cmd->add_flag("--no-sequence-parallel", a->no_sequence_parallel, "Never use sequence parallelism (Megatron before 2022)");
   cmd->add_flag("--exact", a->exact, "Simulate whole iterations instead of extrapolating the pipeline's steady state");
   cmd->footer(
       "Example: trainsim plan --model gpt3-175b --cluster dgx-h100 --gpus 1024 --global-batch-size 2048 --train-tokens 3e11");

@@ -97,7 +97,7 @@ bool admits_plan(const PlanRequest& req, std::int64_t gpus) {
             s.parallel.pipeline_model_parallel_size = pp;
             s.parallel.context_parallel_size = cp;
             s.parallel.expert_model_parallel_size = ep;
-            s.parallel.sequence_parallel = tp > 1;
+            s.parallel.sequence_parallel = tp > 1 && req.space.sequence_parallel;
             s.parallel.use_distributed_optimizer = true;
             s.training.micro_batch_size = mbs;
             s.training.pipeline_schedule = PipelineSchedule::k1F1B;
@@ -179,7 +179,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                 p.virtual_pipeline_model_parallel_size = vp;
                 p.context_parallel_size = cp;
                 p.expert_model_parallel_size = ep;
-                p.sequence_parallel = tp > 1;
+                p.sequence_parallel = tp > 1 && sp.sequence_parallel;
                 p.use_distributed_optimizer = sharding == 1;
                 p.zero_stage = sharding == 3 ? 3 : 0;
                 models::TrainingSpec& t = s.training;

@@ -33,6 +33,8 @@ struct SearchSpace {
                                                       models::RecomputeGranularity::kFull};
   // 0: optimizer state replicated; 1: distributed optimizer (ZeRO-1); 3: ZeRO-3 / FSDP.
   std::vector<int> optimizer_sharding{1, 0};
+  // Sequence parallelism whenever TP > 1 (false: never, as in Megatron before 2022).
+  bool sequence_parallel = true;
 };
 
 struct PlanRequest {
