@@ -143,9 +143,12 @@ TEST_CASE("config/limits: sizes beyond the limits name the key to change") {
 TEST_CASE("config/limits: plans too big to simulate quickly are rejected before lowering") {
   CHECK(contains(scenario_error({"training.global_batch_size=128000000"}),
                  "/training/global_batch_size: 1 million micro-batches per iteration x 24 layers take about"));
-  CHECK(contains(error_of([] { config::load_scenario(kDefault, {"simulation.fidelity=\"full\""}); }),
-                 "/simulation/fidelity: full fidelity would simulate every one of 1024 ranks"));
-  CHECK(error_of([] { config::load_scenario(kDefault, {"simulation.fidelity=\"full\"", "simulation.max_events=1e8"}); }) == "");
+  // Full fidelity on the default scenario fits the default budget; on 16,384 GPUs it needs a raise.
+  CHECK(error_of([] { config::load_scenario(kDefault, {"simulation.fidelity=\"full\""}); }) == "");
+  const std::string big = std::string(TRAINSIM_SOURCE_DIR) + "/bench/scenarios/llama3.1-405b-16384xh100.json";
+  CHECK(contains(error_of([&] { config::load_scenario(big, {"simulation.fidelity=\"full\""}); }),
+                 "/simulation/fidelity: full fidelity would simulate every one of 16384 ranks"));
+  CHECK(error_of([&] { config::load_scenario(big, {"simulation.fidelity=\"full\"", "simulation.max_events=1e9"}); }) == "");
   CHECK(contains(scenario_error({"training.global_batch_size=4294967168", "simulation.max_events=1e15"}),
                  "/training/global_batch_size: 33.6 million micro-batches per iteration x 24 layers make about"));
   CHECK(contains(scenario_error({"cluster.num_nodes=250000", "training.global_batch_size=32000000"}), "/cluster/num_nodes: 2 million GPUs"));
