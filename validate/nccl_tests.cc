@@ -172,8 +172,9 @@ NcclTestsLog parse_text(const std::string& content, const std::string& file) {
     row.line = line_no;
     const double size = number(tok[static_cast<std::size_t>(c.size)], file, line_no, "size");
     const double count = number(tok[static_cast<std::size_t>(c.count)], file, line_no, "count");
-    if (size < 0 || count < 0 || size > 9.2e18)
-      fail_line(file, line_no, "expected a non-negative size and count");
+    // Both become int64: bounded as the -J JSON reader bounds them (2^62).
+    if (size < 0 || count < 0 || size > 4.6e18 || count > 4.6e18)
+      fail_line(file, line_no, "expected a non-negative size and count below 2^62");
     row.bytes = static_cast<std::int64_t>(size);
     row.count = static_cast<std::int64_t>(count);
     if (c.type >= 0) row.type = tok[static_cast<std::size_t>(c.type)];
@@ -282,10 +283,16 @@ NcclTestsLog parse_nccl_tests(const std::string& content, const std::string& fil
 NcclTestsLog read_nccl_tests(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", "cannot be read (missing file or no permission)");
-  std::ostringstream buf;
-  buf << in.rdbuf();
+  // nccl-tests logs are kilobytes; stop at 64 MiB so that /dev/zero or a wrong file is an error.
+  constexpr std::size_t kMaxBytes = std::size_t{64} << 20;
+  std::string content;
+  char chunk[65536];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    content.append(chunk, static_cast<std::size_t>(in.gcount()));
+    if (content.size() > kMaxBytes) throw InputError(path, "", "larger than 64 MiB: not an nccl-tests log");
+  }
   if (in.bad()) throw InputError(path, "", "cannot be read");
-  return parse_nccl_tests(buf.str(), path);
+  return parse_nccl_tests(content, path);
 }
 
 std::optional<CollectiveKind> collective_of_test(const std::string& name, const std::string& file,
