@@ -68,6 +68,13 @@ std::string strip_tag(const std::string& line) {
   throw InputError(file, "line " + std::to_string(line), what);
 }
 
+// A thread or GPU count from the header ("nThread 1 nGpus 8"): 0 when it is not a number of at
+// most six digits (the header is informative; the table decides).
+int small_count(const std::string& tok) {
+  if (!is_integer(tok) || tok.size() > 6) return 0;
+  return std::max(0, std::stoi(tok));
+}
+
 double number(const std::string& tok, const std::string& file, int line,
               const std::string& column) {
   if (tok == "N/A" || tok == "nan" || tok == "-nan") return 0;
@@ -123,8 +130,8 @@ NcclTestsLog parse_text(const std::string& content, const std::string& file) {
     if (tok.empty()) continue;
     // Pasted logs sometimes lose the leading '#' of the preamble lines.
     if (tok.size() >= 4 && tok[0] == "nThread" && tok[2] == "nGpus") {
-      log.threads = is_integer(tok[1]) ? std::stoi(tok[1]) : 0;
-      log.gpus_per_thread = is_integer(tok[3]) ? std::stoi(tok[3]) : 0;
+      log.threads = small_count(tok[1]);
+      log.gpus_per_thread = small_count(tok[3]);
       continue;
     }
     if (tok.size() >= 3 && tok[0] == "Rank" && is_integer(tok[1]) &&
@@ -144,8 +151,8 @@ NcclTestsLog parse_text(const std::string& content, const std::string& file) {
           words[2] == "starting:") {
         log.test = words[3];
       } else if (words[0] == "nThread" && words.size() >= 4 && words[2] == "nGpus") {
-        log.threads = is_integer(words[1]) ? std::stoi(words[1]) : 0;
-        log.gpus_per_thread = is_integer(words[3]) ? std::stoi(words[3]) : 0;
+        log.threads = small_count(words[1]);
+        log.gpus_per_thread = small_count(words[3]);
       } else if (words[0] == "Rank" && words.size() >= 2 && is_integer(words[1])) {
         ++log.ranks;
       } else if (words[0] == "size" &&
