@@ -411,7 +411,7 @@ void check_simulation_size(const Scenario& s, const Origins& o) {
              "full fidelity would simulate every one of " + approx(cost.gpus) + " ranks: about " + approx(cost.work()) +
                  " units of work (executed tasks), more than " + limit + "; use \"symmetric\" (the same result on symmetric plans)" + hint);
     }
-    if (36 * cost.gpus > s.simulation.max_events / 2) {
+    if (kGpuWeight * cost.gpus > s.simulation.max_events / 2) {
       o.fail("cluster.size",
              approx(cost.gpus) + " GPUs take about " + approx(cost.work()) + " units of work (executed tasks) to simulate, more than " + limit +
                  "; use fewer GPUs" + hint);
