@@ -28,8 +28,8 @@ run_one() {  # name seed-folder...
     -dict="$dict" -print_final_stats=1 -artifact_prefix="$build/fuzz/findings/$name-" \
     "$corpus" "${seeds[@]}" >"$build/fuzz/logs/$name.log" 2>&1 || status=$?
   local execs cov corp
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$build/fuzz/logs/$name.log" | grep -o '[0-9]*$' || echo "?")
-  cov=$(grep -oE 'cov: [0-9]+' "$build/fuzz/logs/$name.log" | tail -1 | grep -o '[0-9]*' || echo "?")
+  execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$build/fuzz/logs/$name.log" | grep -o '[0-9]*$' || echo "?")
+  cov=$(grep -aoE 'cov: [0-9]+' "$build/fuzz/logs/$name.log" | tail -1 | grep -o '[0-9]*' || echo "?")
   corp=$(ls "$corpus" | wc -l)
   if [ "$status" -eq 0 ]; then
     printf '%-22s ok       %10s execs  %6s edges  %5s corpus files\n' "$name" "$execs" "$cov" "$corp"
