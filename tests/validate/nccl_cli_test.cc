@@ -2,10 +2,10 @@
 // codes and messages for bad input.
 
 #include <doctest/doctest.h>
-#include <sys/wait.h>
+
+#include "tests/process.h"
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,22 +13,10 @@
 
 namespace {
 
-struct Outcome {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
+using Outcome = tests::ProcessOutcome;
 
 Outcome trainsim(const std::string& args) {
-  const std::string cmd = std::string(TRAINSIM_BINARY) + " " + args + " 2>&1";
-  Outcome o;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
+  return tests::run_command(std::string(TRAINSIM_BINARY) + " " + args + " 2>&1");
 }
 
 std::string temp_file(const std::string& name, const std::string& content) {

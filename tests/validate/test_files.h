@@ -1,15 +1,14 @@
 #pragma once
 // Helpers for the validate tests: temporary files and the trainsim binary.
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
 
 #include <doctest/doctest.h>
+
+#include "tests/process.h"
 
 namespace trainsim::testing {
 
@@ -29,23 +28,11 @@ inline std::string read_text(const std::string& path) {
   return text.str();
 }
 
-struct Outcome {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
+using Outcome = tests::ProcessOutcome;
 
 // Runs the trainsim binary with `args` (a shell fragment).
 inline Outcome run_trainsim(const std::string& args) {
-  const std::string cmd = std::string(TRAINSIM_BINARY) + " " + args + " 2>&1";
-  Outcome o;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) o.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
+  return tests::run_command(std::string(TRAINSIM_BINARY) + " " + args + " 2>&1");
 }
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
