@@ -11,12 +11,12 @@
 #include "config/json_reader.h"
 #include "config/presets.h"
 #include "config/scenario.h"
+#include "tests/scenario_helpers.h"
 
 using namespace trainsim;
 
 namespace {
 
-const std::string kDefault = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json";
 const std::string kSmall = std::string(TRAINSIM_SOURCE_DIR) + "/tests/bad_inputs/valid_small.json";
 
 std::string temp_file(const std::string& name, const std::string& text) {
@@ -40,16 +40,15 @@ std::string scenario_error(const std::vector<std::string>& overrides) {
   return error_of([&] { config::load_scenario(kSmall, overrides); });
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 
 TEST_CASE("config/limits: JSON files larger than the limit are errors, read no further") {
   const std::string path = temp_file("big.json", "{\"description\": \"" + std::string(17u << 20, 'x') + "\"}");
-  CHECK(contains(error_of([&] { config::read_json_file(path); }), "larger than 16 MiB"));
+  CHECK(tests::contains(error_of([&] { config::read_json_file(path); }), "larger than 16 MiB"));
   CHECK(error_of([&] { config::read_json_file(path, 32u << 20); }) == "");
-  CHECK(contains(error_of([] { config::read_json_file("/dev/zero"); }), "larger than 16 MiB"));
-  CHECK(contains(error_of([] { config::read_json_file("/dev/null"); }), "is empty"));
+  CHECK(tests::contains(error_of([] { config::read_json_file("/dev/zero"); }), "larger than 16 MiB"));
+  CHECK(tests::contains(error_of([] { config::read_json_file("/dev/null"); }), "is empty"));
 }
 
 TEST_CASE("config/limits: a large flat document parses, only nesting depth is limited") {
@@ -58,7 +57,7 @@ TEST_CASE("config/limits: a large flat document parses, only nesting depth is li
   wide += "]}";
   CHECK(config::parse_json_text(wide, "wide.json")["a"].size() == 200000);
   const std::string deep = std::string(129, '[') + std::string(129, ']');
-  CHECK(contains(error_of([&] { config::parse_json_text(deep, "deep.json"); }), "line 1: JSON nested more than 128 levels"));
+  CHECK(tests::contains(error_of([&] { config::parse_json_text(deep, "deep.json"); }), "line 1: JSON nested more than 128 levels"));
   CHECK(error_of([] { config::parse_json_text("// [[[[[[\n/* {{{{ */ {\"s\": \"[[[[\"}", "c.json"); }) == "");
   CHECK(config::line_nested_deeper_than("{\n[\n[", 2) == 3);
 }
@@ -66,9 +65,9 @@ TEST_CASE("config/limits: a large flat document parses, only nesting depth is li
 TEST_CASE("config/limits: duplicate keys and out-of-range numbers name the JSON path") {
   CHECK(error_of([] { config::parse_json_text("{\"a\": {\"b\": 1, \"b\": 2}}", "d.json"); }) ==
         "/a/b: duplicate key \"b\" (each key may appear once per object)");
-  CHECK(contains(error_of([] { config::parse_json_text("{\"a\": [{}, {\"x\": 1, \"x\": 1}]}", "d.json"); }), "/a/1/x: duplicate key"));
+  CHECK(tests::contains(error_of([] { config::parse_json_text("{\"a\": [{}, {\"x\": 1, \"x\": 1}]}", "d.json"); }), "/a/1/x: duplicate key"));
   CHECK(error_of([] { config::parse_json_text("{\"a\": {\"b\": 1}, \"c\": {\"b\": 2}}", "d.json"); }) == "");
-  CHECK(contains(error_of([] { config::parse_json_text("{\"a\": [1, 2, 1e999]}", "n.json"); }), "/a/2: invalid JSON: number overflow"));
+  CHECK(tests::contains(error_of([] { config::parse_json_text("{\"a\": [1, 2, 1e999]}", "n.json"); }), "/a/2: invalid JSON: number overflow"));
 }
 
 TEST_CASE("config/limits: UTF-8 validation") {
@@ -82,13 +81,13 @@ TEST_CASE("config/limits: UTF-8 validation") {
 }
 
 TEST_CASE("config/limits: --set values are checked like files") {
-  CHECK(contains(scenario_error({"name=\xff"}), "not valid UTF-8"));
-  CHECK(contains(scenario_error({"training={\"micro_batch_size\": 1, \"micro_batch_size\": 2}"}), "duplicate key"));
-  CHECK(contains(scenario_error({"x=" + std::string(200, '[') + std::string(200, ']')}), "nested more than 128 levels"));
+  CHECK(tests::contains(scenario_error({"name=\xff"}), "not valid UTF-8"));
+  CHECK(tests::contains(scenario_error({"training={\"micro_batch_size\": 1, \"micro_batch_size\": 2}"}), "duplicate key"));
+  CHECK(tests::contains(scenario_error({"x=" + std::string(200, '[') + std::string(200, ']')}), "nested more than 128 levels"));
   std::string deep_key = "a";
   for (int i = 0; i < 200; ++i) deep_key += ".a";
-  CHECK(contains(scenario_error({deep_key + "=1"}), "key path nested more than 128 levels"));
-  CHECK(contains(scenario_error({"model.num_layers=1e999"}), "/model/num_layers: expected an integer"));
+  CHECK(tests::contains(scenario_error({deep_key + "=1"}), "key path nested more than 128 levels"));
+  CHECK(tests::contains(scenario_error({"model.num_layers=1e999"}), "/model/num_layers: expected an integer"));
 }
 
 TEST_CASE("config/limits: a scenario named after a non-UTF-8 path gets a printable name") {
@@ -106,15 +105,15 @@ TEST_CASE("config/limits: Hugging Face configs with wrong types are input errors
   };
   const std::string base = "\"hidden_size\": 1024, \"num_hidden_layers\": 4, \"num_attention_heads\": 16, \"vocab_size\": 32000";
   CHECK(hf_error("{" + base + "}") == "");
-  CHECK(contains(hf_error("{" + base + ", \"_name_or_path\": 7}"), "/_name_or_path: expected a string"));
-  CHECK(contains(hf_error("{" + base + ", \"hidden_act\": [\"silu\"]}"), "/hidden_act: expected a string"));
-  CHECK(contains(hf_error("{" + base + ", \"tie_word_embeddings\": \"no\"}"), "/tie_word_embeddings: expected true or false"));
-  CHECK(contains(hf_error("{" + base + ", \"resid_pdrop\": \"0.1\"}"), "/resid_pdrop: expected a number"));
-  CHECK(contains(hf_error("{\"hidden_size\": 1e30, \"num_hidden_layers\": 4, \"num_attention_heads\": 16, \"vocab_size\": 32000}"),
+  CHECK(tests::contains(hf_error("{" + base + ", \"_name_or_path\": 7}"), "/_name_or_path: expected a string"));
+  CHECK(tests::contains(hf_error("{" + base + ", \"hidden_act\": [\"silu\"]}"), "/hidden_act: expected a string"));
+  CHECK(tests::contains(hf_error("{" + base + ", \"tie_word_embeddings\": \"no\"}"), "/tie_word_embeddings: expected true or false"));
+  CHECK(tests::contains(hf_error("{" + base + ", \"resid_pdrop\": \"0.1\"}"), "/resid_pdrop: expected a number"));
+  CHECK(tests::contains(hf_error("{\"hidden_size\": 1e30, \"num_hidden_layers\": 4, \"num_attention_heads\": 16, \"vocab_size\": 32000}"),
                  "/hidden_size: expected an integer"));
-  CHECK(contains(hf_error("{\"hidden_size\": 18446744073709551615, \"num_hidden_layers\": 4, \"num_attention_heads\": 16, \"vocab_size\": 1}"),
+  CHECK(tests::contains(hf_error("{\"hidden_size\": 18446744073709551615, \"num_hidden_layers\": 4, \"num_attention_heads\": 16, \"vocab_size\": 1}"),
                  "/hidden_size: expected an integer in [1, 1048576]"));
-  CHECK(contains(hf_error("[]"), "/: expected a Hugging Face config.json object"));
+  CHECK(tests::contains(hf_error("[]"), "/: expected a Hugging Face config.json object"));
 }
 
 TEST_CASE("config/limits: every shipped preset loads (a file never resolves to itself)") {
@@ -131,32 +130,32 @@ TEST_CASE("config/limits: every shipped preset loads (a file never resolves to i
 }
 
 TEST_CASE("config/limits: sizes beyond the limits name the key to change") {
-  CHECK(contains(scenario_error({"model.num_layers=65537"}), "/model/num_layers: expected an integer in [1, 65536]"));
-  CHECK(contains(scenario_error({"model.seq_length=67108865"}), "/model/seq_length: expected an integer in [1, 67108864]"));
-  CHECK(contains(scenario_error({"model.kv_channels=65536", "model.num_attention_heads=128"}), "/model/kv_channels: num_attention_heads x head"));
-  CHECK(contains(scenario_error({"training.micro_batch_size=16777216", "training.global_batch_size=536870912"}),
+  CHECK(tests::contains(scenario_error({"model.num_layers=65537"}), "/model/num_layers: expected an integer in [1, 65536]"));
+  CHECK(tests::contains(scenario_error({"model.seq_length=67108865"}), "/model/seq_length: expected an integer in [1, 67108864]"));
+  CHECK(tests::contains(scenario_error({"model.kv_channels=65536", "model.num_attention_heads=128"}), "/model/kv_channels: num_attention_heads x head"));
+  CHECK(tests::contains(scenario_error({"training.micro_batch_size=16777216", "training.global_batch_size=536870912"}),
                  "/training/micro_batch_size: one layer's tensors"));
-  CHECK(contains(scenario_error({"model.num_layers=65536", "model.hidden_size=1048576", "model.num_attention_heads=1024"}),
+  CHECK(tests::contains(scenario_error({"model.num_layers=65536", "model.hidden_size=1048576", "model.num_attention_heads=1024"}),
                  "/model/hidden_size: the model would have about"));
 }
 
 TEST_CASE("config/limits: plans too big to simulate quickly are rejected before lowering") {
-  CHECK(contains(scenario_error({"training.global_batch_size=128000000"}),
+  CHECK(tests::contains(scenario_error({"training.global_batch_size=128000000"}),
                  "/training/global_batch_size: 1 million micro-batches per iteration x 24 layers take about"));
   // Full fidelity on the default scenario fits the default budget; on 16,384 GPUs it needs a raise.
-  CHECK(error_of([] { config::load_scenario(kDefault, {"simulation.fidelity=\"full\""}); }) == "");
+  CHECK(error_of([] { config::load_scenario(tests::kDefaultScenario, {"simulation.fidelity=\"full\""}); }) == "");
   const std::string big = std::string(TRAINSIM_SOURCE_DIR) + "/bench/scenarios/llama3.1-405b-16384xh100.json";
-  CHECK(contains(error_of([&] { config::load_scenario(big, {"simulation.fidelity=\"full\""}); }),
+  CHECK(tests::contains(error_of([&] { config::load_scenario(big, {"simulation.fidelity=\"full\""}); }),
                  "/simulation/fidelity: full fidelity would simulate every one of 16384 ranks"));
   CHECK(error_of([&] { config::load_scenario(big, {"simulation.fidelity=\"full\"", "simulation.max_events=1e9"}); }) == "");
-  CHECK(contains(scenario_error({"training.global_batch_size=4294967168", "simulation.max_events=1e15"}),
+  CHECK(tests::contains(scenario_error({"training.global_batch_size=4294967168", "simulation.max_events=1e15"}),
                  "/training/global_batch_size: 33.6 million micro-batches per iteration x 24 layers make about"));
-  CHECK(contains(scenario_error({"cluster.num_nodes=250000", "training.global_batch_size=32000000"}), "/cluster/num_nodes: 2 million GPUs"));
-  CHECK(contains(scenario_error({"cluster.num_nodes=null", "cluster.num_gpus=2000000", "training.global_batch_size=32000000"}),
+  CHECK(tests::contains(scenario_error({"cluster.num_nodes=250000", "training.global_batch_size=32000000"}), "/cluster/num_nodes: 2 million GPUs"));
+  CHECK(tests::contains(scenario_error({"cluster.num_nodes=null", "cluster.num_gpus=2000000", "training.global_batch_size=32000000"}),
                  "/cluster/num_gpus: 2 million GPUs"));
-  CHECK(contains(scenario_error({"cluster.num_nodes=125000", "training.global_batch_size=4000000"}), "/cluster/num_nodes: 1 million GPUs"));
+  CHECK(tests::contains(scenario_error({"cluster.num_nodes=125000", "training.global_batch_size=4000000"}), "/cluster/num_nodes: 1 million GPUs"));
   CHECK(scenario_error({"cluster.num_nodes=50000", "training.global_batch_size=1600000"}) == "");  // 400,000 GPUs
-  CHECK(contains(scenario_error({"model.preset=\"gpt3-1t\"", "cluster.num_nodes=null", "cluster.num_gpus=1", "cluster.gpus_per_node=1",
+  CHECK(tests::contains(scenario_error({"model.preset=\"gpt3-1t\"", "cluster.num_nodes=null", "cluster.num_gpus=1", "cluster.gpus_per_node=1",
                                  "training.global_batch_size=65536", "training.micro_batch_size=64"}),
                  "/training/global_batch_size: one iteration takes at least 30.5 days"));
 }

@@ -1,4 +1,5 @@
 #include "config/scenario.h"
+#include "tests/scenario_helpers.h"
 
 #include <doctest/doctest.h>
 #include <filesystem>
@@ -9,12 +10,11 @@ using namespace trainsim;
 
 namespace {
 
-const std::string kDefault = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json";
 
 // Loads the default scenario with overrides and returns the error message ("" when it loads).
 std::string error_of(std::vector<std::string> overrides) {
   try {
-    config::load_scenario(kDefault, overrides);
+    config::load_scenario(tests::kDefaultScenario, overrides);
     return "";
   } catch (const InputError& e) {
     return e.what();
@@ -32,12 +32,11 @@ std::string error_of_text(const std::string& text) {
   }
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 
 TEST_CASE("config/Scenario: the default scenario loads with its presets") {
-  const config::Scenario s = config::load_scenario(kDefault);
+  const config::Scenario s = config::load_scenario(tests::kDefaultScenario);
   CHECK(s.model.num_layers == 96);
   CHECK(s.model.hidden_size == 12288);
   CHECK(s.parallel.tensor_model_parallel_size == 8);
@@ -54,20 +53,20 @@ TEST_CASE("config/Scenario: the default scenario loads with its presets") {
 TEST_CASE("config/Scenario: presets are found from any working directory") {
   const auto old = std::filesystem::current_path();
   std::filesystem::current_path(std::filesystem::temp_directory_path());
-  CHECK_NOTHROW(config::load_scenario(kDefault));
+  CHECK_NOTHROW(config::load_scenario(tests::kDefaultScenario));
   CHECK(config::load_model("llama3.1-405b").num_layers == 126);
   std::filesystem::current_path(old);
 }
 
 TEST_CASE("config/Scenario: overrides set nested keys and keys next to a preset override it") {
   const config::Scenario s = config::load_scenario(
-      kDefault, {"training.micro_batch_size=2", "model.num_layers=48", "cluster.inter_node.nics_per_node=4", "name=\"x\""});
+      tests::kDefaultScenario, {"training.micro_batch_size=2", "model.num_layers=48", "cluster.inter_node.nics_per_node=4", "name=\"x\""});
   CHECK(s.training.micro_batch_size == 2);
   CHECK(s.model.num_layers == 48);
   CHECK(s.model.hidden_size == 12288);  // still from the preset
   CHECK(s.cluster.inter_node.nics_per_node == 4);
   CHECK(s.name == "x");
-  CHECK_THROWS_AS(config::load_scenario(kDefault, {"no_equals_sign"}), InputError);
+  CHECK_THROWS_AS(config::load_scenario(tests::kDefaultScenario, {"no_equals_sign"}), InputError);
 }
 
 TEST_CASE("config/Scenario: comments are allowed") {
@@ -76,58 +75,58 @@ TEST_CASE("config/Scenario: comments are allowed") {
 }
 
 TEST_CASE("config/Scenario: wrong types and unknown keys name the JSON path") {
-  CHECK(contains(error_of({"training.micro_batch_size=\"two\""}), "/training/micro_batch_size: expected an integer"));
-  CHECK(contains(error_of({"training.micro_batch_size=1.5"}), "/training/micro_batch_size"));
-  CHECK(contains(error_of({"training.micro_batch_size=0"}), "/training/micro_batch_size"));
-  CHECK(contains(error_of({"parallelism.sequence_parallel=3"}), "/parallelism/sequence_parallel: expected true or false"));
-  CHECK(contains(error_of({"training.batch=1"}), "/training/batch: unknown key"));
-  CHECK(contains(error_of({"cluster.inter_node.nic_speed=1"}), "/cluster/inter_node/nic_speed: unknown key"));
-  CHECK(contains(error_of({"surprise=1"}), "/surprise: unknown key"));
-  CHECK(contains(error_of({"training.precision=\"fp4\""}), "/training/precision: expected one of"));
-  CHECK(contains(error_of({"model.hidden_size=1e999"}), "/model/hidden_size: expected an integer"));
+  CHECK(tests::contains(error_of({"training.micro_batch_size=\"two\""}), "/training/micro_batch_size: expected an integer"));
+  CHECK(tests::contains(error_of({"training.micro_batch_size=1.5"}), "/training/micro_batch_size"));
+  CHECK(tests::contains(error_of({"training.micro_batch_size=0"}), "/training/micro_batch_size"));
+  CHECK(tests::contains(error_of({"parallelism.sequence_parallel=3"}), "/parallelism/sequence_parallel: expected true or false"));
+  CHECK(tests::contains(error_of({"training.batch=1"}), "/training/batch: unknown key"));
+  CHECK(tests::contains(error_of({"cluster.inter_node.nic_speed=1"}), "/cluster/inter_node/nic_speed: unknown key"));
+  CHECK(tests::contains(error_of({"surprise=1"}), "/surprise: unknown key"));
+  CHECK(tests::contains(error_of({"training.precision=\"fp4\""}), "/training/precision: expected one of"));
+  CHECK(tests::contains(error_of({"model.hidden_size=1e999"}), "/model/hidden_size: expected an integer"));
 }
 
 TEST_CASE("config/Scenario: unknown presets list the available ones") {
   const std::string e = error_of({"model.preset=\"gpt-9\""});
-  CHECK(contains(e, "/model/preset: unknown model preset \"gpt-9\""));
-  CHECK(contains(e, "llama3.1-70b"));
-  CHECK(contains(error_of({"cluster.preset=\"dgx-z\""}), "/cluster/preset: unknown cluster preset"));
-  CHECK(contains(error_of({"cluster.gpu=\"v100\""}), "/cluster/gpu: unknown gpu preset"));
+  CHECK(tests::contains(e, "/model/preset: unknown model preset \"gpt-9\""));
+  CHECK(tests::contains(e, "llama3.1-70b"));
+  CHECK(tests::contains(error_of({"cluster.preset=\"dgx-z\""}), "/cluster/preset: unknown cluster preset"));
+  CHECK(tests::contains(error_of({"cluster.gpu=\"v100\""}), "/cluster/gpu: unknown gpu preset"));
 }
 
 TEST_CASE("config/Scenario: impossible plans are rejected with the key to change") {
-  CHECK(contains(error_of({"parallelism.tensor_model_parallel_size=16"}), "/parallelism/tensor_model_parallel_size: expected at most the GPUs of one node"));
-  CHECK(contains(error_of({"parallelism.pipeline_model_parallel_size=6"}), "must divide the GPU count"));
-  CHECK(contains(error_of({"parallelism.tensor_model_parallel_size=8", "model.num_attention_heads=12", "model.kv_channels=128"}),
+  CHECK(tests::contains(error_of({"parallelism.tensor_model_parallel_size=16"}), "/parallelism/tensor_model_parallel_size: expected at most the GPUs of one node"));
+  CHECK(tests::contains(error_of({"parallelism.pipeline_model_parallel_size=6"}), "must divide the GPU count"));
+  CHECK(tests::contains(error_of({"parallelism.tensor_model_parallel_size=8", "model.num_attention_heads=12", "model.kv_channels=128"}),
                  "gpt3-175b.json: /num_attention_heads: expected a multiple of tensor_model_parallel_size") == false);
-  CHECK(contains(error_of({"model.num_attention_heads=12", "model.kv_channels=128"}), "/model/num_attention_heads: expected a multiple of tensor_model_parallel_size"));
-  CHECK(contains(error_of({"model.num_query_groups=4"}), "/model/num_query_groups: expected a multiple of tensor_model_parallel_size"));
-  CHECK(contains(error_of({"model.num_layers=90"}), "/model/num_layers: 90 layers cannot be split evenly over 16 pipeline stages"));
-  CHECK(contains(error_of({"parallelism.virtual_pipeline_model_parallel_size=4", "training.pipeline_schedule=\"interleaved\""}), "cannot be split evenly"));
+  CHECK(tests::contains(error_of({"model.num_attention_heads=12", "model.kv_channels=128"}), "/model/num_attention_heads: expected a multiple of tensor_model_parallel_size"));
+  CHECK(tests::contains(error_of({"model.num_query_groups=4"}), "/model/num_query_groups: expected a multiple of tensor_model_parallel_size"));
+  CHECK(tests::contains(error_of({"model.num_layers=90"}), "/model/num_layers: 90 layers cannot be split evenly over 16 pipeline stages"));
+  CHECK(tests::contains(error_of({"parallelism.virtual_pipeline_model_parallel_size=4", "training.pipeline_schedule=\"interleaved\""}), "cannot be split evenly"));
   CHECK(error_of({"parallelism.decoder_first_pipeline_num_layers=11", "parallelism.decoder_last_pipeline_num_layers=1"}) == "");
-  CHECK(contains(error_of({"parallelism.decoder_first_pipeline_num_layers=10"}), "cannot be split evenly over 15 middle stages"));
-  CHECK(contains(error_of({"training.global_batch_size=1540"}), "/training/global_batch_size: expected a multiple of micro_batch_size x data-parallel size (1 x 8 = 8)"));
-  CHECK(contains(error_of({"cluster.num_nodes=null", "cluster.num_gpus=1020"}), "/cluster/num_gpus: expected a multiple of gpus_per_node"));
-  CHECK(contains(error_of({"training.pipeline_schedule=\"interleaved\""}), "/training/pipeline_schedule"));
-  CHECK(contains(error_of({"training.overlap_param_gather=true"}), "overlap_param_gather needs use_distributed_optimizer"));
+  CHECK(tests::contains(error_of({"parallelism.decoder_first_pipeline_num_layers=10"}), "cannot be split evenly over 15 middle stages"));
+  CHECK(tests::contains(error_of({"training.global_batch_size=1540"}), "/training/global_batch_size: expected a multiple of micro_batch_size x data-parallel size (1 x 8 = 8)"));
+  CHECK(tests::contains(error_of({"cluster.num_nodes=null", "cluster.num_gpus=1020"}), "/cluster/num_gpus: expected a multiple of gpus_per_node"));
+  CHECK(tests::contains(error_of({"training.pipeline_schedule=\"interleaved\""}), "/training/pipeline_schedule"));
+  CHECK(tests::contains(error_of({"training.overlap_param_gather=true"}), "overlap_param_gather needs use_distributed_optimizer"));
 }
 
 TEST_CASE("config/Scenario: broken files are input errors, not crashes") {
-  CHECK(contains(error_of_text("{\"model\": "), "invalid JSON"));
-  CHECK(contains(error_of_text(""), "is empty"));
-  CHECK(contains(error_of_text("[]"), "expected a JSON object"));
-  CHECK(contains(error_of_text("{\"model\": {\"preset\": \"gpt3-1.7b\"}}"), "/cluster: missing"));
-  CHECK(contains(error_of_text(std::string(200, '[') + std::string(200, ']')), "nested more than 128 levels"));
+  CHECK(tests::contains(error_of_text("{\"model\": "), "invalid JSON"));
+  CHECK(tests::contains(error_of_text(""), "is empty"));
+  CHECK(tests::contains(error_of_text("[]"), "expected a JSON object"));
+  CHECK(tests::contains(error_of_text("{\"model\": {\"preset\": \"gpt3-1.7b\"}}"), "/cluster: missing"));
+  CHECK(tests::contains(error_of_text(std::string(200, '[') + std::string(200, ']')), "nested more than 128 levels"));
   try {
     config::load_scenario("/definitely/not/here.json");
     FAIL("expected an error");
   } catch (const InputError& e) {
-    CHECK(contains(e.what(), "no such file"));
+    CHECK(tests::contains(e.what(), "no such file"));
   }
   try {
     config::load_scenario(std::filesystem::temp_directory_path().string());
     FAIL("expected an error");
   } catch (const InputError& e) {
-    CHECK(contains(e.what(), "is a directory"));
+    CHECK(tests::contains(e.what(), "is a directory"));
   }
 }

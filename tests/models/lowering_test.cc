@@ -7,6 +7,7 @@
 #include "config/scenario.h"
 #include "models/graph_vocabulary.h"
 #include "report/simulation.h"
+#include "tests/scenario_helpers.h"
 #include "sim/engine.h"
 
 using namespace trainsim;
@@ -59,11 +60,8 @@ double bubble_fraction(models::PipelineSchedule schedule, std::int64_t pp, std::
   return (r.makespan.seconds() - busy) / busy;
 }
 
-report::RunResult run(const std::string& file, std::vector<std::string> overrides) {
-  return report::simulate(config::load_scenario(file, overrides), report::RunOptions{{}, false});
-}
 
-const std::string kDefault = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json";
+const std::string& kDefault = tests::kDefaultScenario;
 
 }  // namespace
 
@@ -95,9 +93,9 @@ TEST_CASE("models/lowering: one rank class per stage, one simulated rank per cla
 }
 
 TEST_CASE("models/lowering: knobs move the right numbers the right way") {
-  const auto none = run(kDefault, {"training.recompute_granularity=none"});
-  const auto selective = run(kDefault, {"training.recompute_granularity=selective"});
-  const auto full = run(kDefault, {"training.recompute_granularity=full"});
+  const auto none = tests::simulate_file(kDefault, {"training.recompute_granularity=none"});
+  const auto selective = tests::simulate_file(kDefault, {"training.recompute_granularity=selective"});
+  const auto full = tests::simulate_file(kDefault, {"training.recompute_granularity=full"});
   // Recomputation trades memory for hardware FLOPs.
   CHECK(selective.stages[0].activation_peak_bytes < none.stages[0].activation_peak_bytes);
   CHECK(full.stages[0].activation_peak_bytes < selective.stages[0].activation_peak_bytes);
@@ -106,12 +104,12 @@ TEST_CASE("models/lowering: knobs move the right numbers the right way") {
   CHECK(selective.workload->flops.model == doctest::Approx(none.workload->flops.model));
 
   // The distributed optimizer divides optimizer state by the data-parallel size (8).
-  const auto dist = run(kDefault, {"parallelism.use_distributed_optimizer=true"});
+  const auto dist = tests::simulate_file(kDefault, {"parallelism.use_distributed_optimizer=true"});
   CHECK(static_cast<double>(dist.stages[1].static_memory.optimizer_states) ==
         doctest::Approx(static_cast<double>(selective.stages[1].static_memory.optimizer_states) / 8).epsilon(0.001));
 
   // More micro-batches per iteration shrink the bubble's share.
-  const auto small = run(kDefault, {"training.global_batch_size=256"});
+  const auto small = tests::simulate_file(kDefault, {"training.global_batch_size=256"});
   const double share_small = small.breakdown.pipeline_bubble_s / small.iteration_time_s;
   const double share_big = selective.breakdown.pipeline_bubble_s / selective.iteration_time_s;
   CHECK(share_big < share_small);
@@ -122,15 +120,15 @@ TEST_CASE("models/lowering: every schedule and recompute mode runs without deadl
     for (const char* rc : {"none", "selective", "full"}) {
       CAPTURE(sched);
       CAPTURE(rc);
-      const auto r = run(kDefault, {std::string("training.pipeline_schedule=") + sched,
+      const auto r = tests::simulate_file(kDefault, {std::string("training.pipeline_schedule=") + sched,
                                     std::string("training.recompute_granularity=") + rc, "training.global_batch_size=128"});
       CHECK(r.iteration_time_s > 0);
     }
   }
-  const auto inter = run(kDefault, {"parallelism.virtual_pipeline_model_parallel_size=3", "training.pipeline_schedule=interleaved",
+  const auto inter = tests::simulate_file(kDefault, {"parallelism.virtual_pipeline_model_parallel_size=3", "training.pipeline_schedule=interleaved",
                                     "training.global_batch_size=256"});
   CHECK(inter.iteration_time_s > 0);
-  const auto block = run(kDefault, {"training.recompute_granularity=full", "training.recompute_method=block",
+  const auto block = tests::simulate_file(kDefault, {"training.recompute_granularity=full", "training.recompute_method=block",
                                     "training.recompute_num_layers=2", "training.global_batch_size=128"});
   CHECK(block.iteration_time_s > 0);
 }
@@ -140,7 +138,7 @@ TEST_CASE("models/lowering: activation peaks are Korthikanti's per-layer memory 
   const std::string file = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-7.5b-tp4-pp2-a100.json";
   for (const char* schedule : {"1f1b", "gpipe"}) {
     CAPTURE(schedule);
-    const auto r = run(file, {std::string("training.pipeline_schedule=\"") + schedule + "\""});
+    const auto r = tests::simulate_file(file, {std::string("training.pipeline_schedule=\"") + schedule + "\""});
     const models::LayerDims& d = r.workload->dims;
     const auto per_layer = static_cast<double>(models::layer_activation_bytes(d, true));
     const double in_flight_gpipe = 8;

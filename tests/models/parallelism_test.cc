@@ -13,6 +13,7 @@
 #include "models/lowering.h"
 #include "models/memory_model.h"
 #include "report/simulation.h"
+#include "tests/scenario_helpers.h"
 #include "sim/engine.h"
 
 using namespace trainsim;
@@ -22,9 +23,6 @@ namespace {
 const std::string kLlama = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/llama3.1-8b-interleaved-h100.json";
 const std::string kGpt = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-7.5b-tp4-pp2-a100.json";
 
-report::RunResult run(const std::string& file, std::vector<std::string> overrides) {
-  return report::simulate(config::load_scenario(file, overrides), report::RunOptions{{}, false});
-}
 
 // A small Mixtral: 8 layers on 2 DGX H100 nodes, TP 2, PP 2, EP 4, distributed optimizer.
 const std::vector<std::string> kMoe = {
@@ -58,8 +56,8 @@ std::int64_t transfer_bytes(const models::Workload& w, std::uint32_t cls, const 
 }
 
 void check_fidelities_agree(const std::string& file, const std::vector<std::string>& overrides) {
-  const report::RunResult sym = run(file, overrides);
-  const report::RunResult full = run(file, with(overrides, {"simulation.fidelity=\"full\""}));
+  const report::RunResult sym = tests::simulate_file(file, overrides);
+  const report::RunResult full = tests::simulate_file(file, with(overrides, {"simulation.fidelity=\"full\""}));
   CHECK(full.engine.ranks.size() > sym.engine.ranks.size());
   CHECK(sym.iteration_time_s == full.iteration_time_s);
   CHECK(sym.peak_bytes_per_gpu == full.peak_bytes_per_gpu);
@@ -119,9 +117,9 @@ TEST_CASE("models/parallelism: no schedule deadlocks, with or without p2p overla
                                   "cluster.num_nodes=1"};
     if (c.group > 0) o.push_back("parallelism.microbatch_group_size_per_vp_stage=" + std::to_string(c.group));
     report::RunResult r;
-    CHECK_NOTHROW(r = run(kLlama, o));
+    CHECK_NOTHROW(r = tests::simulate_file(kLlama, o));
     CHECK(r.iteration_time_s > 0);
-    CHECK_NOTHROW(r = run(kLlama, with(o, {"simulation.fidelity=\"full\""})));
+    CHECK_NOTHROW(r = tests::simulate_file(kLlama, with(o, {"simulation.fidelity=\"full\""})));
   }
 }
 
@@ -191,9 +189,9 @@ TEST_CASE("models/parallelism: MoE dispatch, expert GEMMs and expert gradients f
   CHECK(k.n == 2 * 14336 / 2);
   CHECK(k.k == 4096);
   // Expert parameters per GPU shrink with EP; their optimizer state is sharded over expert DP.
-  const auto no_ep = run(kGpt, with(kMoe, {"parallelism.expert_model_parallel_size=1",
+  const auto no_ep = tests::simulate_file(kGpt, with(kMoe, {"parallelism.expert_model_parallel_size=1",
                                            "parallelism.expert_tensor_parallel_size=2"}));
-  const auto ep4 = run(kGpt, kMoe);
+  const auto ep4 = tests::simulate_file(kGpt, kMoe);
   CHECK(ep4.workload->stages[0].params.expert * 4 == no_ep.workload->stages[0].params.expert);
   CHECK(ep4.stages[0].static_memory.weights < no_ep.stages[0].static_memory.weights);
 }
@@ -212,8 +210,8 @@ TEST_CASE("models/parallelism: ZeRO-3 gathers every layer in forward and backwar
   for (const sim::Task* t : gathers) layer_sized |= collective_bytes(w, 0, *t) == 2 * lp.dense();
   CHECK(layer_sized);
   // Weights, gradients and optimizer state sharded over the 4 data-parallel ranks.
-  const auto z0 = run(kGpt, {});
-  const auto z3 = run(kGpt, {"parallelism.zero_stage=3"});
+  const auto z0 = tests::simulate_file(kGpt, {});
+  const auto z3 = tests::simulate_file(kGpt, {"parallelism.zero_stage=3"});
   for (std::size_t st = 0; st < 2; ++st) {
     CHECK(static_cast<double>(z3.stages[st].static_memory.weights) ==
           doctest::Approx(static_cast<double>(z0.stages[st].static_memory.weights) / 4).epsilon(0.001));
@@ -251,8 +249,8 @@ TEST_CASE("models/parallelism: gradient buckets use Megatron's default size and 
 
 TEST_CASE("models/parallelism: overlap knobs hide communication") {
   // Transformer Engine's userbuffers overlap hides most tensor-parallel communication.
-  const auto base = run(kLlama, {});
-  const auto tp_overlap = run(kLlama, {"training.tp_comm_overlap=true"});
+  const auto base = tests::simulate_file(kLlama, {});
+  const auto tp_overlap = tests::simulate_file(kLlama, {"training.tp_comm_overlap=true"});
   auto exposed = [](const report::RunResult& r, const std::string& kind) {
     for (const auto& [k, v] : r.breakdown.exposed_by_kind) {
       if (k == kind) return v;
@@ -262,17 +260,17 @@ TEST_CASE("models/parallelism: overlap knobs hide communication") {
   CHECK(exposed(tp_overlap, "tp") < 0.5 * exposed(base, "tp"));
   CHECK(tp_overlap.iteration_time_s < base.iteration_time_s);
   // Non-blocking pipeline sends and receives hide pipeline transfers.
-  const auto p2p = run(kLlama, {"training.overlap_p2p_comm=true"});
+  const auto p2p = tests::simulate_file(kLlama, {"training.overlap_p2p_comm=true"});
   CHECK(exposed(p2p, "pp") < exposed(base, "pp"));
   // Gathering parameters bucket by bucket inside the forward pass instead of after the step
   // (pure data parallelism, where stage 0 buckets its whole model).
   const std::string dp32 = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-1.7b-dp32-a100.json";
-  const auto gather_after_step = run(dp32, {"parallelism.use_distributed_optimizer=true"});
-  const auto gather_in_forward = run(dp32, {"parallelism.use_distributed_optimizer=true", "training.overlap_param_gather=true"});
+  const auto gather_after_step = tests::simulate_file(dp32, {"parallelism.use_distributed_optimizer=true"});
+  const auto gather_in_forward = tests::simulate_file(dp32, {"parallelism.use_distributed_optimizer=true", "training.overlap_param_gather=true"});
   CHECK(exposed(gather_in_forward, "dp") < 0.6 * exposed(gather_after_step, "dp"));
   CHECK(gather_in_forward.iteration_time_s < gather_after_step.iteration_time_s);
   // FP8 GEMMs shorten the iteration; TE's FP8 weight copies add 2 bytes per GEMM weight.
-  const auto fp8 = run(kLlama, {"training.precision=\"fp8\""});
+  const auto fp8 = tests::simulate_file(kLlama, {"training.precision=\"fp8\""});
   CHECK(fp8.iteration_time_s < base.iteration_time_s);
   CHECK(fp8.stages[0].static_memory.weights > base.stages[0].static_memory.weights);
   CHECK(fp8.stages[0].static_memory.weights - base.stages[0].static_memory.weights ==
@@ -281,8 +279,8 @@ TEST_CASE("models/parallelism: overlap knobs hide communication") {
 
 TEST_CASE("models/parallelism: context parallelism divides activation memory") {
   const std::vector<std::string> one = {"parallelism.virtual_pipeline_model_parallel_size=1", "training.pipeline_schedule=\"1f1b\""};
-  const auto cp1 = run(kLlama, one);
-  const auto cp2 = run(kLlama, with(one, {"parallelism.context_parallel_size=2"}));
+  const auto cp1 = tests::simulate_file(kLlama, one);
+  const auto cp2 = tests::simulate_file(kLlama, with(one, {"parallelism.context_parallel_size=2"}));
   // Context parallelism halves data parallelism, so a rank runs twice the micro-batches of half
   // the tokens each.
   CHECK(cp2.workload->microbatches == 2 * cp1.workload->microbatches);

@@ -24,7 +24,7 @@ namespace {
 
 std::string teaching(const std::string& name) { return std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/teaching/" + name; }
 
-report::RunResult run(const std::string& file, const std::vector<std::string>& overrides = {}) {
+report::RunResult run_recorded(const std::string& file, const std::vector<std::string>& overrides = {}) {
   return report::simulate(config::load_scenario(file, overrides));
 }
 
@@ -101,7 +101,7 @@ MicrobatchMemory one_microbatch(const report::Lane& lane) {
 }  // namespace
 
 TEST_CASE("report/svg: well-formed XML with one lane per pipeline stage (1F1B)") {
-  const report::RunResult r = run(teaching("03b-pipeline-1f1b.json"));
+  const report::RunResult r = run_recorded(teaching("03b-pipeline-1f1b.json"));
   const std::string svg = svg_of({report::build_timeline(r)});
   const Xml xml(svg);
   REQUIRE(xml.ok());
@@ -119,7 +119,7 @@ TEST_CASE("report/svg: well-formed XML with one lane per pipeline stage (1F1B)")
 }
 
 TEST_CASE("report/timeline: the compute row's bubble is the summary's pipeline bubble") {
-  const report::RunResult r = run(teaching("03b-pipeline-1f1b.json"));
+  const report::RunResult r = run_recorded(teaching("03b-pipeline-1f1b.json"));
   const report::Timeline t = report::build_timeline(r);
   REQUIRE(t.lanes.size() == r.stages.size());
   for (std::size_t i = 0; i < t.lanes.size(); ++i) {
@@ -138,7 +138,7 @@ TEST_CASE("report/timeline: the compute row's bubble is the summary's pipeline b
 TEST_CASE("report/timeline: memory peaks at the end of the warm-up (1F1B) and of all forwards (GPipe)") {
   for (const char* schedule : {"1f1b", "gpipe"}) {
     CAPTURE(schedule);
-    const report::RunResult r = run(teaching("03b-pipeline-1f1b.json"), {std::string("training.pipeline_schedule=") + schedule});
+    const report::RunResult r = run_recorded(teaching("03b-pipeline-1f1b.json"), {std::string("training.pipeline_schedule=") + schedule});
     const report::Timeline t = report::build_timeline(r);
     const std::int64_t p = 4, m = 8;
     REQUIRE(t.lanes.size() == static_cast<std::size_t>(p));
@@ -160,7 +160,7 @@ TEST_CASE("report/timeline: memory peaks at the end of the warm-up (1F1B) and of
 }
 
 TEST_CASE("report/svg: the memory strip marks each lane's peak where the timeline has it") {
-  const report::RunResult r = run(teaching("03b-pipeline-1f1b.json"));
+  const report::RunResult r = run_recorded(teaching("03b-pipeline-1f1b.json"));
   const report::Timeline t = report::build_timeline(r);
   const Xml xml(svg_of({t}));
   REQUIRE(xml.ok());
@@ -174,9 +174,9 @@ TEST_CASE("report/pipeline: GPipe, 1F1B and interleaved bubbles follow the sched
   // v chunks divides that by v. The last stage also computes the logits, so every other stage
   // additionally waits for it once per micro-batch; that part does not depend on the schedule and
   // cancels in the differences.
-  const report::RunResult gpipe = run(teaching("03a-pipeline-gpipe.json"));
-  const report::RunResult ofob = run(teaching("03b-pipeline-1f1b.json"));
-  const report::RunResult inter = run(teaching("03c-pipeline-interleaved.json"));
+  const report::RunResult gpipe = run_recorded(teaching("03a-pipeline-gpipe.json"));
+  const report::RunResult ofob = run_recorded(teaching("03b-pipeline-1f1b.json"));
+  const report::RunResult inter = run_recorded(teaching("03c-pipeline-interleaved.json"));
   const double p = 4, m = 8, v = 2;
   CHECK(gpipe.breakdown.pipeline_bubble_s == doctest::Approx(ofob.breakdown.pipeline_bubble_s).epsilon(0.02));
   const double ideal = ofob.breakdown.compute_s;  // m (t_f + t_b) on the critical rank
@@ -197,7 +197,7 @@ TEST_CASE("report/pipeline: GPipe, 1F1B and interleaved bubbles follow the sched
 }
 
 TEST_CASE("report/timeline: merging bounds the blocks and keeps the work") {
-  const report::RunResult r = run(teaching("03b-pipeline-1f1b.json"));
+  const report::RunResult r = run_recorded(teaching("03b-pipeline-1f1b.json"));
   const report::Timeline t = report::build_timeline(r);
   auto totals = [](const report::Timeline& x) {
     std::pair<std::size_t, std::int64_t> n{0, 0};
@@ -226,7 +226,7 @@ TEST_CASE("report/timeline: merging bounds the blocks and keeps the work") {
 }
 
 TEST_CASE("report/html: self-contained page with the data its script draws") {
-  const report::RunResult r = run(teaching("03c-pipeline-interleaved.json"));
+  const report::RunResult r = run_recorded(teaching("03c-pipeline-interleaved.json"));
   std::ostringstream out;
   report::write_html({report::build_timeline(r)}, out);
   const std::string html = out.str();
@@ -259,7 +259,7 @@ TEST_CASE("report/pictures: the same run gives the same bytes, and two panels sh
   report::write_html({b}, hb);
   CHECK(ha.str() == hb.str());
 
-  const report::Timeline gpipe = report::build_timeline(run(teaching("03a-pipeline-gpipe.json")));
+  const report::Timeline gpipe = report::build_timeline(run_recorded(teaching("03a-pipeline-gpipe.json")));
   const Xml xml(svg_of({gpipe, a}));
   REQUIRE(xml.ok());
   CHECK(xml.attributes("//*[local-name()='g'][@class='panel']", "data-panel") == std::vector<std::string>{"A", "B"});
@@ -268,7 +268,7 @@ TEST_CASE("report/pictures: the same run gives the same bytes, and two panels sh
 
 TEST_CASE("report/svg: large runs are summarised within the block budget") {
   // GPT-3 175B on 1,024 GPUs: 16 stages, 192 micro-batches, about a million tasks.
-  const report::RunResult r = run(std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json");
+  const report::RunResult r = run_recorded(std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json");
   const std::string svg = svg_of({report::build_timeline(r)});
   const Xml xml(svg);
   REQUIRE(xml.ok());

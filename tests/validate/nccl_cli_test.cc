@@ -15,7 +15,7 @@ namespace {
 
 using Outcome = tests::ProcessOutcome;
 
-Outcome trainsim(const std::string& args) {
+Outcome run_trainsim(const std::string& args) {
   return tests::run_command(std::string(TRAINSIM_BINARY) + " " + args + " 2>&1");
 }
 
@@ -43,7 +43,7 @@ std::size_t count_lines_starting_with_digit(const std::string& s) {
 }  // namespace
 
 TEST_CASE("cli collective: an nccl-tests-style table from 8 B to 16 GiB") {
-  const Outcome o = trainsim(
+  const Outcome o = run_trainsim(
       "collective --cluster dgx-h100 --nodes 2 --op all_reduce --min-bytes 8 --max-bytes 16G "
       "--step-factor 2");
   CHECK(o.code == 0);
@@ -54,7 +54,7 @@ TEST_CASE("cli collective: an nccl-tests-style table from 8 B to 16 GiB") {
 }
 
 TEST_CASE("cli collective: --json - writes the rows with nccl-tests' bandwidths") {
-  const Outcome o = trainsim(
+  const Outcome o = run_trainsim(
       "collective --cluster dgx-a100-80gb --nodes 1 --op all_gather -b 1M -e 1G -f 4 --json -");
   REQUIRE(o.code == 0);
   const nlohmann::json j = nlohmann::json::parse(o.output);
@@ -73,7 +73,7 @@ TEST_CASE("cli collective: --json - writes the rows with nccl-tests' bandwidths"
 }
 
 TEST_CASE("cli collective: a huge step factor ends the sweep instead of overflowing") {
-  const Outcome o = trainsim("collective -b 8 -e 16G -f 4611686018427387904");
+  const Outcome o = run_trainsim("collective -b 8 -e 16G -f 4611686018427387904");
   CHECK(o.code == 0);
   CHECK(count_lines_starting_with_digit(o.output) == 1);
 }
@@ -94,7 +94,7 @@ TEST_CASE("cli collective: bad options exit 2 and say what was expected") {
   };
   for (const Case& c : cases) {
     CAPTURE(c.args);
-    const Outcome o = trainsim(c.args);
+    const Outcome o = run_trainsim(c.args);
     CHECK(o.code == 2);
     CHECK(o.output.find(c.fragment) != std::string::npos);
   }
@@ -114,13 +114,13 @@ TEST_CASE("cli validate nccl-tests: measured beside predicted, bad logs name the
                                     " 17179869184    4294967296     float     sum      -1    62648 "
                                     " 274.23  479.90       0    62636  274.28  479.99       0\n");
   const Outcome o =
-      trainsim("validate nccl-tests " + log + " --cluster dgx-h100 --nodes 1 --gpus 8");
+      run_trainsim("validate nccl-tests " + log + " --cluster dgx-h100 --nodes 1 --gpus 8");
   CHECK(o.code == 0);
   CHECK(o.output.find("all_reduce_perf on 8 GPUs") != std::string::npos);
   CHECK(o.output.find("NVLS") != std::string::npos);
   CHECK(o.output.find("mean absolute error") != std::string::npos);
   const Outcome j =
-      trainsim("validate nccl-tests " + log + " --cluster dgx-h100 --gpus 8 --json -");
+      run_trainsim("validate nccl-tests " + log + " --cluster dgx-h100 --gpus 8 --json -");
   REQUIRE(j.code == 0);
   const nlohmann::json doc = nlohmann::json::parse(j.output);
   REQUIRE(doc["rows"].size() == 3);
@@ -131,13 +131,13 @@ TEST_CASE("cli validate nccl-tests: measured beside predicted, bad logs name the
                 "#       size         count      type   redop    root     time   algbw   busbw  "
                 "#wrong     time   algbw   busbw  #wrong\n"
                 "           8             2     float     sum      -1    13.67    0.00\n");
-  const Outcome b = trainsim("validate nccl-tests " + bad + " --cluster dgx-h100");
+  const Outcome b = run_trainsim("validate nccl-tests " + bad + " --cluster dgx-h100");
   CHECK(b.code == 2);
   CHECK(b.output.find(bad + ": line 2: expected 13 columns") != std::string::npos);
-  const Outcome missing = trainsim("validate nccl-tests /no/such/all_reduce.log");
+  const Outcome missing = run_trainsim("validate nccl-tests /no/such/all_reduce.log");
   CHECK(missing.code == 2);
   CHECK(missing.output.find("/no/such/all_reduce.log") != std::string::npos);
-  const Outcome unnamed = trainsim("validate nccl-tests " + bad + " --cluster dgx-h100 --nodes 3");
+  const Outcome unnamed = run_trainsim("validate nccl-tests " + bad + " --cluster dgx-h100 --nodes 3");
   CHECK(unnamed.code == 2);
   std::remove(log.c_str());
   std::remove(bad.c_str());
