@@ -1,7 +1,8 @@
 // trainsim-bench: simulator speed and memory on fixed scenarios.
 //
 // Each case runs in a child process so its peak resident memory is its own. Prints, per case,
-// the fidelity, ranks, tasks, events, wall time, events per second and peak RSS, then the
+// the fidelity, ranks, tasks, events, wall time, events per second and peak RSS, the network
+// flows, the bandwidth re-solves and the flow-resource pairs each re-solve visits, then the
 // agreement between symmetric and full fidelity and the scaling in GPUs and micro-batches.
 //
 // Usage: trainsim-bench [--quick]   (--quick skips the 16,384-GPU full-fidelity case)
@@ -36,6 +37,9 @@ struct Measurement {
   double ranks = 0;
   double rss_mib = 0;
   double cpu_s = 0;  // user + system time of the case's process
+  double flows = 0;          // network flows started
+  double solves = 0;         // bandwidth re-solves (FlowNetwork::Stats)
+  double solved_demands = 0; // flow-resource pairs visited by the re-solves
   bool ok = false;
 };
 
@@ -56,6 +60,9 @@ Measurement run_case(const Case& c) {
       m.iteration_s = r.iteration_time_s;
       m.events = static_cast<double>(r.engine.events);
       m.tasks = static_cast<double>(r.engine.tasks_executed);
+      m.flows = static_cast<double>(r.engine.flows.flows);
+      m.solves = static_cast<double>(r.engine.flows.solves);
+      m.solved_demands = static_cast<double>(r.engine.flows.solved_demands);
       m.ranks = static_cast<double>(r.engine.ranks.size());
       m.ok = true;
     } catch (const std::exception& e) {
@@ -83,8 +90,9 @@ void print(const Case& c, const Measurement& m) {
     std::printf("%-52s  FAILED\n", c.label.c_str());
     return;
   }
-  std::printf("%-52s %6.0f %10.0f %10.0f %8.2f %8.2f %11.0f %8.1f %9.4f\n", c.label.c_str(), m.ranks, m.tasks, m.events,
-              m.wall_s, m.cpu_s, m.events / m.cpu_s, m.rss_mib, m.iteration_s);
+  std::printf("%-52s %6.0f %10.0f %10.0f %8.2f %8.2f %11.0f %8.1f %9.4f %9.0f %8.0f %8.0f\n", c.label.c_str(), m.ranks,
+              m.tasks, m.events, m.wall_s, m.cpu_s, m.events / m.cpu_s, m.rss_mib, m.iteration_s, m.flows, m.solves,
+              m.solves > 0 ? m.solved_demands / m.solves : 0.0);
   std::fflush(stdout);
 }
 
@@ -95,8 +103,8 @@ int main(int argc, char** argv) {
   const std::string gpt3 = "scenarios/gpt3-175b-1024xa100.json";
   const std::string llama = "bench/scenarios/llama3.1-405b-16384xh100.json";
   const std::string full = "simulation.fidelity=\"full\"";
-  std::printf("%-52s %6s %10s %10s %8s %8s %11s %8s %9s\n", "case", "ranks", "tasks", "events", "wall_s", "cpu_s",
-              "events/s", "rss_MiB", "iter_s");
+  std::printf("%-52s %6s %10s %10s %8s %8s %11s %8s %9s %9s %8s %8s\n", "case", "ranks", "tasks", "events", "wall_s",
+              "cpu_s", "events/s", "rss_MiB", "iter_s", "flows", "solves", "work/slv");
 
   std::vector<std::pair<Case, Measurement>> results;
   auto run = [&](Case c) {
@@ -131,10 +139,14 @@ int main(int argc, char** argv) {
 
   std::printf("\nsymmetric vs full iteration time: GPT-3 175B %+.4f%%", 100 * (g_full.iteration_s / g_sym.iteration_s - 1));
   if (!quick) std::printf(", Llama-3.1 405B %+.4f%%", 100 * (l_full.iteration_s / l_sym.iteration_s - 1));
-  std::printf("\nCPU time per GPU (us) at");
-  for (const auto& [n, m] : gpus) std::printf(" %.0f GPUs: %.1f;", n, 1e6 * m.cpu_s / n);
-  std::printf("\nCPU time per micro-batch (ms) at 1,024 GPUs with");
-  for (const auto& [n, m] : micro) std::printf(" %.0f: %.1f;", n, 1e3 * m.cpu_s / n);
+  // The work (events, bandwidth re-solves) and the CPU time it took, per GPU and per micro-batch:
+  // flat work with rising time means each event costs more (caches), not that there are more.
+  std::printf("\nper GPU at");
+  for (const auto& [n, m] : gpus)
+    std::printf(" %.0f GPUs: %.1f us CPU, %.0f events, %.2f re-solves;", n, 1e6 * m.cpu_s / n, m.events / n, m.solves / n);
+  std::printf("\nper micro-batch at 1,024 GPUs with");
+  for (const auto& [n, m] : micro)
+    std::printf(" %.0f: %.1f ms CPU, %.0f events, %.0f re-solves;", n, 1e3 * m.cpu_s / n, m.events / n, m.solves / n);
   std::printf("\n");
   bool ok = true;
   for (const auto& [c, m] : results) ok = ok && m.ok;

@@ -68,7 +68,13 @@ EngineResult Engine::run() {
     change_memory(r, graph_.rank_class(graph_.class_of(result_.ranks[i])).static_memory_bytes, queue_.now());
   }
   for (RankId r : result_.ranks) try_start_all(index(r));
-  while (!queue_.empty()) {
+  for (;;) {
+    // Rates settle once all the changes of an instant are in (FlowNetwork::flush).
+    if (network_.has_pending() && (queue_.empty() || queue_.top().time > queue_.now())) {
+      network_.flush(queue_.now(), reschedules_);
+      schedule_flows();
+    }
+    if (queue_.empty()) break;
     const auto ev = queue_.pop();
     ++result_.events;
     switch (ev.payload.kind()) {
@@ -94,7 +100,7 @@ EngineResult Engine::run() {
         Instance& in = instances_[inst];
         const double fraction = network_.speed_fraction(f);
         for (const Waiter& w : in.waiters) stream_state(w.rank, w.stream).speed_fraction = fraction;
-        network_.finish(queue_.now(), f, reschedules_);
+        network_.finish(f);
         schedule_flows();
         finish_instance(inst);
         break;
@@ -109,6 +115,7 @@ EngineResult Engine::run() {
       }
     }
   }
+  result_.flows = network_.stats();
   return std::move(result_);
 }
 

@@ -85,6 +85,7 @@ struct EngineResult {
   std::vector<MemorySample> memory;     // recorded ranks only
   std::uint64_t events = 0;
   std::uint64_t tasks_executed = 0;
+  FlowNetwork::Stats flows;  // the bandwidth solver's work
 };
 
 class Engine {

@@ -8,9 +8,11 @@ namespace trainsim::sim {
 
 FlowNetwork::FlowNetwork(std::vector<Bandwidth> capacities)
     : users_(capacities.size()),
+      flush_mark_(capacities.size(), 0),
       resource_mark_(capacities.size(), 0),
       residual_(capacities.size(), 0),
       load_(capacities.size(), 0),
+      unfrozen_users_(capacities.size(), 0),
       usage_(capacities.size(), 0),
       outside_(capacities.size(), 0) {
   capacity_.reserve(capacities.size());
@@ -45,6 +47,7 @@ FlowNetwork::FlowId FlowNetwork::add(TimePoint now, double volume, Bandwidth max
   f.version = (f.version + 1) & kVersionMask;
   f.demands.assign(demands.begin(), demands.end());
   ++active_count_;
+  ++stats_.flows;
 
   // If every resource has room for this flow at its full rate, the resources it uses were not
   // anybody's bottleneck and stay so: no other rate changes, nothing to re-solve.
@@ -57,16 +60,20 @@ FlowNetwork::FlowId FlowNetwork::add(TimePoint now, double volume, Bandwidth max
   for (const Demand& d : f.demands) users_[index(d.resource)].push_back(id);
   if (fits) {
     for (const Demand& d : f.demands) usage_[index(d.resource)] += d.coefficient * f.max_rate;
+    f.counted = true;
     out.push_back({id, f.version, finish_time(now, f)});
     return id;
   }
-  solve_component(now, f.demands, id, out);
+  f.counted = false;
+  const auto begin = static_cast<std::uint32_t>(pending_seeds_.size());
+  for (const Demand& d : f.demands) pending_seeds_.push_back(d.resource);
+  pending_groups_.push_back({begin, static_cast<std::uint32_t>(pending_seeds_.size()), id});
   return id;
 }
 
-void FlowNetwork::finish(TimePoint now, FlowId id, std::vector<Reschedule>& out) {
+void FlowNetwork::finish(FlowId id) {
   Flow& f = flows_[id];
-  TRAINSIM_CHECK(f.active, "finishing an inactive flow");
+  TRAINSIM_CHECK(f.active && f.counted, "finishing an inactive or unsolved flow");
   f.active = false;
   f.remaining = 0;
   --active_count_;
@@ -79,22 +86,50 @@ void FlowNetwork::finish(TimePoint now, FlowId id, std::vector<Reschedule>& out)
     usage_[r] = u.empty() ? 0.0 : std::max(0.0, usage_[r] - d.coefficient * f.max_rate * f.fraction);
     for (FlowId g : u) slowed_neighbour = slowed_neighbour || flows_[g].fraction < 1.0;
   }
+  f.counted = false;
   free_.push_back(id);
-  if (slowed_neighbour) solve_component(now, f.demands, id, out);
+  if (slowed_neighbour) {
+    const auto begin = static_cast<std::uint32_t>(pending_seeds_.size());
+    for (const Demand& d : f.demands) pending_seeds_.push_back(d.resource);
+    pending_groups_.push_back({begin, static_cast<std::uint32_t>(pending_seeds_.size()), kNoFlow});
+  }
 }
 
-void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, FlowId added,
+void FlowNetwork::flush(TimePoint now, std::vector<Reschedule>& out) {
+  ++flush_epoch_;
+  for (const PendingGroup& g : pending_groups_) {
+    const std::span<const ResourceId> seeds(pending_seeds_.data() + g.begin, g.end - g.begin);
+    if (g.flow != kNoFlow) {
+      // An added flow: solved unless an earlier component of this flush took it in.
+      if (!flows_[g.flow].counted) solve_component(now, seeds, g.flow, out);
+      continue;
+    }
+    // A finished flow: its neighbours need a solve unless all its resources were just solved.
+    bool solved = true;
+    for (ResourceId r : seeds) solved = solved && flush_mark_[index(r)] == flush_epoch_;
+    if (!solved) solve_component(now, seeds, kNoFlow, out);
+  }
+  pending_groups_.clear();
+  pending_seeds_.clear();
+}
+
+void FlowNetwork::solve_component(TimePoint now, std::span<const ResourceId> seeds, FlowId seed_flow,
                                   std::vector<Reschedule>& out) {
-  // Collect the flows and resources connected to the seed resources, nearest first. The search
-  // visits resources and their users in insertion order, which is deterministic.
+  // Collect the flows and resources connected to the seed resources, nearest first (the seed
+  // flow first of all, so the size cap never leaves it out). The search visits resources and
+  // their users in insertion order, which is deterministic.
   ++epoch_;
   comp_flows_.clear();
   comp_resources_.clear();
-  for (const Demand& d : seeds) {
-    if (resource_mark_[index(d.resource)] != epoch_) {
-      resource_mark_[index(d.resource)] = epoch_;
-      comp_resources_.push_back(d.resource);
+  for (ResourceId r : seeds) {
+    if (resource_mark_[index(r)] != epoch_) {
+      resource_mark_[index(r)] = epoch_;
+      comp_resources_.push_back(r);
     }
+  }
+  if (seed_flow != kNoFlow) {
+    flow_mark_[seed_flow] = epoch_;
+    comp_flows_.push_back(seed_flow);
   }
   for (std::size_t i = 0; i < comp_resources_.size() && comp_flows_.size() < kMaxComponentFlows; ++i) {
     for (FlowId g : users_[index(comp_resources_[i])]) {
@@ -111,6 +146,8 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, 
     }
   }
 
+  ++stats_.solves;
+  stats_.solved_flows += comp_flows_.size();
   // Bring every flow's remaining volume up to `now` at its old rate. What flows outside the
   // component use stays taken off the capacity.
   old_fraction_.clear();
@@ -119,9 +156,10 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, 
     Flow& fl = flows_[g];
     fl.remaining = std::max(0.0, fl.remaining - fl.fraction * fl.max_rate * (now - fl.updated).seconds());
     fl.updated = now;
-    old_fraction_.push_back(fl.fraction);
+    old_fraction_.push_back(fl.counted ? fl.fraction : -1.0);  // -1: new, always rescheduled
+    stats_.solved_demands += fl.demands.size();
     frozen_[g] = 0;
-    if (g == added) continue;  // not counted in usage_ yet
+    if (!fl.counted) continue;  // added since the last flush: not in usage_ yet
     for (const Demand& d : fl.demands) outside_[index(d.resource)] -= d.coefficient * fl.max_rate * fl.fraction;
   }
   for (ResourceId r : comp_resources_) {
@@ -129,18 +167,25 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, 
     residual_[index(r)] = capacity_[index(r)] - outside_[index(r)];
   }
 
-  // Progressive filling on the common speed fraction x.
+  // Progressive filling on the common speed fraction x. The load of the unfrozen flows on each
+  // resource is summed once and reduced as flows freeze; a resource with no unfrozen user left
+  // (unfrozen_users_ 0) constrains nothing, whatever rounding left in its load.
+  for (ResourceId r : comp_resources_) {
+    load_[index(r)] = 0;
+    unfrozen_users_[index(r)] = 0;
+  }
+  for (FlowId g : comp_flows_) {
+    for (const Demand& d : flows_[g].demands) {
+      load_[index(d.resource)] += d.coefficient * flows_[g].max_rate;
+      ++unfrozen_users_[index(d.resource)];
+    }
+  }
   std::size_t unfrozen = comp_flows_.size();
   while (unfrozen > 0) {
-    for (ResourceId r : comp_resources_) load_[index(r)] = 0;
-    for (FlowId g : comp_flows_) {
-      if (frozen_[g]) continue;
-      for (const Demand& d : flows_[g].demands) load_[index(d.resource)] += d.coefficient * flows_[g].max_rate;
-    }
+    ++stats_.rounds;
     double x = 1.0;
     for (ResourceId r : comp_resources_) {
-      const double load = load_[index(r)];
-      if (load > 0) x = std::min(x, std::max(0.0, residual_[index(r)]) / load);
+      if (unfrozen_users_[index(r)] > 0) x = std::min(x, std::max(0.0, residual_[index(r)]) / load_[index(r)]);
     }
     if (x >= 1.0) {
       for (FlowId g : comp_flows_) {
@@ -152,24 +197,26 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, 
       break;
     }
     x = std::max(x, 1e-9);  // a saturated resource never stops a flow entirely
+    // The resources saturated at x (judged before any flow of this round freezes); their
+    // unfrozen users freeze at x, in resource then insertion order.
     const double limit = x * (1 + 1e-12);
+    saturated_.clear();
+    for (ResourceId r : comp_resources_) {
+      if (unfrozen_users_[index(r)] > 0 && std::max(0.0, residual_[index(r)]) / load_[index(r)] <= limit) saturated_.push_back(r);
+    }
     std::size_t frozen_now = 0;
-    for (FlowId g : comp_flows_) {
-      if (frozen_[g]) continue;
-      bool bottlenecked = false;
-      for (const Demand& d : flows_[g].demands) {
-        const double load = load_[index(d.resource)];
-        if (load > 0 && std::max(0.0, residual_[index(d.resource)]) / load <= limit) {
-          bottlenecked = true;
-          break;
+    for (ResourceId r : saturated_) {
+      for (FlowId g : users_[index(r)]) {
+        if (flow_mark_[g] != epoch_ || frozen_[g]) continue;  // outside the component, or done
+        Flow& fl = flows_[g];
+        fl.fraction = x;
+        frozen_[g] = 1;
+        ++frozen_now;
+        for (const Demand& d : fl.demands) {
+          residual_[index(d.resource)] -= d.coefficient * fl.max_rate * x;
+          load_[index(d.resource)] -= d.coefficient * fl.max_rate;
+          --unfrozen_users_[index(d.resource)];
         }
-      }
-      if (!bottlenecked) continue;
-      flows_[g].fraction = x;
-      frozen_[g] = 1;
-      ++frozen_now;
-      for (const Demand& d : flows_[g].demands) {
-        residual_[index(d.resource)] -= d.coefficient * flows_[g].max_rate * x;
       }
     }
     if (frozen_now == 0) {  // numerical corner: freeze everything at x
@@ -185,7 +232,10 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, 
   }
 
   // Usage at the new rates, and new finish times for the flows whose rate changed.
-  for (ResourceId r : comp_resources_) usage_[index(r)] = outside_[index(r)];
+  for (ResourceId r : comp_resources_) {
+    usage_[index(r)] = outside_[index(r)];
+    flush_mark_[index(r)] = flush_epoch_;
+  }
   for (FlowId g : comp_flows_) {
     for (const Demand& d : flows_[g].demands) {
       usage_[index(d.resource)] += d.coefficient * flows_[g].max_rate * flows_[g].fraction;
@@ -194,7 +244,8 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const Demand> seeds, 
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
     const FlowId g = comp_flows_[i];
     Flow& fl = flows_[g];
-    if (g != added && fl.fraction == old_fraction_[i]) continue;
+    fl.counted = true;
+    if (fl.fraction == old_fraction_[i]) continue;
     fl.version = (fl.version + 1) & kVersionMask;
     out.push_back({g, fl.version, finish_time(now, fl)});
   }

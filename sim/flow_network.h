@@ -6,8 +6,11 @@
 // share every resource max-min fairly in the fraction x_f of their own max_rate they achieve:
 // progressive filling raises all x together, freezing the flows of a resource when it saturates,
 // until every flow is frozen or at x = 1. Only the flows connected to a change (through shared
-// resources) are re-solved. Integer time; the solver visits flows and resources in a fixed
-// (insertion) order, so results are deterministic.
+// resources) are re-solved, and changes at one instant are solved together: add() and finish()
+// record them (a flow that fits beside the others at its full rate is settled at once) and
+// flush() re-solves each affected component once, so the many collectives that start together
+// in a full-fidelity run cost one solve, not one per flow. Integer time; the solver visits flows
+// and resources in a fixed (insertion) order, so results are deterministic.
 
 #include <cstdint>
 #include <span>
@@ -51,18 +54,35 @@ class FlowNetwork {
   // Scales one resource's capacity (a degraded link); only valid before any flow is added.
   void set_capacity(ResourceId r, Bandwidth c) { capacity_[index(r)] = c.bytes_per_second(); }
 
-  // Starts a flow at `now`. Appends to `out` every flow (the new one included) whose finish
-  // time is new. REQUIRES: volume > 0, max_rate > 0, every coefficient > 0.
+  // Starts a flow at `now`. Appends to `out` every flow whose finish time is new: the new one
+  // when it fits beside the others at its full rate; otherwise its rate (and its neighbours')
+  // is settled by the next flush(). REQUIRES: volume > 0, max_rate > 0, every coefficient > 0.
   FlowId add(TimePoint now, double volume, Bandwidth max_rate, std::span<const Demand> demands,
              std::vector<Reschedule>& out);
   // True when `version` is the flow's current one (its finish event is not stale).
   bool is_current(FlowId f, std::uint32_t version) const {
     return flows_[f].active && flows_[f].version == version;
   }
-  // Ends a flow at its finish time and re-solves its neighbours.
-  void finish(TimePoint now, FlowId f, std::vector<Reschedule>& out);
+  // Ends a flow at its finish time; its neighbours are re-solved by the next flush().
+  void finish(FlowId f);
+  // True when add() or finish() left rates to settle.
+  bool has_pending() const { return !pending_groups_.empty(); }
+  // Re-solves, once each, the components the changes recorded since the last flush touched
+  // (all at `now`, the time of those changes), appending every flow whose finish time is new.
+  void flush(TimePoint now, std::vector<Reschedule>& out);
 
   std::size_t active_flows() const { return active_count_; }
+
+  // What the solver did (benchmarks print it): flows started and finished, re-solves of a
+  // component, flows and resource visits in those re-solves, and progressive-filling rounds.
+  struct Stats {
+    std::uint64_t flows = 0;
+    std::uint64_t solves = 0;
+    std::uint64_t solved_flows = 0;
+    std::uint64_t solved_demands = 0;
+    std::uint64_t rounds = 0;
+  };
+  const Stats& stats() const { return stats_; }
   // Achieved fraction of max_rate for an active flow (1 = uncontended).
   double speed_fraction(FlowId f) const { return flows_[f].fraction; }
 
@@ -75,8 +95,16 @@ class FlowNetwork {
     std::vector<Demand> demands;  // kept (with its capacity) when the slot is reused
     std::uint32_t version = 0;
     bool active = false;
+    bool counted = false;  // its rate is in usage_ (false: added, waiting for flush())
   };
-  void solve_component(TimePoint now, std::span<const Demand> seeds, FlowId added,
+  // A change waiting for flush(): the resources to solve around (pending_seeds_[begin, end)) and
+  // the added flow that must be solved (kNoFlow for a finish).
+  static constexpr FlowId kNoFlow = ~FlowId{0};
+  struct PendingGroup {
+    std::uint32_t begin, end;
+    FlowId flow;
+  };
+  void solve_component(TimePoint now, std::span<const ResourceId> seeds, FlowId seed_flow,
                        std::vector<Reschedule>& out);
   TimePoint finish_time(TimePoint now, const Flow& f) const;
 
@@ -85,12 +113,19 @@ class FlowNetwork {
   std::vector<Flow> flows_;
   std::vector<FlowId> free_;  // reusable flow slots
   std::size_t active_count_ = 0;
+  Stats stats_;
+  std::vector<PendingGroup> pending_groups_;
+  std::vector<ResourceId> pending_seeds_;
+  std::vector<std::uint32_t> flush_mark_;  // per resource: the flush that last solved it
+  std::uint32_t flush_epoch_ = 0;
   // Scratch space for solving.
   std::vector<std::uint32_t> flow_mark_, resource_mark_;
   std::uint32_t epoch_ = 0;
   std::vector<FlowId> comp_flows_;
   std::vector<ResourceId> comp_resources_;
   std::vector<double> residual_, load_;  // per resource, solver scratch
+  std::vector<std::uint32_t> unfrozen_users_;  // per resource: unfrozen component flows using it
+  std::vector<ResourceId> saturated_;    // resources saturated in the current round
   std::vector<double> usage_;            // per resource: bytes/s in use at the current rates
   std::vector<double> outside_;          // per resource: usage by flows outside the component
   std::vector<double> old_fraction_;     // per component flow
