@@ -16,7 +16,7 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
   const std::uint32_t n = graph_.num_ranks();
   streams_.resize(static_cast<std::size_t>(n) * num_streams_);
   account_of_.assign(n, kNoInstance);
-  memory_.assign(n, 0);
+  memory_.assign(n, MemoryState{});
   slowdown_.assign(n, 1.0);
   recorded_.assign(n, 0);
   for (RankId r : options_.record_ranks) {
@@ -114,6 +114,11 @@ EngineResult Engine::run() {
         report_deadlock();
       }
     }
+  }
+  for (RankId r : result_.ranks) {
+    RankAccount& acc = result_.accounts[account_of_[index(r)]];
+    acc.peak_memory_bytes = memory_[index(r)].peak;
+    acc.peak_memory_time = memory_[index(r)].peak_time;
   }
   result_.flows = network_.stats();
   return std::move(result_);
@@ -413,12 +418,12 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
 }
 
 void Engine::change_memory(std::uint32_t rank, std::int64_t delta, TimePoint at) {
-  std::int64_t& m = memory_[rank];
-  m += delta;
-  RankAccount& acc = result_.accounts[account_of_[rank]];
-  if (m > acc.peak_memory_bytes) {
-    acc.peak_memory_bytes = m;
-    acc.peak_memory_time = at;
+  MemoryState& ms = memory_[rank];
+  ms.bytes += delta;
+  const std::int64_t m = ms.bytes;
+  if (m > ms.peak) {
+    ms.peak = m;
+    ms.peak_time = at;
   }
   if (recorded_[rank]) {
     if (!result_.memory.empty() && result_.memory.back().rank == RankId{rank} && result_.memory.back().time == at) {

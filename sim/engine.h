@@ -176,7 +176,13 @@ class Engine {
   std::vector<const RankClass*> class_of_rank_;
   std::vector<StreamState> streams_;                // [rank * streams + stream]
   std::vector<std::uint32_t> account_of_;           // rank -> index into result accounts
-  std::vector<std::int64_t> memory_;                // per rank, current bytes
+  // Per rank: current and peak bytes together (one cache line per touch at 16K+ ranks); the
+  // peaks go into the accounts when the run ends.
+  struct MemoryState {
+    std::int64_t bytes = 0, peak = 0;
+    TimePoint peak_time;
+  };
+  std::vector<MemoryState> memory_;
   std::vector<double> slowdown_;                    // per rank
   std::vector<std::uint8_t> recorded_;              // per rank
   std::vector<Rendezvous> collectives_;             // per communicator

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# tools/setup.sh demo | test | fuzz
+# tools/setup.sh demo | test | fuzz | sanitize
 #   demo: install missing Debian packages, build, and run the default scenario.
 #   test: install missing Debian packages, build, and run every test.
 #   fuzz: install missing Debian packages (with clang and libFuzzer), build the fuzz targets
 #         with clang, and run each for TRAINSIM_FUZZ_SECONDS (default 60) seconds (fuzz/README.md).
+#   sanitize: as fuzz, but the clang build (AddressSanitizer + UndefinedBehaviorSanitizer, any
+#         finding fatal) also builds the tests and runs every test before fuzzing: one
+#         instrumented build serves both (what CI runs).
 # Environment: TRAINSIM_BUILD_DIR (default build, build-fuzz for fuzz), TRAINSIM_WERROR=ON
 # (warnings are errors; g++ builds only), TRAINSIM_SANITIZE=ON (AddressSanitizer +
 # UndefinedBehaviorSanitizer at -O1; use its own TRAINSIM_BUILD_DIR, e.g. build-asan).
@@ -12,12 +15,12 @@ cd "$(dirname "$0")/.."
 
 mode=${1:-}
 case "$mode" in
-  demo|test|fuzz) ;;
-  *) echo "usage: tools/setup.sh demo|test|fuzz" >&2; exit 2 ;;
+  demo|test|fuzz|sanitize) ;;
+  *) echo "usage: tools/setup.sh demo|test|fuzz|sanitize" >&2; exit 2 ;;
 esac
 
 packages=(g++ cmake ninja-build libboost-graph-dev libeigen3-dev nlohmann-json3-dev libcli11-dev doctest-dev zlib1g-dev libxml2-dev)
-if [ "$mode" = fuzz ]; then packages+=(clang-14 libclang-rt-14-dev); fi
+if [ "$mode" = fuzz ] || [ "$mode" = sanitize ]; then packages+=(clang-14 libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -30,11 +33,22 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if [ "$mode" = fuzz ]; then
+if [ "$mode" = fuzz ] || [ "$mode" = sanitize ]; then
   build=${TRAINSIM_BUILD_DIR:-build-fuzz}
+  tests=OFF
+  if [ "$mode" = sanitize ]; then tests=ON; fi
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DTRAINSIM_FUZZ=ON -DTRAINSIM_BUILD_TESTS=OFF >/dev/null
-  cmake --build "$build" -j "$(nproc)" --target fuzz_targets
+    -DTRAINSIM_FUZZ=ON -DTRAINSIM_BUILD_TESTS=$tests -DTRAINSIM_BUILD_BENCH=OFF -DTRAINSIM_BUILD_CUDA=OFF >/dev/null
+  if [ "$mode" = sanitize ]; then
+    cmake --build "$build" -j "$(nproc)" --target all fuzz_targets
+    # Two tests are left to the ordinary build: they check accuracy over 205 published runs and
+    # byte-identical plan output across thread counts, simulating hundreds of plans (4-5 minutes
+    # here); every code path they run is run by smaller tests in this build too.
+    ctest --test-dir "$build" --output-on-failure -j "$(nproc)" \
+      -E "validate/published runs: primary-metric|planner/search: same inputs, same output bytes"
+  else
+    cmake --build "$build" -j "$(nproc)" --target fuzz_targets
+  fi
   fuzz/run.sh "$build" "${TRAINSIM_FUZZ_SECONDS:-60}"
   exit 0
 fi

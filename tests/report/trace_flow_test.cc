@@ -69,7 +69,8 @@ TEST_CASE("report/trace: processes named by coordinates, flows from sends to rec
   REQUIRE(!starts.empty());
   REQUIRE(starts.size() == finishes.size());
   int p2p = 0, collective = 0;
-  for (const auto& [id, s] : starts) {
+  for (const auto& [flow_id, s] : starts) {
+    const auto id = flow_id;  // (clang 14 cannot capture a structured binding in CAPTURE's lambda)
     CAPTURE(id);
     REQUIRE(finishes.count(id) == 1);
     const auto& f = finishes[id];
