@@ -26,6 +26,9 @@ endif()
 function(trainsim_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(trainsim_${name} STATIC ${ARG_SOURCES})
+  # Unity build (sources compiled a few at a time as one translation unit): the JSON, Boost and
+  # Eigen headers are parsed once per batch instead of once per file.
+  set_target_properties(trainsim_${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 4)
   add_library(trainsim::${name} ALIAS trainsim_${name})
   target_include_directories(trainsim_${name} PUBLIC "${PROJECT_SOURCE_DIR}")
   target_compile_features(trainsim_${name} PUBLIC cxx_std_20)

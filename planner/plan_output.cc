@@ -5,17 +5,15 @@
 #include <cstdio>
 #include <sstream>
 
+#include "report/text_format.h"
+
 namespace trainsim::planner {
 
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string fmt(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
+using report::fmt;
 
 double tidy(double x) {
   if (x == 0 || !std::isfinite(x)) return x;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "report/summary.h"
+#include "report/text_format.h"
 #include "report/timeline.h"
 
 namespace trainsim::report {
@@ -12,12 +13,6 @@ namespace trainsim::report {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::string fmt(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
 
 // "TP", "DP", ... for the parallelism kinds; other kinds ("embedding", "other") as they are.
 std::string kind_label(const std::string& kind) {

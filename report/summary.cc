@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "models/graph_vocabulary.h"
+#include "report/text_format.h"
 
 namespace trainsim::report {
 
@@ -40,12 +41,6 @@ Json breakdown_json(const TimeBreakdown& b) {
 std::string human_bytes(double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
-  return buf;
-}
-
-std::string fmt(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
   return buf;
 }
 

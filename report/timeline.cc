@@ -5,6 +5,7 @@
 #include <map>
 
 #include "models/graph_vocabulary.h"
+#include "report/text_format.h"
 
 namespace trainsim::report {
 
@@ -67,12 +68,6 @@ std::string comm_kind_name(std::uint8_t category) {
   return name.substr(0, name.find("_comm"));
 }
 
-std::string format(const char* f, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, x);
-  return buf;
-}
-
 class NameTable {
  public:
   explicit NameTable(std::vector<std::string>& names) : names_(names) {}
@@ -91,11 +86,11 @@ std::string subtitle_of(const RunResult& r) {
   const config::Scenario& s = r.scenario;
   std::string out = s.model.name + " \xc2\xb7 " + std::to_string(s.num_gpus()) + " \xc3\x97 " + s.cluster.gpu.name;
   out += " \xc2\xb7 " + plan_summary(r);
-  out += " \xc2\xb7 iteration " + format("%.4g s", r.iteration_time_s);
-  out += " \xc2\xb7 MFU " + format("%.1f%%", 100 * r.mfu);
-  out += " \xc2\xb7 bubble " + format("%.1f%%", 100 * bubble_fraction(r));
-  out += " \xc2\xb7 peak " + format("%.1f", static_cast<double>(r.peak_bytes_per_gpu) / 1073741824.0) + " of " +
-         format("%.0f GiB", static_cast<double>(r.capacity_bytes_per_gpu) / 1073741824.0);
+  out += " \xc2\xb7 iteration " + fmt("%.4g s", r.iteration_time_s);
+  out += " \xc2\xb7 MFU " + fmt("%.1f%%", 100 * r.mfu);
+  out += " \xc2\xb7 bubble " + fmt("%.1f%%", 100 * bubble_fraction(r));
+  out += " \xc2\xb7 peak " + fmt("%.1f", static_cast<double>(r.peak_bytes_per_gpu) / 1073741824.0) + " of " +
+         fmt("%.0f GiB", static_cast<double>(r.capacity_bytes_per_gpu) / 1073741824.0);
   if (!r.fits) out += " (does not fit)";
   return out;
 }

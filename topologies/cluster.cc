@@ -8,7 +8,8 @@
 
 namespace trainsim::topo {
 
-namespace {
+// A named namespace, not an anonymous one: Cluster::Impl (external linkage) holds a Graph.
+namespace cluster_graph {
 
 enum class VertexKind { kGpu, kSwitch, kNic, kLeaf, kSpine };
 
@@ -25,7 +26,8 @@ using Graph =
     boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexProps, EdgeProps>;
 using Vertex = boost::graph_traits<Graph>::vertex_descriptor;
 
-}  // namespace
+}  // namespace cluster_graph
+using namespace cluster_graph;
 
 struct Cluster::Impl {
   Graph graph;
