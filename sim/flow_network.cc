@@ -65,10 +65,14 @@ FlowNetwork::FlowId FlowNetwork::add(TimePoint now, double volume, Bandwidth max
     return id;
   }
   f.counted = false;
+  record_change(f, id);
+  return id;
+}
+
+void FlowNetwork::record_change(const Flow& f, FlowId added) {
   const auto begin = static_cast<std::uint32_t>(pending_seeds_.size());
   for (const Demand& d : f.demands) pending_seeds_.push_back(d.resource);
-  pending_groups_.push_back({begin, static_cast<std::uint32_t>(pending_seeds_.size()), id});
-  return id;
+  pending_groups_.push_back({begin, static_cast<std::uint32_t>(pending_seeds_.size()), added});
 }
 
 void FlowNetwork::finish(FlowId id) {
@@ -88,11 +92,7 @@ void FlowNetwork::finish(FlowId id) {
   }
   f.counted = false;
   free_.push_back(id);
-  if (slowed_neighbour) {
-    const auto begin = static_cast<std::uint32_t>(pending_seeds_.size());
-    for (const Demand& d : f.demands) pending_seeds_.push_back(d.resource);
-    pending_groups_.push_back({begin, static_cast<std::uint32_t>(pending_seeds_.size()), kNoFlow});
-  }
+  if (slowed_neighbour) record_change(f, kNoFlow);
 }
 
 void FlowNetwork::flush(TimePoint now, std::vector<Reschedule>& out) {
@@ -147,7 +147,6 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const ResourceId> see
   }
 
   ++stats_.solves;
-  stats_.solved_flows += comp_flows_.size();
   // Bring every flow's remaining volume up to `now` at its old rate. What flows outside the
   // component use stays taken off the capacity.
   old_fraction_.clear();
@@ -182,7 +181,6 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const ResourceId> see
   }
   std::size_t unfrozen = comp_flows_.size();
   while (unfrozen > 0) {
-    ++stats_.rounds;
     double x = 1.0;
     for (ResourceId r : comp_resources_) {
       if (unfrozen_users_[index(r)] > 0) x = std::min(x, std::max(0.0, residual_[index(r)]) / load_[index(r)]);

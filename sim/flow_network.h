@@ -73,14 +73,12 @@ class FlowNetwork {
 
   std::size_t active_flows() const { return active_count_; }
 
-  // What the solver did (benchmarks print it): flows started and finished, re-solves of a
-  // component, flows and resource visits in those re-solves, and progressive-filling rounds.
+  // What the solver did (benchmarks print it): flows started, re-solves of a component, and
+  // the flow-resource pairs those re-solves visited.
   struct Stats {
     std::uint64_t flows = 0;
     std::uint64_t solves = 0;
-    std::uint64_t solved_flows = 0;
     std::uint64_t solved_demands = 0;
-    std::uint64_t rounds = 0;
   };
   const Stats& stats() const { return stats_; }
   // Achieved fraction of max_rate for an active flow (1 = uncontended).
@@ -104,6 +102,8 @@ class FlowNetwork {
     std::uint32_t begin, end;
     FlowId flow;
   };
+  // Queues a change for flush(): solve around f's resources (and, unless kNoFlow, the flow `added`).
+  void record_change(const Flow& f, FlowId added);
   void solve_component(TimePoint now, std::span<const ResourceId> seeds, FlowId seed_flow,
                        std::vector<Reschedule>& out);
   TimePoint finish_time(TimePoint now, const Flow& f) const;
