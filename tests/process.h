@@ -26,4 +26,7 @@ inline ProcessOutcome run_command(const std::string& command_line) {
   return o;
 }
 
+// True when `part` occurs in `s` (an output or an error message).
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 }  // namespace tests

@@ -13,8 +13,6 @@ namespace tests {
 // The default scenario of the README.
 inline const std::string kDefaultScenario = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json";
 
-inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 // Simulates a scenario file with overrides, recording no timeline (summary only).
 inline trainsim::report::RunResult simulate_file(const std::string& file, const std::vector<std::string>& overrides = {}) {
   return trainsim::report::simulate(trainsim::config::load_scenario(file, overrides), trainsim::report::RunOptions{{}, false});

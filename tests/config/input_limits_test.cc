@@ -11,6 +11,7 @@
 #include "config/json_reader.h"
 #include "config/presets.h"
 #include "config/scenario.h"
+#include "tests/process.h"
 #include "tests/scenario_helpers.h"
 
 using namespace trainsim;

@@ -1,4 +1,5 @@
 #include "config/scenario.h"
+#include "tests/process.h"
 #include "tests/scenario_helpers.h"
 
 #include <doctest/doctest.h>

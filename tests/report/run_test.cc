@@ -6,12 +6,13 @@
 #include "report/simulation.h"
 #include "report/summary.h"
 #include "report/trace_writer.h"
+#include "tests/scenario_helpers.h"
 
 using namespace trainsim;
 
 namespace {
 
-const std::string kDefault = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json";
+const std::string& kDefault = tests::kDefaultScenario;
 // A small plan that exercises TP, PP and DP on two nodes.
 const std::vector<std::string> kSmall = {"model.preset=\"gpt3-1.7b\"", "cluster.num_nodes=4", "parallelism.tensor_model_parallel_size=2",
                                          "parallelism.pipeline_model_parallel_size=4", "training.global_batch_size=32"};

@@ -17,6 +17,7 @@
 #include "report/simulation.h"
 #include "report/svg_timeline.h"
 #include "report/timeline.h"
+#include "tests/scenario_helpers.h"
 
 using namespace trainsim;
 
@@ -268,7 +269,7 @@ TEST_CASE("report/pictures: the same run gives the same bytes, and two panels sh
 
 TEST_CASE("report/svg: large runs are summarised within the block budget") {
   // GPT-3 175B on 1,024 GPUs: 16 stages, 192 micro-batches, about a million tasks.
-  const report::RunResult r = run_recorded(std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/gpt3-175b-1024xa100.json");
+  const report::RunResult r = run_recorded(tests::kDefaultScenario);
   const std::string svg = svg_of({report::build_timeline(r)});
   const Xml xml(svg);
   REQUIRE(xml.ok());

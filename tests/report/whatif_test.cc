@@ -7,6 +7,7 @@
 #include "config/scenario.h"
 #include "models/graph_vocabulary.h"
 #include "report/simulation.h"
+#include "tests/scenario_helpers.h"
 
 using namespace trainsim;
 
@@ -16,7 +17,7 @@ const std::string kGolden = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golde
 
 report::RunResult run_golden_full(const std::string& file, std::vector<std::string> overrides) {
   overrides.push_back("simulation.fidelity=\"full\"");
-  return report::simulate(config::load_scenario(kGolden + file, overrides), report::RunOptions{{}, false});
+  return tests::simulate_file(kGolden + file, overrides);
 }
 
 double dp_time(const report::RunResult& r, std::uint32_t rank) {

@@ -3,27 +3,17 @@
 
 #include <doctest/doctest.h>
 
-#include "tests/process.h"
-#include <unistd.h>
-
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/validate/test_files.h"
+
 namespace {
 
-using Outcome = tests::ProcessOutcome;
-
-Outcome run_trainsim(const std::string& args) {
-  return tests::run_command(std::string(TRAINSIM_BINARY) + " " + args + " 2>&1");
-}
-
-std::string temp_file(const std::string& name, const std::string& content) {
-  const std::string path = "/tmp/trainsim_nccl_cli_" + std::to_string(getpid()) + "_" + name;
-  std::ofstream(path) << content;
-  return path;
-}
+using trainsim::testing::Outcome;
+using trainsim::testing::run_trainsim;
+using trainsim::testing::temp_file;
 
 std::size_t count_lines_starting_with_digit(const std::string& s) {
   std::size_t rows = 0;
@@ -101,7 +91,7 @@ TEST_CASE("cli collective: bad options exit 2 and say what was expected") {
 }
 
 TEST_CASE("cli validate nccl-tests: measured beside predicted, bad logs name the file and line") {
-  const std::string log = temp_file("ok.log",
+  const std::string log = temp_file("nccl_cli_ok.log",
                                     "# Collective test starting: all_reduce_perf\n"
                                     "# nThread 1 nGpus 1 minBytes 8 maxBytes 17179869184 step: "
                                     "2(factor) warmup iters: 5 iters: 20\n"
@@ -127,7 +117,7 @@ TEST_CASE("cli validate nccl-tests: measured beside predicted, bad logs name the
   CHECK(std::abs(doc["rows"][2]["busbw_error"].get<double>()) < 0.15);
 
   const std::string bad =
-      temp_file("bad.log",
+      temp_file("nccl_cli_bad.log",
                 "#       size         count      type   redop    root     time   algbw   busbw  "
                 "#wrong     time   algbw   busbw  #wrong\n"
                 "           8             2     float     sum      -1    13.67    0.00\n");

@@ -35,6 +35,6 @@ inline Outcome run_trainsim(const std::string& args) {
   return tests::run_command(std::string(TRAINSIM_BINARY) + " " + args + " 2>&1");
 }
 
-inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using tests::contains;
 
 }  // namespace trainsim::testing
