@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "sim/error.h"
@@ -42,6 +43,46 @@ TEST_CASE("sim/EventQueue: heap order matches a sort on random input") {
     REQUIRE(ev.time.ps() == e.first);
     REQUIRE(ev.payload == e.second);
   }
+}
+
+TEST_CASE("sim/EventQueue: pushes while an instant drains keep (time, priority, insertion) order") {
+  // Reference: the pending events as (time, priority, sequence) tuples, the smallest popped each
+  // time. Pushes interleave with pops and land at the current instant (same or other priority)
+  // or later, as the engine's do; keys repeat heavily so buckets are shared, drained, retired and
+  // reused, and the key table grows.
+  EventQueue<int> q;
+  std::vector<std::tuple<std::int64_t, std::uint32_t, int>> pending;
+  std::uint64_t x = 987654321;
+  auto rnd = [&](std::uint64_t n) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return (x >> 33) % n;
+  };
+  int seq = 0;
+  std::int64_t now = 0;
+  auto push = [&](std::int64_t t, std::uint32_t prio) {
+    q.push(TimePoint::from_ps(t), prio, seq);
+    pending.emplace_back(t, prio, seq++);
+  };
+  for (int i = 0; i < 300; ++i) push(static_cast<std::int64_t>(rnd(50)), static_cast<std::uint32_t>(rnd(2)));
+  int popped = 0;
+  while (!pending.empty()) {
+    const auto it = std::min_element(pending.begin(), pending.end());
+    const auto [t, prio, id] = *it;
+    pending.erase(it);
+    REQUIRE(q.top_time().ps() == t);
+    const auto ev = q.pop();
+    REQUIRE(ev.time.ps() == t);
+    REQUIRE(ev.priority == prio);
+    REQUIRE(ev.payload == id);
+    now = t;
+    if (++popped < 20000) {
+      for (std::uint64_t k = rnd(3); k > 0; --k) {
+        push(now + static_cast<std::int64_t>(rnd(4) == 0 ? 0 : rnd(200)), static_cast<std::uint32_t>(rnd(3)));
+      }
+    }
+  }
+  CHECK(q.empty());
+  CHECK(q.size() == 0);
 }
 
 TEST_CASE("sim/EventQueue: refuses to schedule in the past") {
