@@ -1,6 +1,10 @@
 #include "models/graph_vocabulary.h"
 
+#include "sim/task_graph.h"
+
 namespace trainsim::models {
+
+static_assert(kNumCategories <= sim::kMaxCategories, "the engine keeps time for sim::kMaxCategories categories");
 
 const char* category_name(std::uint8_t c) {
   switch (c) {

@@ -15,6 +15,7 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
       network_(timing.resource_capacities()) {
   const std::uint32_t n = graph_.num_ranks();
   streams_.resize(static_cast<std::size_t>(n) * num_streams_);
+  completed_.assign(static_cast<std::size_t>(n) * num_streams_, 0);
   account_of_.assign(n, kNoInstance);
   memory_.assign(n, MemoryState{});
   slowdown_.assign(n, 1.0);
@@ -47,9 +48,15 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
 
   kernel_time_.resize(graph_.num_classes());
   dependent_streams_.resize(graph_.num_classes());
+  dep_refs_.resize(graph_.num_classes());
   for (std::uint32_t c = 0; c < graph_.num_classes(); ++c) {
     const RankClass& rc = graph_.rank_class(c);
     for (const Kernel& k : rc.kernels) kernel_time_[c].push_back(timing_.kernel_time(k));
+    for (TaskIndex d : rc.deps) {
+      const Task& dt = rc.tasks[d];
+      TRAINSIM_CHECK(dt.position < (1u << 28), "stream longer than the engine's dependency references allow");
+      dep_refs_[c].push_back((dt.position << 4) | dt.stream);
+    }
     auto& masks = dependent_streams_[c];
     masks.assign(rc.tasks.size(), 0);
     for (const Task& t : rc.tasks) {
@@ -70,7 +77,7 @@ EngineResult Engine::run() {
   for (RankId r : result_.ranks) try_start_all(index(r));
   for (;;) {
     // Rates settle once all the changes of an instant are in (FlowNetwork::flush).
-    if (network_.has_pending() && (queue_.empty() || queue_.top().time > queue_.now())) {
+    if (network_.has_pending() && (queue_.empty() || queue_.top_time() > queue_.now())) {
       network_.flush(queue_.now(), reschedules_);
       schedule_flows();
     }
@@ -133,9 +140,16 @@ void Engine::schedule_flows() {
 
 bool Engine::dep_done(std::uint32_t rank, const RankClass& rc, TaskIndex dep) {
   const Task& d = rc.tasks[dep];
-  const StreamState& st = stream_state(rank, d.stream);
-  const std::uint32_t completed = st.next - (st.busy ? 1u : 0u);
-  return d.position < completed;
+  return d.position < completed(rank, d.stream);
+}
+
+bool Engine::deps_done(std::uint32_t rank, std::uint32_t cls, const Task& task) const {
+  const std::uint32_t* ref = dep_refs_[cls].data() + task.deps_begin;
+  const std::uint32_t* base = completed_.data() + static_cast<std::size_t>(rank) * num_streams_;
+  for (std::uint32_t i = 0; i < task.deps_count; ++i) {
+    if ((ref[i] >> 4) >= base[ref[i] & 15u]) return false;
+  }
+  return true;
 }
 
 void Engine::try_start_all(std::uint32_t rank) {
@@ -157,20 +171,20 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   const auto& order = rc.stream_tasks[s];
   if (st.next >= order.size()) return;
   const Task& task = rc.tasks[order[st.next]];
-  for (std::uint32_t i = 0; i < task.deps_count; ++i) {
-    if (!dep_done(rank, rc, rc.deps[task.deps_begin + i])) return;
-  }
+  if (!deps_done(rank, graph_.class_of(RankId{rank}), task)) return;
   const TimePoint now = queue_.now();
   if (s == options_.primary_stream) attribute_gap(rank, rc, task, st);
   // What held this task back until now: a dependency that just ended, else the previous task
   // of its own stream (it queued behind it).
   st.cause = kNoCause;
+  const std::uint32_t* ref = dep_refs_[graph_.class_of(RankId{rank})].data() + task.deps_begin;
   for (std::uint32_t i = 0; i < task.deps_count && st.cause == kNoCause; ++i) {
-    const Task& d = rc.tasks[rc.deps[task.deps_begin + i]];
-    const StreamState& ds = stream_state(rank, d.stream);
-    if (ds.last_end == now && ds.next - (ds.busy ? 1u : 0u) == d.position + 1) st.cause = d.category;
+    const std::uint32_t ds = ref[i] & 15u;
+    if (completed(rank, ds) == (ref[i] >> 4) + 1 && stream_state(rank, ds).last_end == now) {
+      st.cause = rc.tasks[rc.deps[task.deps_begin + i]].category;
+    }
   }
-  if (st.cause == kNoCause && st.next > 0 && st.free_since == now) st.cause = rc.tasks[order[st.next - 1]].category;
+  if (st.cause == kNoCause && st.next > 0 && st.last_end == now) st.cause = rc.tasks[order[st.next - 1]].category;
   st.busy = true;
   ++st.next;
   st.posted = now;
@@ -230,12 +244,11 @@ void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const Rank
     const TaskIndex next = order[st.next];
     const Task& nt = rc.tasks[next];
     if (nt.kind != TaskKind::kCompute) break;
-    bool ready = true;
-    for (std::uint32_t i = 0; i < nt.deps_count && ready; ++i) ready = dep_done(rank, rc, rc.deps[nt.deps_begin + i]);
-    if (!ready) break;
+    if (!deps_done(rank, cls, nt)) break;
     // `current` ends at `end`; `next` starts then.
     finish_compute(rank, rc.tasks[current], current, start, end);
     ++st.next;
+    ++completed_[static_cast<std::size_t>(rank) * num_streams_ + s];
     if (nt.alloc_bytes != 0) change_memory(rank, nt.alloc_bytes, end);
     current = next;
     start = end;
@@ -258,25 +271,24 @@ void Engine::finish_compute(std::uint32_t rank, const Task& task, TaskIndex inde
 void Engine::attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& task,
                            StreamState& st) {
   const TimePoint now = queue_.now();
-  const Duration gap = now - st.free_since;
+  const Duration gap = now - st.last_end;
   if (gap <= Duration::zero()) return;
   RankAccount& acc = result_.accounts[account_of_[rank]];
   // The task waited for the dependency that ended last, i.e. at `now`.
   for (std::uint32_t i = 0; i < task.deps_count; ++i) {
     const Task& d = rc.tasks[rc.deps[task.deps_begin + i]];
     const StreamState& ds = stream_state(rank, d.stream);
-    const std::uint32_t completed = ds.next - (ds.busy ? 1u : 0u);
-    if (completed != d.position + 1 || ds.last_end != now) continue;
+    if (completed(rank, d.stream) != d.position + 1 || ds.last_end != now) continue;
     if (d.kind == TaskKind::kCompute) {
       acc.gap_exposed[d.category] += gap;  // hidden work on another stream
     } else {
-      const TimePoint issued = std::clamp(ds.last_posted, st.free_since, now);
+      const TimePoint issued = std::clamp(ds.last_posted, st.last_end, now);
       const TimePoint started = std::clamp(ds.last_transfer_start, issued, now);
-      if (issued > st.free_since) {  // not issued yet: held back by something else
+      if (issued > st.last_end) {  // not issued yet: held back by something else
         if (ds.last_cause == kNoCause) {
-          acc.gap_other += issued - st.free_since;
+          acc.gap_other += issued - st.last_end;
         } else {
-          acc.gap_issue[ds.last_cause] += issued - st.free_since;
+          acc.gap_issue[ds.last_cause] += issued - st.last_end;
         }
       }
       acc.gap_wait[d.category] += started - issued;  // issued, waiting for its peers
@@ -396,7 +408,7 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   const TaskIndex ti = rc.stream_tasks[s][st.next - 1];
   const Task& task = rc.tasks[ti];
   st.busy = false;
-  st.free_since = now;
+  completed_[static_cast<std::size_t>(rank) * num_streams_ + s] = st.next;
   st.last_end = now;
   st.last_transfer_start = st.transfer_start;
   st.last_posted = st.posted;

@@ -149,6 +149,7 @@ std::uint32_t TaskGraph::intern(const std::string& name) {
 TaskIndex TaskGraph::add_task(std::uint32_t c, Task task, std::span<const TaskIndex> deps) {
   RankClass& rc = classes_[c];
   TRAINSIM_CHECK(task.stream < stream_names_.size(), "task on an unknown stream");
+  TRAINSIM_CHECK(task.category < kMaxCategories, "task category out of range");
   const auto id = static_cast<TaskIndex>(rc.tasks.size());
   auto& order = rc.stream_tasks[task.stream];
   task.position = static_cast<std::uint32_t>(order.size());

@@ -81,10 +81,14 @@ struct Transfer {
 
 enum class TaskKind : std::uint8_t { kCompute, kCollective, kPointToPoint };
 
+// Reporting categories a graph may use. Every simulated rank keeps four arrays of durations by
+// category, touched at each task end: 16 (the lowering uses 11) keeps them at 512 bytes a rank.
+inline constexpr std::size_t kMaxCategories = 16;
+
 struct Task {
   TaskKind kind = TaskKind::kCompute;
   std::uint8_t stream = 0;
-  std::uint8_t category = 0;   // reporting category; opaque to the engine
+  std::uint8_t category = 0;   // reporting category (< kMaxCategories); opaque to the engine
   std::uint16_t slot = 0;      // collective: communicator slot
   std::uint32_t position = 0;  // index of the task within its stream
   std::uint32_t payload = 0;   // kernel, comm op or first transfer index
