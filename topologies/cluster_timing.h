@@ -9,8 +9,11 @@
 // Results are cached per communicator (or symmetry class) and message; NCCL's topology search
 // per group shape.
 
+#include <cstddef>
+#include <functional>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/task_graph.h"
@@ -20,6 +23,16 @@
 #include "topologies/compute_model.h"
 
 namespace trainsim::topo {
+
+// Hash of a tuple of integers (the cost caches' keys).
+struct TupleHash {
+  template <typename... T>
+  std::size_t operator()(const std::tuple<T...>& t) const {
+    std::size_t h = 0;
+    std::apply([&](const auto&... v) { ((h = (h ^ std::hash<std::decay_t<decltype(v)>>{}(v)) * 0x9e3779b97f4a7c15ull), ...); }, t);
+    return h ^ (h >> 32);
+  }
+};
 
 class ClusterTiming final : public sim::TimingModel {
  public:
@@ -59,10 +72,14 @@ class ClusterTiming final : public sim::TimingModel {
   std::vector<double> slowdown_;
   std::map<std::uint32_t, std::vector<sim::CommId>> comms_by_class_;
   std::vector<std::vector<sim::RankId>> ranks_by_class_;
-  std::map<std::tuple<std::uint32_t, bool, std::uint8_t, std::int64_t>, sim::CommCost> collective_cache_;
+  // Looked up once per started operation, so hashed (a tree of 16K+ communicators' entries costs
+  // a cache miss per level). Node-based: the engine keeps pointers to the costs.
+  std::unordered_map<std::tuple<std::uint32_t, bool, std::uint8_t, std::int64_t>, sim::CommCost, TupleHash>
+      collective_cache_;
   // Link loads depend on the communicator and the algorithm, not on the message size.
   std::map<std::tuple<std::uint32_t, bool, std::uint8_t, std::uint8_t>, std::vector<sim::Demand>> collective_demands_;
-  std::map<std::tuple<std::uint32_t, std::uint16_t, bool, std::int64_t>, sim::CommCost> transfer_cache_;
+  std::unordered_map<std::tuple<std::uint32_t, std::uint16_t, bool, std::int64_t>, sim::CommCost, TupleHash>
+      transfer_cache_;
   std::map<std::tuple<std::uint32_t, std::uint16_t, bool>, std::vector<sim::Demand>> transfer_demands_;
   std::map<std::tuple<int, int, int, int>, NcclTopology> topologies_;
   mutable std::vector<ResourceId> route_scratch_;
