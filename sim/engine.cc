@@ -16,13 +16,14 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
   const std::uint32_t n = graph_.num_ranks();
   streams_.resize(static_cast<std::size_t>(n) * num_streams_);
   completed_.assign(static_cast<std::size_t>(n) * num_streams_, 0);
-  account_of_.assign(n, kNoInstance);
-  memory_.assign(n, MemoryState{});
-  slowdown_.assign(n, 1.0);
-  recorded_.assign(n, 0);
+  ranks_.resize(n);
+  for (std::uint32_t r = 0; r < n; ++r) {
+    ranks_[r].cls = graph_.class_of(RankId{r});
+    ranks_[r].rc = &graph_.rank_class(ranks_[r].cls);
+  }
   for (RankId r : options_.record_ranks) {
     TRAINSIM_CHECK(index(r) < n, "recorded rank out of range");
-    recorded_[index(r)] = 1;
+    ranks_[index(r)].recorded = true;
   }
   if (options_.symmetric) {
     result_.ranks = graph_.simulated_ranks();
@@ -33,9 +34,9 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
   std::vector<std::uint8_t> simulated(n, 0);
   for (std::size_t i = 0; i < result_.ranks.size(); ++i) {
     const std::uint32_t r = index(result_.ranks[i]);
-    account_of_[r] = static_cast<std::uint32_t>(i);
+    ranks_[r].account = static_cast<std::uint32_t>(i);
     simulated[r] = 1;
-    slowdown_[r] = timing_.compute_slowdown(result_.ranks[i]);
+    ranks_[r].slowdown = timing_.compute_slowdown(result_.ranks[i]);
   }
   result_.accounts.resize(result_.ranks.size());
 
@@ -65,14 +66,12 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
       }
     }
   }
-  class_of_rank_.resize(n);
-  for (std::uint32_t r = 0; r < n; ++r) class_of_rank_[r] = &graph_.rank_class(graph_.class_of(RankId{r}));
 }
 
 EngineResult Engine::run() {
   for (std::size_t i = 0; i < result_.ranks.size(); ++i) {
     const std::uint32_t r = index(result_.ranks[i]);
-    change_memory(r, graph_.rank_class(graph_.class_of(result_.ranks[i])).static_memory_bytes, queue_.now());
+    change_memory(r, ranks_[r].rc->static_memory_bytes, queue_.now());
   }
   for (RankId r : result_.ranks) try_start_all(index(r));
   for (;;) {
@@ -123,9 +122,10 @@ EngineResult Engine::run() {
     }
   }
   for (RankId r : result_.ranks) {
-    RankAccount& acc = result_.accounts[account_of_[index(r)]];
-    acc.peak_memory_bytes = memory_[index(r)].peak;
-    acc.peak_memory_time = memory_[index(r)].peak_time;
+    const RankState& rs = ranks_[index(r)];
+    RankAccount& acc = result_.accounts[rs.account];
+    acc.peak_memory_bytes = rs.memory_peak;
+    acc.peak_memory_time = rs.memory_peak_time;
   }
   result_.flows = network_.stats();
   return std::move(result_);
@@ -167,17 +167,17 @@ void Engine::try_start_streams(std::uint32_t rank, std::uint32_t mask) {
 void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   StreamState& st = stream_state(rank, s);
   if (st.busy) return;
-  const RankClass& rc = *class_of_rank_[rank];
+  const RankClass& rc = *ranks_[rank].rc;
   const auto& order = rc.stream_tasks[s];
   if (st.next >= order.size()) return;
   const Task& task = rc.tasks[order[st.next]];
-  if (!deps_done(rank, graph_.class_of(RankId{rank}), task)) return;
+  if (!deps_done(rank, ranks_[rank].cls, task)) return;
   const TimePoint now = queue_.now();
   if (s == options_.primary_stream) attribute_gap(rank, rc, task, st);
   // What held this task back until now: a dependency that just ended, else the previous task
   // of its own stream (it queued behind it).
   st.cause = kNoCause;
-  const std::uint32_t* ref = dep_refs_[graph_.class_of(RankId{rank})].data() + task.deps_begin;
+  const std::uint32_t* ref = dep_refs_[ranks_[rank].cls].data() + task.deps_begin;
   for (std::uint32_t i = 0; i < task.deps_count && st.cause == kNoCause; ++i) {
     const std::uint32_t ds = ref[i] & 15u;
     if (completed(rank, ds) == (ref[i] >> 4) + 1 && stream_state(rank, ds).last_end == now) {
@@ -208,7 +208,7 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
       // this rank's own send: the send's link load already counts every rank of the class, so
       // the receive ends with it instead of loading the links a second time.
       auto mirrored = [&](const Transfer& t) {
-        if (t.is_send || account_of_[index(graph_.peer(RankId{rank}, t.peer_slot))] != kNoInstance) return false;
+        if (t.is_send || ranks_[index(graph_.peer(RankId{rank}, t.peer_slot))].account != kNoInstance) return false;
         const std::uint16_t twin = graph_.reverse_peer_slot(t.peer_slot);
         return std::any_of(first, last, [&](const Transfer& o) { return o.is_send && o.peer_slot == twin && o.bytes == t.bytes; });
       };
@@ -224,7 +224,8 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
 
 Duration Engine::compute_duration(std::uint32_t rank, std::uint32_t cls, const Task& task) const {
   Duration d = kernel_time_[cls][task.payload];
-  if (slowdown_[rank] != 1.0) d = d.scaled(slowdown_[rank]);
+  const double slowdown = ranks_[rank].slowdown;
+  if (slowdown != 1.0) d = d.scaled(slowdown);
   return d;
 }
 
@@ -234,7 +235,7 @@ Duration Engine::compute_duration(std::uint32_t rank, std::uint32_t cls, const T
 // so one completion event at the end of the chain is exact.
 void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const RankClass& rc, TaskIndex first) {
   StreamState& st = stream_state(rank, s);
-  const std::uint32_t cls = graph_.class_of(RankId{rank});
+  const std::uint32_t cls = ranks_[rank].cls;
   const auto& order = rc.stream_tasks[s];
   const auto& dependents = dependent_streams_[cls];
   TaskIndex current = first;
@@ -263,9 +264,9 @@ void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const Rank
 void Engine::finish_compute(std::uint32_t rank, const Task& task, TaskIndex index, TimePoint start, TimePoint end) {
   ++result_.tasks_executed;
   if (task.free_bytes != 0) change_memory(rank, -task.free_bytes, end);
-  RankAccount& acc = result_.accounts[account_of_[rank]];
+  RankAccount& acc = result_.accounts[ranks_[rank].account];
   acc.busy[task.category] += end - start;
-  if (recorded_[rank]) result_.records.push_back(TaskRecord{RankId{rank}, index, start, start, end, 0, 0, 1});
+  if (ranks_[rank].recorded) result_.records.push_back(TaskRecord{RankId{rank}, index, start, start, end, 0, 0, 1});
 }
 
 void Engine::attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& task,
@@ -273,7 +274,7 @@ void Engine::attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& 
   const TimePoint now = queue_.now();
   const Duration gap = now - st.last_end;
   if (gap <= Duration::zero()) return;
-  RankAccount& acc = result_.accounts[account_of_[rank]];
+  RankAccount& acc = result_.accounts[ranks_[rank].account];
   // The task waited for the dependency that ended last, i.e. at `now`.
   for (std::uint32_t i = 0; i < task.deps_count; ++i) {
     const Task& d = rc.tasks[rc.deps[task.deps_begin + i]];
@@ -326,7 +327,7 @@ void Engine::post_transfer(std::uint32_t rank, std::uint32_t s, const Transfer& 
   const RankId dst = t.is_send ? peer : RankId{rank};
   const Waiter me{rank, static_cast<std::uint8_t>(s)};
   const std::uint16_t send_slot = t.is_send ? t.peer_slot : graph_.reverse_peer_slot(t.peer_slot);
-  if (account_of_[index(peer)] == kNoInstance) {  // peer not simulated: it mirrors this rank
+  if (ranks_[index(peer)].account == kNoInstance) {  // peer not simulated: it mirrors this rank
     const std::uint32_t inst = new_instance();
     instances_[inst].waiters.push_back(me);
     instances_[inst].cost = &timing_.transfer_cost(t.bytes, src, dst, send_slot, options_.symmetric);
@@ -391,7 +392,7 @@ void Engine::finish_instance(std::uint32_t inst) {
   for (std::size_t i = 0; i < instances_[inst].waiters.size(); ++i) {
     const Waiter w = instances_[inst].waiters[i];
     StreamState& st = stream_state(w.rank, w.stream);
-    const RankClass& rc = *class_of_rank_[w.rank];
+    const RankClass& rc = *ranks_[w.rank].rc;
     const Task& task = rc.tasks[rc.stream_tasks[w.stream][st.next - 1]];
     if (task.kind == TaskKind::kPointToPoint && --st.pending > 0) continue;
     complete_task(w.rank, w.stream);
@@ -404,7 +405,7 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   const TimePoint now = queue_.now();
   StreamState& st = stream_state(rank, s);
   TRAINSIM_CHECK(st.busy, "completing a task on an idle stream");
-  const RankClass& rc = *class_of_rank_[rank];
+  const RankClass& rc = *ranks_[rank].rc;
   const TaskIndex ti = rc.stream_tasks[s][st.next - 1];
   const Task& task = rc.tasks[ti];
   st.busy = false;
@@ -415,29 +416,29 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   st.last_cause = st.cause;
   ++result_.tasks_executed;
   if (task.free_bytes != 0) change_memory(rank, -task.free_bytes, now);
-  RankAccount& acc = result_.accounts[account_of_[rank]];
+  RankAccount& acc = result_.accounts[ranks_[rank].account];
   acc.busy[task.category] += now - st.transfer_start;
   acc.finish = now;
   acc.last_category = task.category;
   if (s == options_.primary_stream) acc.primary_end = now;
   if (now > result_.makespan) result_.makespan = now;
-  if (recorded_[rank]) {
+  if (ranks_[rank].recorded) {
     result_.records.push_back(TaskRecord{RankId{rank}, ti, st.posted, st.transfer_start, now,
                                          st.algorithm, st.protocol, st.speed_fraction, st.cause});
   }
   // Only this stream and the streams with a task depending on this one can start something.
-  try_start_streams(rank, (1u << s) | dependent_streams_[graph_.class_of(RankId{rank})][ti]);
+  try_start_streams(rank, (1u << s) | dependent_streams_[ranks_[rank].cls][ti]);
 }
 
 void Engine::change_memory(std::uint32_t rank, std::int64_t delta, TimePoint at) {
-  MemoryState& ms = memory_[rank];
-  ms.bytes += delta;
-  const std::int64_t m = ms.bytes;
-  if (m > ms.peak) {
-    ms.peak = m;
-    ms.peak_time = at;
+  RankState& rs = ranks_[rank];
+  rs.memory_bytes += delta;
+  const std::int64_t m = rs.memory_bytes;
+  if (m > rs.memory_peak) {
+    rs.memory_peak = m;
+    rs.memory_peak_time = at;
   }
-  if (recorded_[rank]) {
+  if (rs.recorded) {
     if (!result_.memory.empty() && result_.memory.back().rank == RankId{rank} && result_.memory.back().time == at) {
       result_.memory.back().bytes = m;
     } else {

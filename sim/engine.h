@@ -176,7 +176,6 @@ class Engine {
   std::vector<std::uint32_t> flow_instance_;  // flow id -> instance
   std::vector<std::vector<Duration>> kernel_time_;  // per class, per kernel
   std::vector<std::vector<std::uint16_t>> dependent_streams_;  // per class, per task: streams waiting on it
-  std::vector<const RankClass*> class_of_rank_;
   std::vector<StreamState> streams_;                // [rank * streams + stream]
   // [rank * streams + stream]: tasks ended, apart from StreamState so that the dependency checks
   // of every task start read a few dense bytes (4 per stream) instead of an 80-byte state each.
@@ -184,16 +183,19 @@ class Engine {
   // Per class, parallel to RankClass::deps: the dependency's position in its stream (high 28
   // bits) and its stream (low 4), so a check needs no load of the dependency's Task.
   std::vector<std::vector<std::uint32_t>> dep_refs_;
-  std::vector<std::uint32_t> account_of_;           // rank -> index into result accounts
-  // Per rank: current and peak bytes together (one cache line per touch at 16K+ ranks); the
-  // peaks go into the accounts when the run ends.
-  struct MemoryState {
-    std::int64_t bytes = 0, peak = 0;
-    TimePoint peak_time;
+  // What the engine reads of a rank at nearly every event, together: at 16K+ ranks each
+  // separate per-rank array costs a cache miss per event. Peak memory goes into the accounts
+  // when the run ends.
+  struct RankState {
+    const RankClass* rc = nullptr;
+    std::uint32_t cls = 0;
+    std::uint32_t account = kNoInstance;  // index into result accounts; kNoInstance: not simulated
+    double slowdown = 1;                  // compute time factor (stragglers)
+    std::int64_t memory_bytes = 0, memory_peak = 0;
+    TimePoint memory_peak_time;
+    bool recorded = false;                // its task timeline and memory are recorded
   };
-  std::vector<MemoryState> memory_;
-  std::vector<double> slowdown_;                    // per rank
-  std::vector<std::uint8_t> recorded_;              // per rank
+  std::vector<RankState> ranks_;
   std::vector<Rendezvous> collectives_;             // per communicator
   std::vector<std::uint32_t> simulated_members_;    // per communicator
   std::vector<Rendezvous> channels_;                // [sender rank * peer slots + slot]
