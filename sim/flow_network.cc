@@ -7,16 +7,14 @@
 namespace trainsim::sim {
 
 FlowNetwork::FlowNetwork(std::vector<Bandwidth> capacities)
-    : users_(capacities.size()),
+    : resources_(capacities.size()),
       flush_mark_(capacities.size(), 0),
       resource_mark_(capacities.size(), 0),
       residual_(capacities.size(), 0),
       load_(capacities.size(), 0),
       unfrozen_users_(capacities.size(), 0),
-      usage_(capacities.size(), 0),
       outside_(capacities.size(), 0) {
-  capacity_.reserve(capacities.size());
-  for (Bandwidth b : capacities) capacity_.push_back(b.bytes_per_second());
+  for (std::size_t r = 0; r < capacities.size(); ++r) resources_[r].capacity = capacities[r].bytes_per_second();
 }
 
 TimePoint FlowNetwork::finish_time(TimePoint now, const Flow& f) const {
@@ -54,12 +52,12 @@ FlowNetwork::FlowId FlowNetwork::add(TimePoint now, double volume, Bandwidth max
   bool fits = true;
   for (const Demand& d : f.demands) {
     const std::uint32_t r = index(d.resource);
-    TRAINSIM_CHECK(r < capacity_.size() && d.coefficient > 0, "bad flow demand");
-    if (usage_[r] + d.coefficient * f.max_rate > capacity_[r] * (1 + 1e-12)) fits = false;
+    TRAINSIM_CHECK(r < resources_.size() && d.coefficient > 0, "bad flow demand");
+    if (resources_[r].usage + d.coefficient * f.max_rate > resources_[r].capacity * (1 + 1e-12)) fits = false;
   }
-  for (const Demand& d : f.demands) users_[index(d.resource)].push_back(id);
+  for (const Demand& d : f.demands) resources_[index(d.resource)].users.push_back(id);
   if (fits) {
-    for (const Demand& d : f.demands) usage_[index(d.resource)] += d.coefficient * f.max_rate;
+    for (const Demand& d : f.demands) resources_[index(d.resource)].usage += d.coefficient * f.max_rate;
     f.counted = true;
     out.push_back({id, f.version, finish_time(now, f)});
     return id;
@@ -85,9 +83,9 @@ void FlowNetwork::finish(FlowId id) {
   bool slowed_neighbour = false;
   for (const Demand& d : f.demands) {
     const std::uint32_t r = index(d.resource);
-    auto& u = users_[r];
+    auto& u = resources_[r].users;
     u.erase(std::find(u.begin(), u.end(), id));
-    usage_[r] = u.empty() ? 0.0 : std::max(0.0, usage_[r] - d.coefficient * f.max_rate * f.fraction);
+    resources_[r].usage = u.empty() ? 0.0 : std::max(0.0, resources_[r].usage - d.coefficient * f.max_rate * f.fraction);
     for (FlowId g : u) slowed_neighbour = slowed_neighbour || flows_[g].fraction < 1.0;
   }
   f.counted = false;
@@ -132,7 +130,7 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const ResourceId> see
     comp_flows_.push_back(seed_flow);
   }
   for (std::size_t i = 0; i < comp_resources_.size() && comp_flows_.size() < kMaxComponentFlows; ++i) {
-    for (FlowId g : users_[index(comp_resources_[i])]) {
+    for (FlowId g : resources_[index(comp_resources_[i])].users) {
       if (flow_mark_[g] == epoch_) continue;
       if (comp_flows_.size() >= kMaxComponentFlows) break;
       flow_mark_[g] = epoch_;
@@ -150,7 +148,7 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const ResourceId> see
   // Bring every flow's remaining volume up to `now` at its old rate. What flows outside the
   // component use stays taken off the capacity.
   old_fraction_.clear();
-  for (ResourceId r : comp_resources_) outside_[index(r)] = usage_[index(r)];
+  for (ResourceId r : comp_resources_) outside_[index(r)] = resources_[index(r)].usage;
   for (FlowId g : comp_flows_) {
     Flow& fl = flows_[g];
     fl.remaining = std::max(0.0, fl.remaining - fl.fraction * fl.max_rate * (now - fl.updated).seconds());
@@ -158,12 +156,12 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const ResourceId> see
     old_fraction_.push_back(fl.counted ? fl.fraction : -1.0);  // -1: new, always rescheduled
     stats_.solved_demands += fl.demands.size();
     frozen_[g] = 0;
-    if (!fl.counted) continue;  // added since the last flush: not in usage_ yet
+    if (!fl.counted) continue;  // added since the last flush: not in the usage yet
     for (const Demand& d : fl.demands) outside_[index(d.resource)] -= d.coefficient * fl.max_rate * fl.fraction;
   }
   for (ResourceId r : comp_resources_) {
     outside_[index(r)] = std::max(0.0, outside_[index(r)]);
-    residual_[index(r)] = capacity_[index(r)] - outside_[index(r)];
+    residual_[index(r)] = resources_[index(r)].capacity - outside_[index(r)];
   }
 
   // Progressive filling on the common speed fraction x. The load of the unfrozen flows on each
@@ -204,7 +202,7 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const ResourceId> see
     }
     std::size_t frozen_now = 0;
     for (ResourceId r : saturated_) {
-      for (FlowId g : users_[index(r)]) {
+      for (FlowId g : resources_[index(r)].users) {
         if (flow_mark_[g] != epoch_ || frozen_[g]) continue;  // outside the component, or done
         Flow& fl = flows_[g];
         fl.fraction = x;
@@ -231,12 +229,12 @@ void FlowNetwork::solve_component(TimePoint now, std::span<const ResourceId> see
 
   // Usage at the new rates, and new finish times for the flows whose rate changed.
   for (ResourceId r : comp_resources_) {
-    usage_[index(r)] = outside_[index(r)];
+    resources_[index(r)].usage = outside_[index(r)];
     flush_mark_[index(r)] = flush_epoch_;
   }
   for (FlowId g : comp_flows_) {
     for (const Demand& d : flows_[g].demands) {
-      usage_[index(d.resource)] += d.coefficient * flows_[g].max_rate * flows_[g].fraction;
+      resources_[index(d.resource)].usage += d.coefficient * flows_[g].max_rate * flows_[g].fraction;
     }
   }
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {

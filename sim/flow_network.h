@@ -49,10 +49,10 @@ class FlowNetwork {
   FlowNetwork(FlowNetwork&&) = default;
   FlowNetwork& operator=(FlowNetwork&&) = default;
 
-  std::size_t num_resources() const { return capacity_.size(); }
-  Bandwidth capacity(ResourceId r) const { return Bandwidth::bytes_per_s(capacity_[index(r)]); }
+  std::size_t num_resources() const { return resources_.size(); }
+  Bandwidth capacity(ResourceId r) const { return Bandwidth::bytes_per_s(resources_[index(r)].capacity); }
   // Scales one resource's capacity (a degraded link); only valid before any flow is added.
-  void set_capacity(ResourceId r, Bandwidth c) { capacity_[index(r)] = c.bytes_per_second(); }
+  void set_capacity(ResourceId r, Bandwidth c) { resources_[index(r)].capacity = c.bytes_per_second(); }
 
   // Starts a flow at `now`. Appends to `out` every flow whose finish time is new: the new one
   // when it fits beside the others at its full rate; otherwise its rate (and its neighbours')
@@ -93,7 +93,7 @@ class FlowNetwork {
     std::vector<Demand> demands;  // kept (with its capacity) when the slot is reused
     std::uint32_t version = 0;
     bool active = false;
-    bool counted = false;  // its rate is in usage_ (false: added, waiting for flush())
+    bool counted = false;  // its rate is in its resources' usage (false: added, waiting for flush())
   };
   // A change waiting for flush(): the resources to solve around (pending_seeds_[begin, end)) and
   // the added flow that must be solved (kNoFlow for a finish).
@@ -108,8 +108,14 @@ class FlowNetwork {
                        std::vector<Reschedule>& out);
   TimePoint finish_time(TimePoint now, const Flow& f) const;
 
-  std::vector<double> capacity_;
-  std::vector<std::vector<FlowId>> users_;  // per resource, active flows using it
+  // What add() and finish() read and write of each resource a flow crosses, together (a flow
+  // crosses a dozen; at 16K+ GPUs each separate per-resource array is a cache miss per crossing).
+  struct Resource {
+    double capacity = 0;         // bytes/s
+    double usage = 0;            // bytes/s in use at the current rates
+    std::vector<FlowId> users;   // active flows using it
+  };
+  std::vector<Resource> resources_;
   std::vector<Flow> flows_;
   std::vector<FlowId> free_;  // reusable flow slots
   std::size_t active_count_ = 0;
@@ -126,7 +132,6 @@ class FlowNetwork {
   std::vector<double> residual_, load_;  // per resource, solver scratch
   std::vector<std::uint32_t> unfrozen_users_;  // per resource: unfrozen component flows using it
   std::vector<ResourceId> saturated_;    // resources saturated in the current round
-  std::vector<double> usage_;            // per resource: bytes/s in use at the current rates
   std::vector<double> outside_;          // per resource: usage by flows outside the component
   std::vector<double> old_fraction_;     // per component flow
   std::vector<std::uint8_t> frozen_;     // per flow
