@@ -125,7 +125,9 @@ EngineResult Engine::run() {
     const RankState& rs = ranks_[index(r)];
     RankAccount& acc = result_.accounts[rs.account];
     acc.peak_memory_bytes = rs.memory_peak;
-    acc.peak_memory_time = rs.memory_peak_time;
+    acc.finish = rs.finish;
+    acc.primary_end = rs.primary_end;
+    acc.last_category = rs.last_category;
   }
   result_.flows = network_.stats();
   return std::move(result_);
@@ -416,18 +418,18 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   st.last_cause = st.cause;
   ++result_.tasks_executed;
   if (task.free_bytes != 0) change_memory(rank, -task.free_bytes, now);
-  RankAccount& acc = result_.accounts[ranks_[rank].account];
-  acc.busy[task.category] += now - st.transfer_start;
-  acc.finish = now;
-  acc.last_category = task.category;
-  if (s == options_.primary_stream) acc.primary_end = now;
+  RankState& rs = ranks_[rank];
+  result_.accounts[rs.account].busy[task.category] += now - st.transfer_start;
+  rs.finish = now;
+  rs.last_category = task.category;
+  if (s == options_.primary_stream) rs.primary_end = now;
   if (now > result_.makespan) result_.makespan = now;
-  if (ranks_[rank].recorded) {
+  if (rs.recorded) {
     result_.records.push_back(TaskRecord{RankId{rank}, ti, st.posted, st.transfer_start, now,
                                          st.algorithm, st.protocol, st.speed_fraction, st.cause});
   }
   // Only this stream and the streams with a task depending on this one can start something.
-  try_start_streams(rank, (1u << s) | dependent_streams_[ranks_[rank].cls][ti]);
+  try_start_streams(rank, (1u << s) | dependent_streams_[rs.cls][ti]);
 }
 
 void Engine::change_memory(std::uint32_t rank, std::int64_t delta, TimePoint at) {
@@ -436,7 +438,7 @@ void Engine::change_memory(std::uint32_t rank, std::int64_t delta, TimePoint at)
   const std::int64_t m = rs.memory_bytes;
   if (m > rs.memory_peak) {
     rs.memory_peak = m;
-    rs.memory_peak_time = at;
+    result_.accounts[rs.account].peak_memory_time = at;
   }
   if (rs.recorded) {
     if (!result_.memory.empty() && result_.memory.back().rank == RankId{rank} && result_.memory.back().time == at) {

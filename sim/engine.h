@@ -183,18 +183,22 @@ class Engine {
   // Per class, parallel to RankClass::deps: the dependency's position in its stream (high 28
   // bits) and its stream (low 4), so a check needs no load of the dependency's Task.
   std::vector<std::vector<std::uint32_t>> dep_refs_;
-  // What the engine reads of a rank at nearly every event, together: at 16K+ ranks each
-  // separate per-rank array costs a cache miss per event. Peak memory goes into the accounts
-  // when the run ends.
-  struct RankState {
+  // What the engine reads and writes of a rank at nearly every event, in one cache line: at 16K+
+  // ranks each separate per-rank array (or account field) costs a cache miss per event. The
+  // peak, finish and last category go into the accounts when the run ends; the time of the peak
+  // is written there directly (it changes rarely).
+  struct alignas(64) RankState {
     const RankClass* rc = nullptr;
     std::uint32_t cls = 0;
     std::uint32_t account = kNoInstance;  // index into result accounts; kNoInstance: not simulated
     double slowdown = 1;                  // compute time factor (stragglers)
     std::int64_t memory_bytes = 0, memory_peak = 0;
-    TimePoint memory_peak_time;
+    TimePoint finish;                     // end of its last task
+    TimePoint primary_end;                // end of its last primary-stream task
+    std::uint8_t last_category = 0;       // category of its last task
     bool recorded = false;                // its task timeline and memory are recorded
   };
+  static_assert(sizeof(RankState) == 64);
   std::vector<RankState> ranks_;
   std::vector<Rendezvous> collectives_;             // per communicator
   std::vector<std::uint32_t> simulated_members_;    // per communicator
