@@ -144,9 +144,21 @@ int main(int argc, char** argv) {
   std::printf("\nper GPU at");
   for (const auto& [n, m] : gpus)
     std::printf(" %.0f GPUs: %.1f us CPU, %.0f events, %.2f re-solves;", n, 1e6 * m.cpu_s / n, m.events / n, m.solves / n);
+  // Marginal cost: CPU time of each step up divided by the GPUs (micro-batches) it adds. A fixed
+  // warm-up/cool-down share makes per-unit averages drift even when the increments are constant.
+  std::printf("\nper added GPU:");
+  for (std::size_t i = 1; i < gpus.size(); ++i) {
+    std::printf(" %.0f->%.0f: %.1f us;", gpus[i - 1].first, gpus[i].first,
+                1e6 * (gpus[i].second.cpu_s - gpus[i - 1].second.cpu_s) / (gpus[i].first - gpus[i - 1].first));
+  }
   std::printf("\nper micro-batch at 1,024 GPUs with");
   for (const auto& [n, m] : micro)
     std::printf(" %.0f: %.1f ms CPU, %.0f events, %.0f re-solves;", n, 1e3 * m.cpu_s / n, m.events / n, m.solves / n);
+  std::printf("\nper added micro-batch:");
+  for (std::size_t i = 1; i < micro.size(); ++i) {
+    std::printf(" %.0f->%.0f: %.1f ms;", micro[i - 1].first, micro[i].first,
+                1e3 * (micro[i].second.cpu_s - micro[i - 1].second.cpu_s) / (micro[i].first - micro[i - 1].first));
+  }
   std::printf("\n");
   bool ok = true;
   for (const auto& [c, m] : results) ok = ok && m.ok;
