@@ -147,7 +147,7 @@ bool Engine::dep_done(std::uint32_t rank, const RankClass& rc, TaskIndex dep) {
 
 bool Engine::deps_done(std::uint32_t rank, std::uint32_t cls, const Task& task) const {
   const std::uint32_t* ref = dep_refs_[cls].data() + task.deps_begin;
-  const std::uint32_t* base = completed_.data() + static_cast<std::size_t>(rank) * num_streams_;
+  const std::uint32_t* base = completed_.data() + stream_index(rank, 0);
   for (std::uint32_t i = 0; i < task.deps_count; ++i) {
     if ((ref[i] >> 4) >= base[ref[i] & 15u]) return false;
   }
@@ -181,10 +181,7 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   st.cause = kNoCause;
   const std::uint32_t* ref = dep_refs_[ranks_[rank].cls].data() + task.deps_begin;
   for (std::uint32_t i = 0; i < task.deps_count && st.cause == kNoCause; ++i) {
-    const std::uint32_t ds = ref[i] & 15u;
-    if (completed(rank, ds) == (ref[i] >> 4) + 1 && stream_state(rank, ds).last_end == now) {
-      st.cause = rc.tasks[rc.deps[task.deps_begin + i]].category;
-    }
+    if (ended_last_at(rank, ref[i] & 15u, ref[i] >> 4, now)) st.cause = rc.tasks[rc.deps[task.deps_begin + i]].category;
   }
   if (st.cause == kNoCause && st.next > 0 && st.last_end == now) st.cause = rc.tasks[order[st.next - 1]].category;
   st.busy = true;
@@ -251,7 +248,7 @@ void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const Rank
     // `current` ends at `end`; `next` starts then.
     finish_compute(rank, rc.tasks[current], current, start, end);
     ++st.next;
-    ++completed_[static_cast<std::size_t>(rank) * num_streams_ + s];
+    ++completed_[stream_index(rank, s)];
     if (nt.alloc_bytes != 0) change_memory(rank, nt.alloc_bytes, end);
     current = next;
     start = end;
@@ -280,8 +277,8 @@ void Engine::attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& 
   // The task waited for the dependency that ended last, i.e. at `now`.
   for (std::uint32_t i = 0; i < task.deps_count; ++i) {
     const Task& d = rc.tasks[rc.deps[task.deps_begin + i]];
+    if (!ended_last_at(rank, d.stream, d.position, now)) continue;
     const StreamState& ds = stream_state(rank, d.stream);
-    if (completed(rank, d.stream) != d.position + 1 || ds.last_end != now) continue;
     if (d.kind == TaskKind::kCompute) {
       acc.gap_exposed[d.category] += gap;  // hidden work on another stream
     } else {
@@ -411,7 +408,7 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   const TaskIndex ti = rc.stream_tasks[s][st.next - 1];
   const Task& task = rc.tasks[ti];
   st.busy = false;
-  completed_[static_cast<std::size_t>(rank) * num_streams_ + s] = st.next;
+  completed_[stream_index(rank, s)] = st.next;
   st.last_end = now;
   st.last_transfer_start = st.transfer_start;
   st.last_posted = st.posted;

@@ -139,12 +139,16 @@ class Engine {
   static constexpr std::uint32_t kNoInstance = 0xffffffffu;
   static constexpr std::uint8_t kNoCause = 0xff;
 
-  StreamState& stream_state(std::uint32_t rank, std::uint32_t s) {
-    return streams_[static_cast<std::size_t>(rank) * num_streams_ + s];
+  // Index of stream `s` of `rank` in streams_ and completed_.
+  std::size_t stream_index(std::uint32_t rank, std::uint32_t s) const {
+    return static_cast<std::size_t>(rank) * num_streams_ + s;
   }
+  StreamState& stream_state(std::uint32_t rank, std::uint32_t s) { return streams_[stream_index(rank, s)]; }
   // Tasks of stream `s` of `rank` that have ended.
-  std::uint32_t completed(std::uint32_t rank, std::uint32_t s) const {
-    return completed_[static_cast<std::size_t>(rank) * num_streams_ + s];
+  std::uint32_t completed(std::uint32_t rank, std::uint32_t s) const { return completed_[stream_index(rank, s)]; }
+  // True when the task at `position` of stream `s` is the last one that ended there, at `now`.
+  bool ended_last_at(std::uint32_t rank, std::uint32_t s, std::uint32_t position, TimePoint now) {
+    return completed(rank, s) == position + 1 && stream_state(rank, s).last_end == now;
   }
   bool dep_done(std::uint32_t rank, const RankClass& rc, TaskIndex dep);
   bool deps_done(std::uint32_t rank, std::uint32_t cls, const Task& task) const;

@@ -134,9 +134,7 @@ class EventQueue {
       buckets_.emplace_back();
     }
     if (2 * (live_keys_ + 1) > slots_.size()) grow();
-    std::size_t i = home(key);
-    while (slots_[i].bucket != kNone) i = (i + 1) & (slots_.size() - 1);
-    slots_[i] = Slot{key, b};
+    place(Slot{key, b});
     ++live_keys_;
     return b;
   }
@@ -146,6 +144,12 @@ class EventQueue {
     std::uint64_t h = static_cast<std::uint64_t>(key.time) * 0x9e3779b97f4a7c15ull + key.priority;
     h ^= h >> 29;
     return static_cast<std::size_t>(h) & (slots_.size() - 1);
+  }
+  // Puts `slot` in the first empty slot of its probe run. REQUIRES: the table has an empty slot.
+  void place(const Slot& slot) {
+    std::size_t i = home(slot.key);
+    while (slots_[i].bucket != kNone) i = (i + 1) & (slots_.size() - 1);
+    slots_[i] = slot;
   }
   std::uint32_t find(const Key& key) const {
     if (slots_.empty()) return kNone;
@@ -174,10 +178,7 @@ class EventQueue {
     std::vector<Slot> old = std::move(slots_);
     slots_.assign(old.empty() ? 64 : 2 * old.size(), Slot{});
     for (const Slot& s : old) {
-      if (s.bucket == kNone) continue;
-      std::size_t i = home(s.key);
-      while (slots_[i].bucket != kNone) i = (i + 1) & (slots_.size() - 1);
-      slots_[i] = s;
+      if (s.bucket != kNone) place(s);
     }
   }
 
