@@ -102,6 +102,10 @@ StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::
   StaticMemory m;
   // Megatron mixed precision (docs "Distributed optimizer"): 16-bit weights (2 B), main grads
   // (4 B in fp32, 2 B when reduced in bf16), fp32 master weights + Adam m and v (12 B).
+  // 16-bit main grads are also cast to an fp32 copy (4 B, sharded like the 12 B) for clipping
+  // and the Adam step: the guide's 20 B (4 + 16/d) against 18 B (6 + 12/d). That copy lives only
+  // from the end of the backward pass to the end of the step, so the optimizer tasks allocate
+  // and free it (StageBuilder's optimizer step) and it shows in the peak, not here.
   // Distributed optimizer / ZeRO-1 shard the 12 B over the data-parallel group (expert
   // parameters over the expert-data-parallel group); ZeRO-2 also the gradients; ZeRO-3 also the
   // weights.

@@ -1128,7 +1128,14 @@ void StageBuilder::finalize() {
   const bool sharded = p_.shards_optimizer();
   const std::int64_t shard = sharded ? (info_.params.dense + dp_cp_ - 1) / dp_cp_ + (info_.params.expert + edp_ - 1) / edp_
                                      : info_.params.total();
-  compute("grad_norm", memory_op(grad_bytes() * shard), kOptimizer);
+  // 16-bit main gradients are cast to fp32 copies that the optimizer keeps as the master weights'
+  // .grad (MixedPrecisionOptimizer._copy_model_grads_to_main_grads: main_param.grad =
+  // model_grad.float()); they live through clipping and the Adam step. Megatron Core's
+  // "Distributed optimizer" guide counts them: 20 B per parameter with 16-bit parameters and
+  // gradients (4 + 16/d under the distributed optimizer) against 18 (6 + 12/d) with fp32 ones.
+  const std::int64_t fp32_grad_copy = t_.grad_reduce_in_fp32 ? 0 : 4 * shard;
+  if (fp32_grad_copy > 0) compute("main_grad_to_fp32", memory_op(2 * shard + fp32_grad_copy), kOptimizer, fp32_grad_copy);
+  compute("grad_norm", memory_op(4 * shard), kOptimizer);
   wait(collective("grad_norm_all_reduce", kGradStatsSlot, kTpStream, CollectiveKind::kAllReduce, 4, DataType::kFp32,
                   kOtherComm));
   // Adam over the local shard (Megatron's fused multi-tensor kernel): read the gradient, fp32
@@ -1137,7 +1144,7 @@ void StageBuilder::finalize() {
   adam.kernel_class = KernelClass::kOptimizer;
   adam.bytes = Bytes(shard * (4 + 4 + 4 + 4 + 4 + 4 + 4 + 2));
   adam.flops = Flops(12.0 * static_cast<double>(shard));
-  compute("adam_step", adam, kOptimizer);
+  compute("adam_step", adam, kOptimizer, 0, fp32_grad_copy);
   if (sharded && p_.zero_stage < 3 && !t_.overlap_param_gather) {
     // Updated 16-bit parameters gathered back to every data-parallel rank, bucket by bucket
     // (DistributedOptimizer.step -> start_param_sync).

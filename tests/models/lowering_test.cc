@@ -108,6 +108,20 @@ TEST_CASE("models/lowering: knobs move the right numbers the right way") {
   CHECK(static_cast<double>(dist.stages[1].static_memory.optimizer_states) ==
         doctest::Approx(static_cast<double>(selective.stages[1].static_memory.optimizer_states) / 8).epsilon(0.001));
 
+  // 16-bit main gradients: the optimizer casts its shard to fp32 before clipping and the Adam
+  // step (Megatron Core "Distributed optimizer": 20 B per parameter, not 18), so under full
+  // recomputation, where activations stay below 4 B per parameter, the step sets the peak.
+  const auto fp16_grads =
+      tests::simulate_file(kDefault, {"training.recompute_granularity=full", "training.grad_reduce_in_fp32=false"});
+  const auto fp32_grads = tests::simulate_file(kDefault, {"training.recompute_granularity=full"});
+  for (std::size_t i = 0; i < fp16_grads.stages.size(); ++i) {
+    const auto& st = fp16_grads.stages[i];
+    const std::int64_t params = st.static_memory.weights / 2;
+    CHECK(st.static_memory.gradients == 2 * params);
+    CHECK(st.activation_peak_bytes >= 4 * params);
+    CHECK(st.activation_peak_bytes < 4 * params + fp32_grads.stages[i].activation_peak_bytes);
+  }
+
   // More micro-batches per iteration shrink the bubble's share.
   const auto small = tests::simulate_file(kDefault, {"training.global_batch_size=256"});
   const double share_small = small.breakdown.pipeline_bubble_s / small.iteration_time_s;
