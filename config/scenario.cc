@@ -263,6 +263,8 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("overlap_param_gather");
   t.tp_comm_overlap = r.get_bool("tp_comm_overlap", false);
   note("tp_comm_overlap");
+  t.async_tensor_model_parallel_allreduce = r.get_bool("async_tensor_model_parallel_allreduce", true);
+  note("async_tensor_model_parallel_allreduce");
   t.overlap_p2p_comm = r.get_bool("overlap_p2p_comm", false);
   note("overlap_p2p_comm");
   t.grad_reduce_in_fp32 = r.get_bool("grad_reduce_in_fp32", true);
@@ -545,6 +547,11 @@ void validate_plan(const Scenario& s, const Origins& o) {
     o.fail("training.tp_comm_overlap", "tp_comm_overlap needs sequence_parallel with tensor_model_parallel_size > 1 "
                                        "(Megatron: 'Tensor parallel communication/GEMM overlap can happen only when "
                                        "sequence parallelism is enabled')");
+  }
+  if (!t.async_tensor_model_parallel_allreduce && p.sequence_parallel) {
+    o.fail("training.async_tensor_model_parallel_allreduce",
+           "applies without sequence parallelism only (under sequence_parallel the input-gradient reduce-scatter "
+           "always overlaps the weight-gradient GEMM)");
   }
   // Experts.
   const std::int64_t etp = p.etp();

@@ -381,10 +381,14 @@ void StageBuilder::column_backward(const std::string& name, std::int64_t n, std:
   const TaskIndex reduce = tp_collective(d_.sp ? name + "_grad_reduce_scatter" : name + "_grad_all_reduce",
                                          d_.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, hidden_bytes(),
                                          false);
+  // Without the asynchronous all-reduce the compute stream waits for it before the weight
+  // gradient (Megatron-LM before --async-tensor-model-parallel-allreduce).
+  const bool blocking = !d_.sp && !t_.async_tensor_model_parallel_allreduce;
+  if (blocking) wait(reduce);
   wait(gather);
   const TaskIndex wgrad = compute(name + "_wgrad", gemm(d_.h, n, T, 1, in), kBackward);
   if (gather != kNoTask) free_at(wgrad, gathered);
-  wait(reduce);
+  if (!blocking) wait(reduce);
   gradient_ready(params, false, wgrad);
 }
 

@@ -58,6 +58,12 @@ struct TrainingSpec {
   bool align_grad_reduce = true;
   bool overlap_param_gather = false;
   bool tp_comm_overlap = false;
+  // Megatron-LM's --async-tensor-model-parallel-allreduce (default on since 2021-09, commit
+  // 16c90445 "ColumnParallelLinearWithAsyncAllreduce"): without sequence parallelism a column-
+  // parallel layer's input-gradient all-reduce overlaps its weight-gradient GEMM. Off, the
+  // all-reduce blocks the compute stream (Megatron-LM before that commit: the backward of
+  // copy_to_tensor_model_parallel_region all-reduces synchronously, as in the SC'21 runs).
+  bool async_tensor_model_parallel_allreduce = true;
   bool overlap_p2p_comm = false;
   bool grad_reduce_in_fp32 = true;
   // Parameters per gradient bucket; 0 = Megatron's default, max(40M, 1M x data-parallel size).

@@ -188,6 +188,8 @@ void Searcher::enumerate(std::int64_t gpus) {
                 t.pipeline_schedule = vp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B;
                 t.overlap_param_gather = sharding == 1 && req_.training.overlap_param_gather;
                 t.overlap_p2p_comm = vp > 1 && req_.training.overlap_p2p_comm;
+                // Under sequence parallelism the input-gradient reduce-scatter always overlaps.
+                t.async_tensor_model_parallel_allreduce = req_.training.async_tensor_model_parallel_allreduce || p.sequence_parallel;
                 try {
                   config::validate(s);
                 } catch (const InputError&) {

@@ -60,6 +60,11 @@ DEEPSPEED_ZERO3 = ("DeepSpeed ZeRO-3 (2021) with its prefetch, bucket and partit
                    "issue it: one all-gather per layer, prefetched)")
 
 
+ASYNC_ALLREDUCE_NOTE = ("tensor-parallel input-gradient all-reduces block the backward pass: the asynchronous all-reduce "
+                        "came to Megatron-LM in September 2021 (commit 16c90445), after these runs (the SC'21 artifact "
+                        "6985e589 all-reduces in the backward of copy_to_tensor_model_parallel_region)")
+
+
 def excluded_reason(r):
     """Why a run cannot be a case, or None."""
     if r["id"].startswith("narayanan2021_table2_zero3"):
@@ -84,6 +89,7 @@ def narayanan(r):
         "attention_kernel": "unfused",
         "pipeline_schedule": "interleaved" if vp > 1 else "1f1b",
         "grad_reduce_in_fp32": False,
+        "async_tensor_model_parallel_allreduce": False,
     }
     parallelism = {
         "tensor_model_parallel_size": tp,
@@ -95,6 +101,7 @@ def narayanan(r):
         parallelism["virtual_pipeline_model_parallel_size"] = vp
     notes.append("attention without a fused kernel (2021 Megatron-LM: QK^T, fused scale-mask-softmax, dropout, PV)")
     notes.append("gradients reduced in fp16 (Megatron-LM 2021 default: no --accumulate-allreduce-grads-in-fp32)")
+    notes.append(ASYNC_ALLREDUCE_NOTE)
     if zero3:
         parallelism["zero_stage"] = 3
         notes.append("DeepSpeed ZeRO-3 modelled as trainsim's zero_stage 3 (parameters all-gathered per layer, gradients reduce-scattered per layer)")
@@ -132,6 +139,7 @@ def megatron2020(r):
     notes.append("A100 40GB (DGX A100 of 2020; memory not stated)")
     notes.append("full activation recomputation: the published TFLOP/s equal Eq. 3 with the recompute term at the published iteration time")
     notes.append("attention without a fused kernel (2020 Megatron-LM); gradients all-reduced in fp16 after the backward pass (local DDP, the default of the time)")
+    notes.append(ASYNC_ALLREDUCE_NOTE)
     if p["dp"] > 1:
         notes.append("nodes connected as a DGX A100 SuperPOD (8 HDR NICs per node; interconnect not stated)")
     scenario = {
@@ -148,6 +156,7 @@ def megatron2020(r):
             "attention_kernel": "unfused",
             "overlap_grad_reduce": False,
             "grad_reduce_in_fp32": False,
+            "async_tensor_model_parallel_allreduce": False,
         },
         "cluster": cluster("dgx-a100-40gb", p["num_gpus"]),
     }

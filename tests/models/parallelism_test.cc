@@ -259,6 +259,15 @@ TEST_CASE("models/parallelism: overlap knobs hide communication") {
   };
   CHECK(exposed(tp_overlap, "tp") < 0.5 * exposed(base, "tp"));
   CHECK(tp_overlap.iteration_time_s < base.iteration_time_s);
+  // Without sequence parallelism the input-gradient all-reduce overlaps the weight-gradient GEMM;
+  // Megatron-LM before its asynchronous all-reduce (2021) blocked on it: one all-reduce per
+  // column-parallel layer (QKV, fc1; the logits on the last stage) moves from hidden to exposed.
+  const std::vector<std::string> no_sp = {"parallelism.sequence_parallel=false"};
+  const auto async = tests::simulate_file(kGpt, no_sp);
+  const auto sync = tests::simulate_file(kGpt, with(no_sp, {"training.async_tensor_model_parallel_allreduce=false"}));
+  CHECK(exposed(sync, "tp") > exposed(async, "tp"));
+  CHECK(sync.iteration_time_s > async.iteration_time_s);
+  CHECK(sync.workload->flops.hardware == async.workload->flops.hardware);
   // Non-blocking pipeline sends and receives hide pipeline transfers.
   const auto p2p = tests::simulate_file(kLlama, {"training.overlap_p2p_comm=true"});
   CHECK(exposed(p2p, "pp") < exposed(base, "pp"));
@@ -299,6 +308,8 @@ TEST_CASE("models/parallelism: plan validation follows Megatron's rules") {
   CHECK(error(kGpt, {"training.tp_comm_overlap=true", "parallelism.sequence_parallel=false"}).find("tp_comm_overlap") !=
         std::string::npos);
   CHECK(error(kGpt, with(kMoe, {"parallelism.sequence_parallel=false"})).find("sequence_parallel") != std::string::npos);
+  CHECK(error(kGpt, {"training.async_tensor_model_parallel_allreduce=false"}).find("async_tensor_model_parallel_allreduce") !=
+        std::string::npos);
   CHECK(error(kGpt, with(kMoe, {"parallelism.expert_tensor_parallel_size=4", "parallelism.expert_model_parallel_size=4"}))
             .find("expert_tensor_parallel_size") != std::string::npos);
   CHECK(error(kLlama, {"parallelism.context_parallel_size=2", "training.attention_kernel=\"unfused\"",
