@@ -1138,7 +1138,7 @@ void StageBuilder::finalize() {
   // "Distributed optimizer" guide counts them: 20 B per parameter with 16-bit parameters and
   // gradients (4 + 16/d under the distributed optimizer) against 18 (6 + 12/d) with fp32 ones.
   const std::int64_t fp32_grad_copy = t_.grad_reduce_in_fp32 ? 0 : 4 * shard;
-  if (fp32_grad_copy > 0) compute("main_grad_to_fp32", memory_op(2 * shard + fp32_grad_copy), kOptimizer, fp32_grad_copy);
+  if (fp32_grad_copy > 0) compute("main_grad_to_fp32", memory_op(grad_bytes() * shard + fp32_grad_copy), kOptimizer, fp32_grad_copy);
   compute("grad_norm", memory_op(4 * shard), kOptimizer);
   wait(collective("grad_norm_all_reduce", kGradStatsSlot, kTpStream, CollectiveKind::kAllReduce, 4, DataType::kFp32,
                   kOtherComm));
