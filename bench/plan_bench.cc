@@ -30,13 +30,15 @@ void modern(planner::PlanRequest& r) {
 // (no --accumulate-allreduce-grads-in-fp32), attention without a fused kernel (no flash
 // attention in 2021), full recomputation, no sequence parallelism, no distributed optimizer,
 // gradients all-reduced after the backward pass (DDP impl "local"), tensor-parallel input-gradient
-// all-reduces blocking the backward pass (no asynchronous all-reduce before September 2021).
+// all-reduces blocking the backward pass (no asynchronous all-reduce before September 2021),
+// pipeline tensors sent as 1/TP slices and all-gathered (scatter/gather, on since February 2021).
 void megatron_2021(planner::PlanRequest& r) {
   r.training.precision = models::Precision::kFp16;
   r.training.grad_reduce_in_fp32 = false;
   r.training.attention_kernel = models::AttentionKernel::kUnfused;
   r.training.overlap_grad_reduce = false;
   r.training.async_tensor_model_parallel_allreduce = false;
+  r.training.scatter_gather_tensors_in_pipeline = true;
   r.space.recompute = {models::RecomputeGranularity::kFull};
   r.space.optimizer_sharding = {0};
   r.space.sequence_parallel = false;

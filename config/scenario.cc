@@ -267,6 +267,8 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("async_tensor_model_parallel_allreduce");
   t.overlap_p2p_comm = r.get_bool("overlap_p2p_comm", false);
   note("overlap_p2p_comm");
+  t.scatter_gather_tensors_in_pipeline = r.get_bool("scatter_gather_tensors_in_pipeline", false);
+  note("scatter_gather_tensors_in_pipeline");
   t.grad_reduce_in_fp32 = r.get_bool("grad_reduce_in_fp32", true);
   t.ddp_bucket_size = r.get_int("ddp_bucket_size", 0, 0, kBig);
   t.train_tokens = r.get_optional_double("train_tokens", 1, 1e18);
@@ -587,6 +589,16 @@ void validate_plan(const Scenario& s, const Origins& o) {
   }
   if (t.overlap_p2p_comm && t.pipeline_schedule != models::PipelineSchedule::kInterleaved) {
     o.fail("training.overlap_p2p_comm", "overlap_p2p_comm applies to the interleaved schedule only");
+  }
+  if (t.scatter_gather_tensors_in_pipeline && p.sequence_parallel) {
+    o.fail("training.scatter_gather_tensors_in_pipeline",
+           "applies without sequence parallelism only (Megatron-LM skips it under sequence_parallel: each rank "
+           "already sends its own sequence shard)");
+  }
+  if (t.scatter_gather_tensors_in_pipeline && t.overlap_p2p_comm) {
+    o.fail("training.scatter_gather_tensors_in_pipeline",
+           "expected false with overlap_p2p_comm: Megatron Core's asynchronous pipeline sends (2023) never scatter/gather "
+           "(the option left Megatron-LM when its p2p code moved into Megatron Core)");
   }
   if (t.precision == models::Precision::kFp8 && s.cluster.gpu.dense_fp8.per_second() <= 0) {
     o.fail("training.precision", "fp8 needs FP8 tensor cores; " + s.cluster.gpu.name + " has none");

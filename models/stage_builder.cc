@@ -831,7 +831,10 @@ void StageBuilder::chunk_backward(std::int64_t mb, std::int64_t chunk) {
 void StageBuilder::communicate(const PipelineStep& step) {
   // Activations and gradients sent between stages: the micro-batch's hidden states, sharded over
   // the context-parallel group and, under sequence parallelism, over the tensor-parallel group.
-  const Bytes bytes(sharded_hidden_bytes());
+  // With scatter/gather each tensor-parallel rank sends 1/TP of the replicated tensor
+  // (split_tensor_into_1d_equal_chunks) and the receiver all-gathers it (gather_split_1d_tensor).
+  const bool scatter_gather = t_.scatter_gather_tensors_in_pipeline && d_.t > 1 && !d_.sp;
+  const Bytes bytes(scatter_gather ? sharded_hidden_bytes() / d_.t : sharded_hidden_bytes());
   std::vector<sim::Transfer> transfers;
   std::string name;
   for (const PipelineP2P& op : step.transfers) {
@@ -844,6 +847,15 @@ void StageBuilder::communicate(const PipelineStep& step) {
   switch (step.wait) {
     case PipelineStep::Wait::kNow:
       wait(batch);  // Megatron waits for the batch's requests before continuing
+      if (scatter_gather) {
+        // After torch.cuda.synchronize(), each received slice is all-gathered on the compute
+        // stream's critical path (scenario validation keeps scatter/gather to this blocking case).
+        for (const PipelineP2P& op : step.transfers) {
+          if (op.is_send) continue;
+          wait(collective(std::string(op.forward ? "recv_forward" : "recv_backward") + "_all_gather", kTpSlot, kTpStream,
+                          CollectiveKind::kAllGather, sharded_hidden_bytes(), d_.act, kPpComm));
+        }
+      }
       break;
     case PipelineStep::Wait::kBeforeNextForward:
       gate_forward_.push_back(batch);

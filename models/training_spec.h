@@ -65,6 +65,14 @@ struct TrainingSpec {
   // copy_to_tensor_model_parallel_region all-reduces synchronously, as in the SC'21 runs).
   bool async_tensor_model_parallel_allreduce = true;
   bool overlap_p2p_comm = false;
+  // Megatron-LM's --scatter-gather-tensors-in-pipeline (Narayanan et al. 2021, Sec. 4.1, "scatter/
+  // gather communication optimization"; on by default from commit 72e4230b, 2021-02-16, until
+  // p2p_communication.py moved into Megatron Core, commit 39b83c79, 2023-01-31, which dropped it).
+  // Without sequence parallelism every tensor-parallel rank holds the whole activation; with it
+  // each rank sends only its 1/TP slice to the next stage, and the receiver all-gathers the slices
+  // over the tensor-parallel group (NVLink) before using them. Off (Megatron Core): every rank
+  // sends the whole tensor.
+  bool scatter_gather_tensors_in_pipeline = false;
   bool grad_reduce_in_fp32 = true;
   // Parameters per gradient bucket; 0 = Megatron's default, max(40M, 1M x data-parallel size).
   std::int64_t ddp_bucket_size = 0;

@@ -190,6 +190,8 @@ void Searcher::enumerate(std::int64_t gpus) {
                 t.overlap_p2p_comm = vp > 1 && req_.training.overlap_p2p_comm;
                 // Under sequence parallelism the input-gradient reduce-scatter always overlaps.
                 t.async_tensor_model_parallel_allreduce = req_.training.async_tensor_model_parallel_allreduce || p.sequence_parallel;
+                // Megatron-LM skips the pipeline scatter/gather under sequence parallelism.
+                t.scatter_gather_tensors_in_pipeline = req_.training.scatter_gather_tensors_in_pipeline && !p.sequence_parallel;
                 try {
                   config::validate(s);
                 } catch (const InputError&) {

@@ -64,6 +64,10 @@ ASYNC_ALLREDUCE_NOTE = ("tensor-parallel input-gradient all-reduces block the ba
                         "came to Megatron-LM in September 2021 (commit 16c90445), after these runs (the SC'21 artifact "
                         "6985e589 all-reduces in the backward of copy_to_tensor_model_parallel_region)")
 
+SCATTER_GATHER_NOTE = ("pipeline tensors sent as 1/TP slices and all-gathered by the receiver (Sec. 4.1 scatter/gather "
+                       "optimization; on by default in Megatron-LM from commit 72e4230b, 2021-02-16, and in the SC'21 "
+                       "artifact 6985e589)")
+
 
 def excluded_reason(r):
     """Why a run cannot be a case, or None."""
@@ -91,6 +95,8 @@ def narayanan(r):
         "grad_reduce_in_fp32": False,
         "async_tensor_model_parallel_allreduce": False,
     }
+    if pp > 1 and tp > 1 and not zero3:
+        training["scatter_gather_tensors_in_pipeline"] = True
     parallelism = {
         "tensor_model_parallel_size": tp,
         "pipeline_model_parallel_size": pp,
@@ -102,6 +108,8 @@ def narayanan(r):
     notes.append("attention without a fused kernel (2021 Megatron-LM: QK^T, fused scale-mask-softmax, dropout, PV)")
     notes.append("gradients reduced in fp16 (Megatron-LM 2021 default: no --accumulate-allreduce-grads-in-fp32)")
     notes.append(ASYNC_ALLREDUCE_NOTE)
+    if training.get("scatter_gather_tensors_in_pipeline"):
+        notes.append(SCATTER_GATHER_NOTE)
     if zero3:
         parallelism["zero_stage"] = 3
         notes.append("DeepSpeed ZeRO-3 modelled as trainsim's zero_stage 3 (parameters all-gathered per layer, gradients reduce-scattered per layer)")

@@ -268,6 +268,14 @@ TEST_CASE("models/parallelism: overlap knobs hide communication") {
   CHECK(exposed(sync, "tp") > exposed(async, "tp"));
   CHECK(sync.iteration_time_s > async.iteration_time_s);
   CHECK(sync.workload->flops.hardware == async.workload->flops.hardware);
+  // Scatter/gather (Megatron-LM 2021-22, no sequence parallelism): each tensor-parallel rank sends
+  // a 1/TP slice over its own NIC and the receiver all-gathers over NVLink, instead of every rank
+  // sending the whole activation between nodes (the stages here sit on different nodes).
+  const auto whole = tests::simulate_file(kGpt, no_sp);
+  const auto sliced = tests::simulate_file(kGpt, with(no_sp, {"training.scatter_gather_tensors_in_pipeline=true"}));
+  CHECK(exposed(sliced, "pp") < 0.7 * exposed(whole, "pp"));
+  CHECK(sliced.iteration_time_s < whole.iteration_time_s);
+  CHECK(sliced.workload->flops.hardware == whole.workload->flops.hardware);
   // Non-blocking pipeline sends and receives hide pipeline transfers.
   const auto p2p = tests::simulate_file(kLlama, {"training.overlap_p2p_comm=true"});
   CHECK(exposed(p2p, "pp") < exposed(base, "pp"));
@@ -310,6 +318,11 @@ TEST_CASE("models/parallelism: plan validation follows Megatron's rules") {
   CHECK(error(kGpt, with(kMoe, {"parallelism.sequence_parallel=false"})).find("sequence_parallel") != std::string::npos);
   CHECK(error(kGpt, {"training.async_tensor_model_parallel_allreduce=false"}).find("async_tensor_model_parallel_allreduce") !=
         std::string::npos);
+  CHECK(error(kGpt, {"training.scatter_gather_tensors_in_pipeline=true"}).find("scatter_gather_tensors_in_pipeline") !=
+        std::string::npos);
+  CHECK(error(kLlama, {"parallelism.sequence_parallel=false", "training.overlap_p2p_comm=true",
+                       "training.scatter_gather_tensors_in_pipeline=true"})
+            .find("overlap_p2p_comm") != std::string::npos);
   CHECK(error(kGpt, with(kMoe, {"parallelism.expert_tensor_parallel_size=4", "parallelism.expert_model_parallel_size=4"}))
             .find("expert_tensor_parallel_size") != std::string::npos);
   CHECK(error(kLlama, {"parallelism.context_parallel_size=2", "training.attention_kernel=\"unfused\"",
