@@ -447,11 +447,6 @@ void validate_plan(const Scenario& s, const Origins& o) {
   const std::int64_t cp = p.context_parallel_size, ep = p.expert_model_parallel_size;
   const std::int64_t vp = p.virtual_pipeline_model_parallel_size;
   const std::int64_t gpus = s.num_gpus();
-  if (tp > s.cluster.gpus_per_node) {
-    o.fail("parallelism.tensor_model_parallel_size",
-           "expected at most the GPUs of one node (" + std::to_string(s.cluster.gpus_per_node) +
-               "): tensor parallelism needs NVLink, got " + std::to_string(tp));
-  }
   if (gpus % (tp * pp * cp) != 0) {
     o.fail("parallelism.tensor_model_parallel_size",
            "tensor x pipeline x context parallel size (" + std::to_string(tp) + " x " + std::to_string(pp) + " x " +
@@ -544,6 +539,11 @@ void validate_plan(const Scenario& s, const Origins& o) {
   }
   if (cp > 1 && t.attention_kernel == models::AttentionKernel::kUnfused) {
     o.fail("training.attention_kernel", "context parallelism runs Transformer Engine's fused ring attention; use \"flash\"");
+  }
+  if (t.tp_comm_overlap && p.tensor_model_parallel_size > s.cluster.gpus_per_node) {
+    o.fail("training.tp_comm_overlap", "tp_comm_overlap (Transformer Engine userbuffers) needs the tensor-parallel group inside "
+                                       "one node's NVLink domain (" + std::to_string(s.cluster.gpus_per_node) + " GPUs), got " +
+                                       std::to_string(p.tensor_model_parallel_size));
   }
   if (t.tp_comm_overlap && !(p.sequence_parallel && tp > 1)) {
     o.fail("training.tp_comm_overlap", "tp_comm_overlap needs sequence_parallel with tensor_model_parallel_size > 1 "

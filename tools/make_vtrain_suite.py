@@ -32,10 +32,6 @@ def main():
     for part in ("single", "multi"):
         for i, r in enumerate(data[part]):
             gpus = r["num_gpus"]
-            if r["tp"] > 8:
-                excluded.append({"id": "vtrain_%s_%04d" % (part, i),
-                                 "reason": "tensor parallelism of %d spans nodes; trainsim keeps tensor parallelism inside an NVLink node" % r["tp"]})
-                continue
             cluster = {"preset": "dgx-a100-80gb", "num_nodes": 1, "gpus_per_node": gpus} if gpus < 8 else \
                       {"preset": "dgx-a100-80gb", "num_nodes": gpus // 8}
             h, layers = r["hidden_size"], r["num_layers"]

@@ -33,7 +33,7 @@ TEST_CASE("cli: bad input exits 2 with the file and JSON path") {
     std::string args, fragment;
   };
   const Case cases[] = {
-      {"run " + kDefault + " --set parallelism.tensor_model_parallel_size=16", "/parallelism/tensor_model_parallel_size"},
+      {"run " + kDefault + " --set parallelism.tensor_model_parallel_size=3", "/parallelism/tensor_model_parallel_size"},
       {"run " + kDefault + " --set parallelism.tensor_model_parallel_size=3", "must divide the GPU count"},
       {"run " + kDefault + " --set model.num_query_groups=4", "/model/num_query_groups"},
       {"run " + kDefault + " --set model.num_layers=100", "/model/num_layers"},
