@@ -69,6 +69,20 @@ SCATTER_GATHER_NOTE = ("pipeline tensors sent as 1/TP slices and all-gathered by
                        "artifact 6985e589)")
 
 
+def cluster_preset(r, default):
+    """The cluster preset of a record's GPU (hardware.gpu); `default` when the record names none."""
+    gpu = r.get("hardware", {}).get("gpu", "").upper()
+    if not gpu:
+        return default
+    for key, preset in (("A100-40", "dgx-a100-40gb"), ("A100-SXM4-40", "dgx-a100-40gb"), ("A100-80", "dgx-a100-80gb"),
+                        ("A100-SXM4-80", "dgx-a100-80gb"), ("H100", "dgx-h100"), ("H200", "dgx-h200"), ("B200", "dgx-b200")):
+        if key in gpu:
+            return preset
+    if gpu.startswith("A100") and default.endswith("40gb"):
+        return default  # "A100-SXM4 (memory not stated ...)": the builder's reading
+    raise ValueError("GPU %r of run %s has no cluster preset" % (r["hardware"]["gpu"], r["id"]))
+
+
 def excluded_reason(r):
     """Why a run cannot be a case, or None."""
     if r["id"].startswith("narayanan2021_table2_zero3"):
@@ -132,7 +146,7 @@ def narayanan(r):
         "model": gpt_model(m),
         "parallelism": parallelism,
         "training": training,
-        "cluster": cluster("dgx-a100-80gb", p["num_gpus"]),
+        "cluster": cluster(cluster_preset(r, "dgx-a100-80gb"), p["num_gpus"]),
     }
     return scenario, {"hardware_tflops_per_gpu": r["measured"]["tflops_per_gpu"]}, notes, "gpt"
 
@@ -166,7 +180,7 @@ def megatron2020(r):
             "grad_reduce_in_fp32": False,
             "async_tensor_model_parallel_allreduce": False,
         },
-        "cluster": cluster("dgx-a100-40gb", p["num_gpus"]),
+        "cluster": cluster(cluster_preset(r, "dgx-a100-40gb"), p["num_gpus"]),
     }
     measured = {"iteration_time_s": r["measured"]["iteration_time_s"],
                 "hardware_tflops_per_gpu": r["measured"]["tflops_per_gpu"]}
@@ -254,7 +268,7 @@ def dgxc(r):
         notes.append("FP8 (Transformer Engine): linear-layer GEMMs in FP8, attention in BF16; MFU against the FP8 peak (1,979 TFLOP/s) as the source computes it")
     notes.append("DGX H100 SuperPOD (EOS): 8 NDR 400 Gb/s NICs per node, rail-optimized")
     scenario = {"name": r["id"], "model": model, "parallelism": parallelism, "training": training,
-                "cluster": cluster("dgx-h100", p["num_gpus"])}
+                "cluster": cluster(cluster_preset(r, "dgx-h100"), p["num_gpus"])}
     measured = {"iteration_time_s": r["measured"]["iteration_time_s"], "mfu": r["measured"]["mfu"]}
     return scenario, measured, notes, family
 
@@ -304,7 +318,7 @@ def nemo2407(r):
     notes.append("iteration time derived from the published tokens/s/GPU: global batch x seq / (tokens/s/GPU x GPUs)")
     notes.append("published model TFLOP/s/GPU follow Megatron's FLOP formula (checked: GPT3-175B 825 tokens/s/GPU x 1.075 TFLOP/token = 888)")
     scenario = {"name": r["id"], "model": model, "parallelism": parallelism, "training": training,
-                "cluster": cluster("dgx-h100", gpus)}
+                "cluster": cluster(cluster_preset(r, "dgx-h100"), gpus)}
     measured = {"iteration_time_s": round(t, 4), "model_tflops_per_gpu": r["measured"]["model_tflops_per_gpu"]}
     return scenario, measured, notes, family
 
@@ -314,7 +328,7 @@ def mosaic(r):
     m, p, h = r["model"], r["parallel"], r["hardware"]
     notes = []
     gpus = p["num_gpus"]
-    mem40 = h["gpu"].startswith("A100-40")
+    preset = cluster_preset(r, "dgx-a100-80gb")
     model = {
         "name": m["name"], "num_layers": m["layers"], "hidden_size": m["hidden"],
         "num_attention_heads": m["heads"], "ffn_hidden_size": m["ffn_hidden"], "vocab_size": m["vocab"],
@@ -339,13 +353,16 @@ def mosaic(r):
     }
     notes.append("PyTorch FSDP FULL_SHARD modelled as zero_stage 3 (per-layer parameter all-gather and gradient reduce-scatter)")
     notes.append("FSDP mixed precision %s: gradients reduced in %s" % (p.get("fsdp_mixed_precision_mode"), "bf16" if pure else "fp32"))
-    notes.append("nodes: 8 x A100 SXM %s on NVSwitch with 8 x 200 Gb/s NICs (the source's 1600 Gbps RoCE per node), modelled as a DGX A100 SuperPOD fabric" % ("40GB" if mem40 else "80GB"))
+    if preset.startswith("dgx-a100"):
+        notes.append("nodes: 8 x A100 SXM %s on NVSwitch with 8 x 200 Gb/s NICs (the source's 1600 Gbps RoCE per node), modelled as a DGX A100 SuperPOD fabric" % ("40GB" if preset.endswith("40gb") else "80GB"))
+    else:
+        notes.append("nodes: 8 x %s on NVSwitch (the source's %s), modelled as the %s preset" % (h["gpu"], h.get("inter_node", "interconnect"), preset))
     notes.append("iteration time derived from the published tokens/s: global batch x seq / tokens/s; MFU/HFU not compared (the source counts 2 x parameters per token)")
     scenario = {
         "name": r["id"], "model": model,
         "parallelism": {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "zero_stage": 3},
         "training": training,
-        "cluster": cluster("dgx-a100-40gb" if mem40 else "dgx-a100-80gb", gpus),
+        "cluster": cluster(preset, gpus),
     }
     t = p["global_batch_size"] * m["seq_len"] / r["measured"]["tokens_per_s"]
     return scenario, {"iteration_time_s": round(t, 4)}, notes, "mpt"
@@ -373,8 +390,14 @@ def main():
             continue
         builder = next((b for prefix, b in BUILDERS if r["id"].startswith(prefix)), None)
         if builder is None:
-            raise SystemExit("no conversion for run " + r["id"])
-        scenario, measured, notes, family = builder(r)
+            excluded.append({"id": r["id"], "source": source_text(r["source"]),
+                             "reason": "no conversion for this source's records in tools/make_published_suite.py"})
+            continue
+        try:
+            scenario, measured, notes, family = builder(r)
+        except ValueError as e:
+            excluded.append({"id": r["id"], "source": source_text(r["source"]), "reason": str(e)})
+            continue
         if r.get("notes"):
             notes.append("source notes: " + r["notes"])
         cases.append({
