@@ -127,6 +127,20 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
   c.attention.forward = read_attention_pass(flash.object("forward"));
   c.attention.backward = read_attention_pass(flash.object("backward"));
   flash.finish();
+  if (const Json* alternatives = r.raw("flash_attention_alternatives")) {
+    if (!alternatives->is_object()) r.fail("flash_attention_alternatives", "expected an object of implementations");
+    for (const auto& [name, value] : alternatives->items()) {
+      ObjectReader a(value, file, "/flash_attention_alternatives/" + name);
+      topo::AttentionCalibration alt;
+      alt.implementation = name;
+      alt.tile = a.get_int("tile", alt.tile, 1, 4096);
+      alt.forward = read_attention_pass(a.object("forward"));
+      alt.backward = read_attention_pass(a.object("backward"));
+      a.finish();
+      if (name.empty() || name == c.attention.implementation) r.fail("flash_attention_alternatives", "expected names other than flash_attention's implementation");
+      c.attention_alternatives.push_back(std::move(alt));
+    }
+  }
   ObjectReader mem = r.object("memory_bound");
   mem.allow({"description", "sources"});
   c.memory_efficiency = mem.require_double("bandwidth_efficiency", 0.01, 1.0);
@@ -373,6 +387,13 @@ Json to_json(const topo::ComputeCalibration& c) {
                                 {"tile", c.attention.tile},
                                 {"forward", pass(c.attention.forward)},
                                 {"backward", pass(c.attention.backward)}};
+  if (!c.attention_alternatives.empty()) {
+    Json alternatives = Json::object();
+    for (const topo::AttentionCalibration& a : c.attention_alternatives) {
+      alternatives[a.implementation] = Json{{"tile", a.tile}, {"forward", pass(a.forward)}, {"backward", pass(a.backward)}};
+    }
+    out["flash_attention_alternatives"] = alternatives;
+  }
   out["memory_bound"] = Json{{"bandwidth_efficiency", c.memory_efficiency},
                              {"kernel_overhead_us", c.memory_kernel_overhead.microseconds()},
                              {"optimizer_bandwidth_efficiency", c.optimizer_efficiency}};

@@ -253,6 +253,8 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("recompute_num_layers");
   t.attention_kernel = static_cast<models::AttentionKernel>(r.get_choice("attention_kernel", 0, {"flash", "unfused"}));
   note("attention_kernel");
+  t.attention_implementation = r.get_string("attention_implementation", "");
+  note("attention_implementation");
   const std::size_t default_schedule = p.virtual_pipeline_model_parallel_size > 1 ? 2 : 1;
   t.pipeline_schedule =
       static_cast<models::PipelineSchedule>(r.get_choice("pipeline_schedule", default_schedule, {"gpipe", "1f1b", "interleaved"}));
@@ -691,6 +693,28 @@ void apply_override(Json& doc, const std::string& assignment) {
   }
 }
 
+// training.attention_implementation: the GPU calibration's fused-attention parameters become
+// those of the named implementation (its own, or one of its alternatives).
+void select_attention_implementation(Scenario& s, const Origins& o) {
+  const std::string& name = s.training.attention_implementation;
+  if (name.empty()) return;
+  if (s.training.attention_kernel != models::AttentionKernel::kFlash) {
+    o.fail("training.attention_implementation", "applies to attention_kernel \"flash\" only");
+  }
+  topo::ComputeCalibration& c = s.cluster.gpu.calibration;
+  if (name == c.attention.implementation) return;
+  std::string known = "\"" + c.attention.implementation + "\"";
+  for (topo::AttentionCalibration& a : c.attention_alternatives) {
+    if (a.implementation == name) {
+      std::swap(c.attention, a);
+      return;
+    }
+    known += ", \"" + a.implementation + "\"";
+  }
+  o.fail("training.attention_implementation", "expected an implementation the " + s.cluster.gpu.name +
+                                                  " calibration was fitted on (" + known + "), got \"" + name + "\"");
+}
+
 Scenario parse_scenario(const Json& doc, const std::string& file, const std::string& path) {
   ObjectReader r(doc, file, path);
   r.allow({"description", "sources", "notes"});
@@ -707,6 +731,7 @@ Scenario parse_scenario(const Json& doc, const std::string& file, const std::str
   s.cluster = read_cluster(*r.raw("cluster"), file, join_path(path, "cluster"));
   s.simulation = read_simulation(r.object("simulation"));
   r.finish();
+  select_attention_implementation(s, origins);
   // Keys the size checks may point at (read by hardware_reader and read_simulation).
   const Json& cluster = *r.raw("cluster");
   const bool by_gpus = cluster.is_object() && cluster.contains("num_gpus") && !cluster["num_gpus"].is_null();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace trainsim::models {
 
@@ -51,6 +52,11 @@ struct TrainingSpec {
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   std::int64_t recompute_num_layers = 1;
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
+  // Which fused-attention implementation's calibration prices the flash kernels: empty = the GPU
+  // calibration's own (cuDNN on H100, FlashAttention-2 on A100); otherwise one of its
+  // flash_attention_alternatives (e.g. "flash_attention_2" on H100, for stacks without cuDNN's
+  // or FlashAttention-3's Hopper kernels).
+  std::string attention_implementation;
   PipelineSchedule pipeline_schedule = PipelineSchedule::k1F1B;
   bool overlap_grad_reduce = true;
   // Megatron's align_grad_reduce (default on): gradient reductions start at the same time on

@@ -348,9 +348,12 @@ def mosaic(r):
         "recompute_method": "uniform",
         "recompute_num_layers": 1,
         "attention_kernel": "flash",
+        "attention_implementation": "flash_attention_2",
         "overlap_grad_reduce": True,
         "grad_reduce_in_fp32": not pure,
     }
+    notes.append("attention: FlashAttention-2 (llm-foundry scripts/train/benchmarking/submit_benchmarks.py @8c8dd48f: "
+                 "--attn_impl flash, installed as .[gpu-flash2]), priced with the GPU calibration's FlashAttention-2 parameters")
     notes.append("PyTorch FSDP FULL_SHARD modelled as zero_stage 3 (per-layer parameter all-gather and gradient reduce-scatter)")
     notes.append("FSDP mixed precision %s: gradients reduced in %s" % (p.get("fsdp_mixed_precision_mode"), "bf16" if pure else "fp32"))
     if preset.startswith("dgx-a100"):

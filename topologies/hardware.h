@@ -59,6 +59,10 @@ struct ComputeCalibration {
   GemmCalibration gemm_fp8;             // fp8 (Transformer Engine)
   GemmCalibration gemm_tf32;            // fp32 inputs on tensor cores
   AttentionCalibration attention;
+  // Other fused-attention implementations benchmarked on this GPU (e.g. FlashAttention-2 beside
+  // the cuDNN kernels Transformer Engine runs on Hopper), sorted by implementation name; a
+  // scenario picks one with training.attention_implementation.
+  std::vector<AttentionCalibration> attention_alternatives;
   double memory_efficiency = 0.85;         // fraction of HBM bandwidth for memory-bound kernels
   Duration memory_kernel_overhead;         // per memory-bound kernel
   double optimizer_efficiency = 0.8;       // fraction of HBM bandwidth for the optimizer step

@@ -193,26 +193,51 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
       }
     }
     if (implementations.count(impl) == 0) throw InputError("calibrate", "--attention", "no benchmark of implementation \"" + impl + "\"");
-    for (const AttentionTable& t : attention_tables) {
-      if (t.implementation != impl || !(t.gpu == out.gpu_preset || same_gpu(t.gpu, out.gpu_preset, spec_name))) continue;
-      attention.insert(attention.end(), t.points.begin(), t.points.end());
-    }
-    for (const bool backward : {false, true}) {
-      std::vector<AttentionPoint> pass;
-      for (const AttentionPoint& p : attention) {
-        if (p.backward == backward) pass.push_back(p);
+    // The chosen implementation becomes flash_attention; every other one measured on this GPU is
+    // fitted the same way and kept as an alternative a scenario can select.
+    const topo::AttentionCalibration base_attention = cal.attention;
+    std::vector<topo::AttentionCalibration> alternatives;
+    for (const std::string& name : implementations) {
+      if (name == impl) continue;
+      topo::AttentionCalibration alt = base_attention;
+      alt.implementation = name;
+      for (const topo::AttentionCalibration& kept : cal.attention_alternatives) {
+        if (kept.implementation == name) alt = kept;
       }
-      AttentionFit fit = fit_attention(out.gpu, backward, pass, cal.attention.tile,
-                                       backward ? cal.attention.backward : cal.attention.forward, cal.gemm_16bit.max_efficiency);
-      if (fit.report.fitted) {
-        (backward ? cal.attention.backward : cal.attention.forward) = fit.calibration;
-        cal.attention.implementation = impl;
-        Json record = fit_record(fit.report);
-        record["implementation"] = impl;
-        out.fit[backward ? "attention_backward" : "attention_forward"] = record;
-      }
-      out.reports.push_back(std::move(fit.report));
+      alternatives.push_back(alt);
     }
+    for (const std::string& name : implementations) {
+      const bool chosen = name == impl;
+      topo::AttentionCalibration* target = &cal.attention;
+      if (!chosen) {
+        target = &*std::find_if(alternatives.begin(), alternatives.end(),
+                                [&](const topo::AttentionCalibration& a) { return a.implementation == name; });
+      }
+      attention.clear();
+      for (const AttentionTable& t : attention_tables) {
+        if (t.implementation != name || !(t.gpu == out.gpu_preset || same_gpu(t.gpu, out.gpu_preset, spec_name))) continue;
+        attention.insert(attention.end(), t.points.begin(), t.points.end());
+      }
+      for (const bool backward : {false, true}) {
+        std::vector<AttentionPoint> pass;
+        for (const AttentionPoint& p : attention) {
+          if (p.backward == backward) pass.push_back(p);
+        }
+        AttentionFit fit = fit_attention(out.gpu, backward, pass, target->tile, backward ? target->backward : target->forward,
+                                         cal.gemm_16bit.max_efficiency);
+        if (fit.report.fitted) {
+          (backward ? target->backward : target->forward) = fit.calibration;
+          target->implementation = name;
+          Json record = fit_record(fit.report);
+          record["implementation"] = name;
+          const std::string key = std::string(backward ? "attention_backward" : "attention_forward") + (chosen ? "" : "_" + name);
+          out.fit[key] = record;
+        }
+        if (!chosen) fit.report.part += " (" + name + ", alternative)";
+        out.reports.push_back(std::move(fit.report));
+      }
+    }
+    cal.attention_alternatives = std::move(alternatives);
   }
 
   // The sustained fraction, over the runs on this GPU's architecture.

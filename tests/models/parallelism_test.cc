@@ -304,6 +304,20 @@ TEST_CASE("models/parallelism: context parallelism divides activation memory") {
   CHECK(models::layer_activation_bytes(cp2.workload->dims, false) * 2 == models::layer_activation_bytes(cp1.workload->dims, false));
 }
 
+TEST_CASE("models/parallelism: the attention implementation picks its own calibration") {
+  // H100's calibration prices flash attention with cuDNN's kernels; FlashAttention-2's Hopper
+  // benchmarks (Shah et al. 2024) reach about half their speed, so the same plan is slower and
+  // runs the same FLOPs.
+  const auto cudnn = tests::simulate_file(kLlama);
+  const auto fa2 = tests::simulate_file(kLlama, {"training.attention_implementation=\"flash_attention_2\""});
+  const auto named = tests::simulate_file(kLlama, {"training.attention_implementation=\"cudnn\""});
+  CHECK(fa2.iteration_time_s > cudnn.iteration_time_s);
+  CHECK(named.iteration_time_s == cudnn.iteration_time_s);
+  CHECK(fa2.workload->flops.hardware == cudnn.workload->flops.hardware);
+  const config::Scenario s = config::load_scenario(kLlama, {"training.attention_implementation=\"flash_attention_2\""});
+  CHECK(s.cluster.gpu.calibration.attention.implementation == "flash_attention_2");
+}
+
 TEST_CASE("models/parallelism: plan validation follows Megatron's rules") {
   auto error = [](const std::string& file, std::vector<std::string> o) -> std::string {
     try {
@@ -318,6 +332,11 @@ TEST_CASE("models/parallelism: plan validation follows Megatron's rules") {
   CHECK(error(kGpt, with(kMoe, {"parallelism.sequence_parallel=false"})).find("sequence_parallel") != std::string::npos);
   CHECK(error(kGpt, {"training.async_tensor_model_parallel_allreduce=false"}).find("async_tensor_model_parallel_allreduce") !=
         std::string::npos);
+  CHECK(error(kLlama, {"training.attention_implementation=\"flash_attention_9\""}).find("\"cudnn\", \"flash_attention_2\"") !=
+        std::string::npos);
+  CHECK(error(kGpt, {"training.attention_implementation=\"cudnn\"", "training.attention_kernel=\"unfused\"",
+                     "parallelism.sequence_parallel=false"})
+            .find("attention_implementation") != std::string::npos);
   CHECK(error(kGpt, {"training.scatter_gather_tensors_in_pipeline=true"}).find("scatter_gather_tensors_in_pipeline") !=
         std::string::npos);
   CHECK(error(kLlama, {"parallelism.sequence_parallel=false", "training.overlap_p2p_comm=true",
