@@ -255,15 +255,16 @@ def dgxc(r):
         notes.append("GPT-3 175B with the README's FLOP vocabulary 51,200; dropout 0 (NeMo performance recipes)")
         family = "gpt"
     else:
+        act, norm, pos, untied, bias, family = nemo_arch("LLAMA" if r["id"].startswith("dgxc_llama") else m["name"])
         model = {
             "name": m["name"], "num_layers": m["layers"], "hidden_size": m["hidden"],
-            "num_attention_heads": m["heads"], "num_query_groups": m["kv_heads"],
+            "num_attention_heads": m["heads"], "num_query_groups": m.get("kv_heads", m["heads"]),
             "ffn_hidden_size": m["ffn_hidden"], "vocab_size": m["vocab"], "seq_length": m["seq_len"],
-            "activation": "swiglu", "normalization": "rmsnorm", "position_embedding_type": "rope",
-            "untie_embeddings_and_output_weights": True, "add_bias_linear": False,
+            "activation": act, "normalization": norm, "position_embedding_type": pos,
+            "untie_embeddings_and_output_weights": untied, "add_bias_linear": bias,
             "hidden_dropout": 0.0, "attention_dropout": 0.0,
         }
-        family = "llama"
+        add_experts(model, parallelism, m, p, notes)
     if precision == "fp8":
         notes.append("FP8 (Transformer Engine): linear-layer GEMMs in FP8, attention in BF16; MFU against the FP8 peak (1,979 TFLOP/s) as the source computes it")
     notes.append("DGX H100 SuperPOD (EOS): 8 NDR 400 Gb/s NICs per node, rail-optimized")
@@ -278,7 +279,36 @@ NEMO_ARCH = {
     "GPT3": ("gelu", "layernorm", "learned_absolute", False, True, "gpt"),
     "LLAMA": ("swiglu", "rmsnorm", "rope", True, False, "llama"),
     "Nemotron": ("squared_relu", "layernorm", "rope", True, False, "nemotron"),
+    "Mixtral": ("swiglu", "rmsnorm", "rope", True, False, "mixtral"),
 }
+
+
+def nemo_arch(name):
+    """NEMO_ARCH's entry for a model name (case-insensitive prefix); ValueError when unknown."""
+    for key, arch in NEMO_ARCH.items():
+        if name.lower().startswith(key.lower()):
+            return arch
+    raise ValueError("architecture of model %r not known to tools/make_published_suite.py" % name)
+
+
+def add_experts(model, parallelism, m, p, notes):
+    """Mixture-of-experts fields of a record, if any (expert count, top-k, expert parallelism)."""
+    experts = m.get("num_experts") or m.get("experts") or m.get("moe_num_experts")
+    if not experts:
+        if model["name"].lower().startswith("mixtral"):
+            raise ValueError("MoE model %r without an expert count" % model["name"])
+        return
+    topk = m.get("moe_router_topk") or m.get("moe_topk") or m.get("topk")
+    if not topk:
+        topk = 2
+        notes.append("router top-2 (not stated)")
+    model["num_experts"] = experts
+    model["moe_router_topk"] = topk
+    ep = p.get("ep") or p.get("expert_parallel") or 1
+    if ep > 1:
+        parallelism["expert_model_parallel_size"] = ep
+    if parallelism.get("tensor_model_parallel_size", 1) > 1:
+        parallelism["sequence_parallel"] = True
 
 
 def nemo2407(r):
@@ -287,8 +317,7 @@ def nemo2407(r):
     notes = []
     parallelism, training = nemo_common(r, notes)
     training["precision"] = "fp8"
-    arch = next(v for k, v in NEMO_ARCH.items() if m["name"].startswith(k))
-    act, norm, pos, untied, bias, family = arch
+    act, norm, pos, untied, bias, family = nemo_arch(m["name"])
     rc = p.get("recompute", "")
     if m["name"].startswith("Nemotron-340B"):
         training["recompute_granularity"] = "selective"
@@ -307,6 +336,7 @@ def nemo2407(r):
         "untie_embeddings_and_output_weights": untied, "add_bias_linear": bias,
         "hidden_dropout": 0.0, "attention_dropout": 0.0,
     }
+    add_experts(model, parallelism, m, p, notes)
     if family == "nemotron":
         notes.append("Nemotron: squared-ReLU MLP, LayerNorm (layernorm1p), RoPE, untied embeddings, no biases")
     notes.append("FP8 (Transformer Engine) linear layers, attention in BF16; dropout 0")
@@ -398,8 +428,9 @@ def main():
             continue
         try:
             scenario, measured, notes, family = builder(r)
-        except ValueError as e:
-            excluded.append({"id": r["id"], "source": source_text(r["source"]), "reason": str(e)})
+        except (ValueError, KeyError, TypeError) as e:
+            reason = str(e) if isinstance(e, ValueError) else "record lacks a field the conversion needs (%s: %s)" % (type(e).__name__, e)
+            excluded.append({"id": r["id"], "source": source_text(r["source"]), "reason": reason})
             continue
         if r.get("notes"):
             notes.append("source notes: " + r["notes"])
