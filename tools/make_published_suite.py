@@ -354,7 +354,7 @@ def nemo2407(r):
 
 
 def mosaic(r):
-    """MosaicML llm-foundry benchmarks: MPT on A100 with PyTorch FSDP (Composer)."""
+    """MosaicML llm-foundry benchmarks: MPT on A100 and H100 with PyTorch FSDP (Composer)."""
     m, p, h = r["model"], r["parallel"], r["hardware"]
     notes = []
     gpus = p["num_gpus"]
@@ -384,7 +384,11 @@ def mosaic(r):
     }
     notes.append("attention: FlashAttention-2 (llm-foundry scripts/train/benchmarking/submit_benchmarks.py @8c8dd48f: "
                  "--attn_impl flash, installed as .[gpu-flash2]), priced with the GPU calibration's FlashAttention-2 parameters")
-    notes.append("PyTorch FSDP FULL_SHARD modelled as zero_stage 3 (per-layer parameter all-gather and gradient reduce-scatter)")
+    grad_op = "SHARD_GRAD_OP" in p["zero_stage"]
+    if grad_op:
+        notes.append("PyTorch FSDP SHARD_GRAD_OP modelled as zero_stage 2 (gradients and optimizer states sharded, parameters kept whole)")
+    else:
+        notes.append("PyTorch FSDP FULL_SHARD modelled as zero_stage 3 (per-layer parameter all-gather and gradient reduce-scatter)")
     notes.append("FSDP mixed precision %s: gradients reduced in %s" % (p.get("fsdp_mixed_precision_mode"), "bf16" if pure else "fp32"))
     if preset.startswith("dgx-a100"):
         notes.append("nodes: 8 x A100 SXM %s on NVSwitch with 8 x 200 Gb/s NICs (the source's 1600 Gbps RoCE per node), modelled as a DGX A100 SuperPOD fabric" % ("40GB" if preset.endswith("40gb") else "80GB"))
@@ -393,7 +397,7 @@ def mosaic(r):
     notes.append("iteration time derived from the published tokens/s: global batch x seq / tokens/s; MFU/HFU not compared (the source counts 2 x parameters per token)")
     scenario = {
         "name": r["id"], "model": model,
-        "parallelism": {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "zero_stage": 3},
+        "parallelism": {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "zero_stage": 2 if grad_op else 3},
         "training": training,
         "cluster": cluster(preset, gpus),
     }
