@@ -378,12 +378,17 @@ def mosaic(r):
         "recompute_method": "uniform",
         "recompute_num_layers": 1,
         "attention_kernel": "flash",
-        "attention_implementation": "flash_attention_2",
         "overlap_grad_reduce": True,
         "grad_reduce_in_fp32": not pure,
     }
-    notes.append("attention: FlashAttention-2 (llm-foundry scripts/train/benchmarking/submit_benchmarks.py @8c8dd48f: "
-                 "--attn_impl flash, installed as .[gpu-flash2]), priced with the GPU calibration's FlashAttention-2 parameters")
+    impl = p.get("attn_impl")
+    if impl is not None and not preset.startswith("dgx-a100"):
+        # The A100 calibration's own attention is FlashAttention-2 with an in-training scale fitted
+        # to these runs; elsewhere the record's kernel picks the closest benchmarked implementation.
+        training["attention_implementation"] = "flash_attention_2"
+        notes.append("attention: MPT attn_impl %s (%s), priced with FlashAttention-2's benchmarks on this GPU%s" % (
+            impl, r["source"].get("attention_read_from", "source"),
+            "" if impl == "flash" else ", the closest benchmarked implementation to MPT's Triton kernel"))
     grad_op = "SHARD_GRAD_OP" in p["zero_stage"]
     if grad_op:
         notes.append("PyTorch FSDP SHARD_GRAD_OP modelled as zero_stage 2 (gradients and optimizer states sharded, parameters kept whole)")
