@@ -542,6 +542,11 @@ void validate_plan(const Scenario& s, const Origins& o) {
   if (cp > 1 && t.attention_kernel == models::AttentionKernel::kUnfused) {
     o.fail("training.attention_kernel", "context parallelism runs Transformer Engine's fused ring attention; use \"flash\"");
   }
+  if (!t.attention_implementation.empty() && t.attention_implementation != s.cluster.gpu.calibration.attention.implementation) {
+    // Scenarios built in code must select it as parse_scenario does (select_attention_implementation).
+    o.fail("training.attention_implementation", "expected the calibration's attention to be \"" + t.attention_implementation +
+                                                    "\", got \"" + s.cluster.gpu.calibration.attention.implementation + "\"");
+  }
   if (t.tp_comm_overlap && p.tensor_model_parallel_size > s.cluster.gpus_per_node) {
     o.fail("training.tp_comm_overlap", "tp_comm_overlap (Transformer Engine userbuffers) needs the tensor-parallel group inside "
                                        "one node's NVLink domain (" + std::to_string(s.cluster.gpus_per_node) + " GPUs), got " +
