@@ -36,6 +36,19 @@ std::string base_name(const std::string& path) { return std::filesystem::path(pa
 
 double r4(double v) { return round_significant(v, 4); }
 
+// The error bar of each fitted parameter: {"<name>": {"standard_error": s} or {"interval_90": [lo, hi]}}.
+Json error_bars(const FitReport& r) {
+  Json out = Json::object();
+  for (const FittedParameter& p : r.parameters) {
+    Json e = Json::object();
+    if (p.standard_error) e["standard_error"] = *p.standard_error;
+    if (p.interval) e["interval_90"] = Json::array({p.interval->first, p.interval->second});
+    if (!p.note.empty()) e["note"] = p.note;
+    if (!e.empty()) out[p.name] = e;
+  }
+  return out;
+}
+
 Json fit_record(const FitReport& r) {
   Json out;
   out["from"] = r.from;
@@ -43,6 +56,7 @@ Json fit_record(const FitReport& r) {
   out["mape"] = r4(r.errors.mape);
   out["max_abs_error"] = r4(r.errors.max_abs_error);
   if (!r.notes.empty()) out["notes"] = r.notes;
+  if (!r.parameters.empty()) out["error_bars"] = error_bars(r);
   return out;
 }
 
@@ -272,6 +286,7 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
                            "to the base calibration's kernel model, is fitted to the runs");
       }
       record["notes"] = notes;
+      record["error_bars"] = error_bars(fit.report);
       out.fit["training"] = record;
     }
     out.reports.push_back(std::move(fit.report));
@@ -307,6 +322,20 @@ std::string residuals_text(const CalibrationResult& r, bool all) {
     }
     for (const std::string& n : f.notes) o << "  note: " << n << "\n";
     if (!f.fitted) continue;
+    for (const FittedParameter& p : f.parameters) {
+      char line[320];
+      if (p.standard_error) {
+        std::snprintf(line, sizeof line, "  fitted %s = %.4g +/- %.2g (standard error%s%s)\n", p.name.c_str(), p.value,
+                      *p.standard_error, p.note.empty() ? "" : "; ", p.note.c_str());
+      } else if (p.interval) {
+        std::snprintf(line, sizeof line, "  fitted %s = %.4g, 90%% interval [%.4g, %.4g] (%s)\n", p.name.c_str(), p.value,
+                      p.interval->first, p.interval->second, p.note.c_str());
+      } else {
+        std::snprintf(line, sizeof line, "  fitted %s = %.4g%s%s\n", p.name.c_str(), p.value, p.note.empty() ? "" : " (",
+                      p.note.empty() ? "" : (p.note + ")").c_str());
+      }
+      o << line;
+    }
     std::vector<KernelResidual> rows = f.residuals;
     if (!all) {
       std::stable_sort(rows.begin(), rows.end(),

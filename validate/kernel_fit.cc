@@ -92,10 +92,66 @@ topo::GemmCalibration with_params(topo::GemmCalibration c, double u, double wave
   return c;
 }
 
+// Covariance of the coefficients of the least squares A x ~ y at `x`: sigma^2 (A_f^T A_f)^-1 over
+// the free coefficients f (those not held at the bound 0), sigma^2 = |y - A x|^2 / (n - |f|).
+// Rows and columns of a coefficient at its bound are NaN, as is everything when there are no
+// more points than free coefficients.
+Eigen::MatrixXd coefficient_covariance(const Eigen::MatrixXd& a, const Eigen::VectorXd& y, const Eigen::VectorXd& x) {
+  Eigen::MatrixXd cov = Eigen::MatrixXd::Constant(a.cols(), a.cols(), std::numeric_limits<double>::quiet_NaN());
+  std::vector<Eigen::Index> free;
+  for (Eigen::Index j = 0; j < a.cols(); ++j) {
+    if (x(j) > 0) free.push_back(j);
+  }
+  const Eigen::Index n = a.rows();
+  const auto p = static_cast<Eigen::Index>(free.size());
+  if (p == 0 || n <= p) return cov;
+  // Columns scaled to unit norm first: the coefficients differ by many orders of magnitude.
+  Eigen::MatrixXd sub(n, p);
+  Eigen::VectorXd scale(p);
+  for (Eigen::Index i = 0; i < p; ++i) {
+    sub.col(i) = a.col(free[static_cast<std::size_t>(i)]);
+    scale(i) = sub.col(i).norm();
+    if (scale(i) <= 0) return cov;
+    sub.col(i) /= scale(i);
+  }
+  const Eigen::VectorXd r = y - a * x;
+  const double sigma2 = r.squaredNorm() / static_cast<double>(n - p);
+  const Eigen::FullPivLU<Eigen::MatrixXd> lu(sub.transpose() * sub);
+  if (!lu.isInvertible()) return cov;
+  const Eigen::MatrixXd inverse = lu.inverse();
+  for (Eigen::Index i = 0; i < p; ++i) {
+    for (Eigen::Index j = 0; j < p; ++j) {
+      cov(free[static_cast<std::size_t>(i)], free[static_cast<std::size_t>(j)]) = sigma2 * inverse(i, j) / (scale(i) * scale(j));
+    }
+  }
+  return cov;
+}
+
+// Standard errors (square roots of the covariance's diagonal; NaN where it is).
+std::vector<double> standard_errors(const Eigen::MatrixXd& a, const Eigen::VectorXd& y, const Eigen::VectorXd& x) {
+  const Eigen::MatrixXd cov = coefficient_covariance(a, y, x);
+  std::vector<double> se(static_cast<std::size_t>(a.cols()));
+  for (Eigen::Index j = 0; j < a.cols(); ++j) se[static_cast<std::size_t>(j)] = std::sqrt(std::max(0.0, cov(j, j)));
+  for (Eigen::Index j = 0; j < a.cols(); ++j) {
+    if (!std::isfinite(cov(j, j))) se[static_cast<std::size_t>(j)] = std::numeric_limits<double>::quiet_NaN();
+  }
+  return se;
+}
+
+struct PointsFit {
+  topo::GemmCalibration calibration;
+  // Standard errors of u = 1 / max_efficiency, the wave and the launch overhead (seconds) of the
+  // final least squares; one entry (u) when only max_efficiency is fitted.
+  std::vector<double> standard_errors;
+  double u = 1;  // unrounded
+};
+
 // Alternating fit; `full` fits all three parameters, otherwise only max_efficiency.
-topo::GemmCalibration fit_points(const topo::GpuSpec& gpu, DataType dtype, const std::vector<GemmPoint>& points,
-                                 const topo::GemmCalibration& base, bool full) {
-  topo::GemmCalibration cal = base;
+PointsFit fit_points(const topo::GpuSpec& gpu, DataType dtype, const std::vector<GemmPoint>& points,
+                     const topo::GemmCalibration& base, bool full) {
+  PointsFit out;
+  out.calibration = base;
+  topo::GemmCalibration& cal = out.calibration;
   std::vector<double> previous;
   for (int iteration = 0; iteration < 100; ++iteration) {
     const Eigen::Index n = static_cast<Eigen::Index>(points.size());
@@ -119,12 +175,17 @@ topo::GemmCalibration fit_points(const topo::GpuSpec& gpu, DataType dtype, const
     }
     const Eigen::VectorXd x = solve_nonnegative(a, y);
     const double u = std::max(x(0), 1e-3);
+    out.u = u;
+    out.standard_errors = standard_errors(a, y, x);
     cal = full ? with_params(cal, u, x(1), x(2)) : with_params(cal, u, base.wave_overhead.seconds(), base.launch_overhead.seconds());
     if (signature == previous) break;  // tile choices (and memory-bound points) are stable
     previous = std::move(signature);
   }
-  return cal;
+  return out;
 }
+
+// Rounds an error bar to 2 significant digits (it is not known better than that).
+double round_error(double v) { return round_significant(v, 2); }
 
 void summarize_residuals(FitReport& report) {
   std::vector<double> predicted, measured;
@@ -205,7 +266,7 @@ GemmFit fit_gemm(const topo::GpuSpec& gpu, DataType dtype, const std::vector<Gem
   }
   // A table whose points alone imply more than the peak is inconsistent with this GPU.
   for (auto it = by_table.begin(); it != by_table.end();) {
-    const topo::GemmCalibration alone = fit_points(gpu, dtype, it->second, base, false);
+    const topo::GemmCalibration alone = fit_points(gpu, dtype, it->second, base, false).calibration;
     if (alone.max_efficiency > 1.0) {
       fit.report.notes.push_back(it->first + ": its points imply " + percent(alone.max_efficiency) +
                                  " of the dense peak inside a full wave; inconsistent with the GPU, not used");
@@ -228,8 +289,28 @@ GemmFit fit_gemm(const topo::GpuSpec& gpu, DataType dtype, const std::vector<Gem
     fit.report.notes.emplace_back("fewer than 8 points: only max_efficiency fitted; the wave and launch overheads are the ones "
                                   "given (for FP8 the 16-bit fit's, else the base calibration's)");
   }
-  fit.calibration = fit_points(gpu, dtype, points, base, full);
+  const PointsFit solved = fit_points(gpu, dtype, points, base, full);
+  fit.calibration = solved.calibration;
   fit.report.fitted = true;
+  {
+    // Error bars: max_efficiency = 1 / u, so its standard error is se(u) / u^2.
+    auto parameter = [&](const char* name, double value, double se, double scale) {
+      FittedParameter p{name, value, std::nullopt, std::nullopt, ""};
+      if (std::isfinite(se)) {
+        p.standard_error = round_error(se * scale);
+      } else {
+        p.note = points.size() <= (full ? 3u : 1u) ? "no more points than fitted parameters: no standard error"
+                                                   : "held at its bound (0): no standard error";
+      }
+      fit.report.parameters.push_back(std::move(p));
+    };
+    const std::vector<double>& se = solved.standard_errors;
+    parameter("max_efficiency", fit.calibration.max_efficiency, se[0], 1.0 / (solved.u * solved.u));
+    if (full) {
+      parameter("wave_overhead_us", fit.calibration.wave_overhead.microseconds(), se[1], 1e6);
+      parameter("launch_overhead_us", fit.calibration.launch_overhead.microseconds(), se[2], 1e6);
+    }
+  }
   topo::GpuSpec fitted = gpu;
   (dtype == DataType::kFp8 ? fitted.calibration.gemm_fp8
                            : (dtype == DataType::kTf32 || dtype == DataType::kFp32 ? fitted.calibration.gemm_tf32
@@ -272,9 +353,12 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
   }
   double best_loss = std::numeric_limits<double>::infinity();
   topo::AttentionPassCalibration best = base;
+  Eigen::Matrix3d best_cov = Eigen::Matrix3d::Constant(std::numeric_limits<double>::quiet_NaN());
+  Eigen::Vector3d best_x = Eigen::Vector3d::Zero();
   for (int step = 0; step <= 20; ++step) {
     const double overlap = step / 20.0;
     Eigen::Vector3d x(1.0 / base.efficiency, base.softmax_rate > 0 ? 1.0 / base.softmax_rate : 0.0, 0.0);
+    Eigen::MatrixXd cov;
     for (int iteration = 0; iteration < 50; ++iteration) {
       Eigen::MatrixXd a(static_cast<Eigen::Index>(n), 3);
       Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(n));
@@ -288,6 +372,7 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
       const Eigen::VectorXd next = solve_nonnegative(a, y);
       const bool same = (next - x).norm() <= 1e-12 * x.norm();
       x = next;
+      cov = coefficient_covariance(a, y, next);
       if (same) break;
     }
     if (x(0) * max_efficiency < 1.0) continue;  // matmuls faster than in a GEMM: not physical
@@ -303,6 +388,8 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
       best.softmax_rate = x(1) > 0 ? round_significant(1.0 / x(1) * 1e-12) * 1e12 : 0.0;
       best.softmax_overlap = overlap;
       best.row_overhead = round_significant(x(2) * best.efficiency);
+      best_cov = cov;
+      best_x = x;
     }
   }
   if (!std::isfinite(best_loss)) {
@@ -311,6 +398,29 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
   }
   fit.calibration = best;
   fit.report.fitted = true;
+  {
+    // Error bars by the delta method from the covariance of (u, v, w) at the chosen overlap:
+    // efficiency = 1/u, softmax rate = 1/v, row overhead = w/u.
+    const double u = best_x(0), v = best_x(1), w = best_x(2);
+    const std::string held = "the softmax overlap held at its grid value " + std::to_string(best.softmax_overlap).substr(0, 4);
+    auto parameter = [&](const char* name, double value, double variance, const std::string& missing) {
+      FittedParameter p{name, value, std::nullopt, std::nullopt, ""};
+      if (std::isfinite(variance) && variance >= 0) {
+        p.standard_error = round_error(std::sqrt(variance));
+        p.note = held;
+      } else {
+        p.note = missing;
+      }
+      fit.report.parameters.push_back(std::move(p));
+    };
+    const std::string at_bound = "held at its bound (0): no standard error";
+    parameter("efficiency", best.efficiency, best_cov(0, 0) / std::pow(u, 4), at_bound);
+    parameter("softmax_Telements_per_s", best.softmax_rate * 1e-12, v > 0 ? best_cov(1, 1) / std::pow(v, 4) * 1e-24 : -1.0,
+              "no softmax cost fitted (rate unbounded): no standard error");
+    const double row_variance = best_cov(2, 2) / (u * u) + std::pow(w / (u * u), 2) * best_cov(0, 0) -
+                                2.0 * w / (u * u * u) * best_cov(0, 2);
+    parameter("row_overhead", best.row_overhead, w > 0 ? row_variance : -1.0, at_bound);
+  }
   std::vector<std::string> tables;
   for (const AttentionPoint& p : points) {
     if (std::find(tables.begin(), tables.end(), p.table) == tables.end()) tables.push_back(p.table);

@@ -16,7 +16,9 @@
 // With benchmarks at two head dimensions, efficiency, softmax rate and overlap trade off (the
 // per-pair costs give two equations): the smallest overlap that fits best is taken.
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "topologies/hardware.h"
@@ -33,6 +35,18 @@ struct KernelResidual {
   double error = 0;      // (predicted - measured) / measured
 };
 
+// A fitted parameter with its error bar: the standard error of a least-squares fit
+// (sigma^2 (A^T A)^-1 with sigma^2 the residual variance; it assumes independent residuals, so
+// residuals structured by shape make it an underestimate), or the 5th-95th percentile interval
+// of a bootstrap over the fitted cases.
+struct FittedParameter {
+  std::string name;  // as in the calibration file, e.g. "max_efficiency", "wave_overhead_us"
+  double value = 0;
+  std::optional<double> standard_error;
+  std::optional<std::pair<double, double>> interval;
+  std::string note;  // why there is no error bar, or what the bootstrap held fixed
+};
+
 // What one fit did: inputs, exclusions and how well the fitted model reproduces the points.
 struct FitReport {
   std::string part;               // e.g. "gemm bf16", "attention forward"
@@ -41,6 +55,7 @@ struct FitReport {
   std::vector<std::string> notes; // exclusions and fallbacks, one sentence each
   std::vector<KernelResidual> residuals;
   ErrorSummary errors;
+  std::vector<FittedParameter> parameters;  // the values this fit set, with their error bars
 };
 
 struct GemmFit {

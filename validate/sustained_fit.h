@@ -13,10 +13,11 @@
 // (B: 16-bit GEMM work on the critical path, C: attention, D: FP8 GEMMs, A: the rest), and the
 // parameters minimise the mean absolute log error of the cases' first measured metric on a grid
 // (steps of 0.002 for f, 0.01 for the scales). The chosen values are simulated once more for the
-// residuals.
+// residuals. Its error bar comes from refitting f on bootstrap resamples of the cases.
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "topologies/hardware.h"
@@ -27,6 +28,9 @@ namespace trainsim::validate {
 
 struct SustainedFit {
   double fraction = 1.0;
+  // 5th-95th percentile of f refitted on 1,000 bootstrap resamples of the cases (seed 1), the
+  // scales g and h held at their fitted values.
+  std::optional<std::pair<double, double>> fraction_interval;
   std::optional<double> attention_scale;  // when fitted (topo::ComputeCalibration::attention_scale)
   std::optional<double> fp8_scale;        // when fitted (topo::ComputeCalibration::fp8_gemm_scale)
   std::size_t cases = 0;

@@ -1,5 +1,8 @@
 #include "validate/kernel_fit.h"
 
+#include <cmath>
+#include <cstdint>
+
 #include <doctest/doctest.h>
 
 #include "config/hardware_reader.h"
@@ -7,6 +10,8 @@
 #include "test_files.h"
 #include "topologies/compute_model.h"
 #include "validate/calibrator.h"
+#include "validate/sustained_fit.h"
+#include "validate/validation_report.h"
 
 using namespace trainsim;
 using testing::contains;
@@ -18,8 +23,15 @@ const std::string kAttentionFile = testing::source_path("validate/data/attention
 
 topo::GpuSpec h100() { return config::read_gpu("h100-sxm5-80gb", "test", ""); }
 
-// Points measured on a GPU whose GEMMs follow `truth` exactly.
-std::vector<validate::GemmPoint> synthetic_gemms(const topo::GpuSpec& gpu, const topo::GemmCalibration& truth) {
+// A deterministic relative perturbation in [-amplitude, amplitude] for point i (an LCG).
+double perturbation(std::size_t i, double amplitude) {
+  const std::uint64_t x = (i + 1) * 6364136223846793005ULL + 1442695040888963407ULL;
+  return amplitude * (2.0 * static_cast<double>(x >> 11) / 9007199254740992.0 - 1.0);
+}
+
+// Points measured on a GPU whose GEMMs follow `truth`, each perturbed by up to `amplitude`.
+std::vector<validate::GemmPoint> synthetic_gemms(const topo::GpuSpec& gpu, const topo::GemmCalibration& truth,
+                                                 double amplitude = 0) {
   topo::GpuSpec g = gpu;
   g.calibration.gemm_16bit = truth;
   const topo::ComputeModel model(g, false);
@@ -35,7 +47,7 @@ std::vector<validate::GemmPoint> synthetic_gemms(const topo::GpuSpec& gpu, const
           p.m = m;
           p.n = n;
           p.k = k;
-          p.tflops = model.tflops(validate::gemm_kernel(p));
+          p.tflops = model.tflops(validate::gemm_kernel(p)) * (1.0 + perturbation(points.size(), amplitude));
           points.push_back(p);
         }
       }
@@ -51,6 +63,13 @@ std::string sweep_error(const std::string& text) {
   } catch (const InputError& e) {
     return e.what();
   }
+}
+
+const validate::FittedParameter* find_parameter(const validate::FitReport& r, const std::string& name) {
+  for (const validate::FittedParameter& p : r.parameters) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -123,7 +142,8 @@ namespace {
 
 // Benchmark points of a GPU whose forward attention follows `truth` exactly (16k tokens, hidden
 // 2048, as the FlashAttention-3 paper measures).
-std::vector<validate::AttentionPoint> synthetic_attention(topo::GpuSpec gpu, const topo::AttentionPassCalibration& truth) {
+std::vector<validate::AttentionPoint> synthetic_attention(topo::GpuSpec gpu, const topo::AttentionPassCalibration& truth,
+                                                         double amplitude = 0) {
   gpu.calibration.attention.forward = truth;
   gpu.calibration.memory_kernel_overhead = sim::Duration::zero();  // the fit has no launch term
   const topo::ComputeModel model(gpu, false);
@@ -138,7 +158,7 @@ std::vector<validate::AttentionPoint> synthetic_attention(topo::GpuSpec gpu, con
         p.seq_len = s;
         p.batch = 16384 / s;
         p.heads = 2048 / d;
-        p.tflops = model.tflops(validate::attention_kernel(p));
+        p.tflops = model.tflops(validate::attention_kernel(p)) * (1.0 + perturbation(points.size(), amplitude));
         points.push_back(p);
       }
     }
@@ -209,4 +229,100 @@ TEST_CASE("validate/same_gpu: measurement names match presets by their leading l
   CHECK_FALSE(validate::same_gpu("A100 PCIe", "a100-sxm4-80gb", "A100-SXM4-80GB"));
   CHECK_FALSE(validate::same_gpu("GH200 SXM (900W, 141GiB HBM3e)", "h100-sxm5-80gb", "H100-SXM5-80GB"));
   CHECK_FALSE(validate::same_gpu("", "h100-sxm5-80gb", "H100-SXM5-80GB"));
+}
+
+TEST_CASE("validate/fit_gemm: standard errors grow with the measurement noise and cover the true parameters") {
+  const topo::GpuSpec gpu = h100();
+  topo::GemmCalibration truth = gpu.calibration.gemm_16bit;
+  truth.max_efficiency = 0.8;
+  truth.wave_overhead = sim::Duration::from_seconds(1.5e-6);
+  truth.launch_overhead = sim::Duration::from_seconds(3e-6);
+  const validate::GemmFit quiet = validate::fit_gemm(gpu, sim::DataType::kBf16, synthetic_gemms(gpu, truth, 0.01), truth);
+  const validate::GemmFit loud = validate::fit_gemm(gpu, sim::DataType::kBf16, synthetic_gemms(gpu, truth, 0.04), truth);
+  const struct {
+    const char* name;
+    double truth;
+  } parameters[] = {{"max_efficiency", 0.8}, {"wave_overhead_us", 1.5}, {"launch_overhead_us", 3.0}};
+  for (const auto& expected : parameters) {
+    CAPTURE(expected.name);
+    const validate::FittedParameter* q = find_parameter(quiet.report, expected.name);
+    const validate::FittedParameter* l = find_parameter(loud.report, expected.name);
+    REQUIRE(q != nullptr);
+    REQUIRE(l != nullptr);
+    REQUIRE(q->standard_error.has_value());
+    REQUIRE(l->standard_error.has_value());
+    CHECK(*q->standard_error > 0);
+    // Four times the noise, about four times the error bar.
+    CHECK(*l->standard_error / *q->standard_error == doctest::Approx(4.0).epsilon(0.35));
+    // The truth lies within four standard errors of the noisy fit.
+    CHECK(std::abs(l->value - expected.truth) < 4 * *l->standard_error);
+  }
+}
+
+TEST_CASE("validate/fit_gemm: no standard error where the points cannot give one") {
+  const topo::GpuSpec gpu = h100();
+  std::vector<validate::GemmPoint> one = synthetic_gemms(gpu, gpu.calibration.gemm_16bit);
+  one.resize(1);
+  one.front().m = one.front().n = one.front().k = 8192;
+  one.front().tflops = 700;
+  const validate::GemmFit fit = validate::fit_gemm(gpu, sim::DataType::kBf16, one, gpu.calibration.gemm_16bit);
+  REQUIRE(fit.report.fitted);
+  REQUIRE(fit.report.parameters.size() == 1);
+  CHECK_FALSE(fit.report.parameters.front().standard_error.has_value());
+  CHECK(fit.report.parameters.front().note.find("no more points than fitted parameters") != std::string::npos);
+}
+
+TEST_CASE("validate/fit_attention: standard errors of efficiency, softmax rate and row overhead") {
+  const topo::GpuSpec gpu = h100();
+  const topo::AttentionPassCalibration truth{0.6, 2e12, 0.0, 2.0};
+  const std::vector<validate::AttentionPoint> points = synthetic_attention(gpu, truth, 0.03);
+  const validate::AttentionFit fit = validate::fit_attention(gpu, false, points, 128, topo::AttentionPassCalibration{}, 0.9);
+  REQUIRE(fit.report.fitted);
+  const struct {
+    const char* name;
+    double truth;
+  } parameters[] = {{"efficiency", 0.6}, {"softmax_Telements_per_s", 2.0}, {"row_overhead", 2.0}};
+  for (const auto& expected : parameters) {
+    CAPTURE(expected.name);
+    const validate::FittedParameter* p = find_parameter(fit.report, expected.name);
+    REQUIRE(p != nullptr);
+    REQUIRE(p->standard_error.has_value());
+    CHECK(*p->standard_error > 0);
+    CHECK(std::abs(p->value - expected.truth) < 4 * *p->standard_error + 0.01 * expected.truth);
+  }
+}
+
+TEST_CASE("validate/fit_sustained_fraction: the bootstrap interval holds the fit, collapses on exact data, and is reproducible") {
+  validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/published_runs.json"), "nemo2407");
+  REQUIRE(suite.cases.size() >= 8);
+  const topo::ComputeCalibration calibration = config::read_gpu("h100-sxm5-80gb", "test", "").calibration;
+  validate::SustainedFitOptions options;
+  options.jobs = 2;
+
+  const validate::SustainedFit real = validate::fit_sustained_fraction(suite, topo::Architecture::kHopper, calibration, options);
+  REQUIRE(real.fraction_interval.has_value());
+  CHECK(real.fraction_interval->first <= real.fraction);
+  CHECK(real.fraction <= real.fraction_interval->second);
+  CHECK(real.fraction_interval->first < real.fraction_interval->second);  // real runs scatter
+  const validate::SustainedFit again = validate::fit_sustained_fraction(suite, topo::Architecture::kHopper, calibration, options);
+  CHECK(again.fraction_interval == real.fraction_interval);
+
+  // Measurements that the model at f = 0.8 reproduces exactly: every resample refits 0.8.
+  topo::ComputeCalibration at = calibration;
+  at.sustained_fraction = 0.8;
+  validate::Suite exact = suite;
+  for (validate::Case& c : exact.cases) c.scenario.cluster.gpu.calibration = at;
+  const validate::ValidationReport predicted = validate::validate_suite(exact, {});
+  for (std::size_t i = 0; i < suite.cases.size(); ++i) {
+    for (validate::Measurement& m : suite.cases[i].measured) {
+      for (const validate::MetricResult& r : predicted.cases[i].metrics) {
+        if (r.metric == m.metric) m.value = r.predicted;
+      }
+    }
+  }
+  const validate::SustainedFit fit = validate::fit_sustained_fraction(suite, topo::Architecture::kHopper, calibration, options);
+  CHECK(fit.fraction == doctest::Approx(0.8).epsilon(0.004));
+  REQUIRE(fit.fraction_interval.has_value());
+  CHECK(fit.fraction_interval->first == doctest::Approx(fit.fraction).epsilon(0.005));
+  CHECK(fit.fraction_interval->second == doctest::Approx(fit.fraction).epsilon(0.005));
 }
