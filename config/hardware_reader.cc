@@ -155,6 +155,22 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
     c.fp8_gemm_scale = training.get_double("fp8_gemm_scale", 1.0, 0.05, 2.0);
     training.finish();
   }
+  // The record of the in-training fit, when it has one: how well the calibration reproduced the
+  // runs it was fitted to. The rest of "fit" only documents.
+  if (const Json* fit = r.raw("fit")) {
+    if (!fit->is_object()) r.fail("fit", "expected an object (the record of how the calibration was fitted)");
+    if (fit->contains("training")) {
+      ObjectReader record((*fit)["training"], file, "/fit/training");
+      record.allow({"from", "mape_before", "notes", "error_bars", "description"});
+      topo::ComputeCalibration::Accuracy a;
+      a.architecture = record.require_string("architecture");
+      a.cases = record.require_int("cases", 1, 1000000);
+      a.mape = record.require_double("mape", 0, 100);
+      a.max_abs_error = record.require_double("max_abs_error", 0, 1000);
+      record.finish();
+      c.accuracy = a;
+    }
+  }
   r.finish();
   return c;
 }

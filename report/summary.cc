@@ -1,5 +1,6 @@
 #include "report/summary.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -60,6 +61,12 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
   j["mfu"] = tidy(r.mfu);
   j["hfu"] = tidy(r.hfu);
   j["peak_tflops_per_gpu"] = tidy(r.peak_flops_per_gpu * 1e-12);
+  if (const auto& a = s.cluster.gpu.calibration.accuracy) {
+    j["calibration_accuracy"] = Json{{"architecture", a->architecture},
+                                     {"cases", a->cases},
+                                     {"mape", tidy(a->mape)},
+                                     {"max_abs_error", tidy(a->max_abs_error)}};
+  }
   j["num_gpus"] = s.num_gpus();
   j["data_parallel_size"] = w.data_parallel_size;
   j["parallelism"] = Json{{"tensor_model_parallel_size", s.parallel.tensor_model_parallel_size},
@@ -150,6 +157,15 @@ std::string summary_text(const RunResult& r) {
     << models::to_string(s.training.pipeline_schedule) << ", recompute " << models::to_string(s.training.recompute_granularity)
     << ", " << models::to_string(s.training.precision) << "\n\n";
   o << "  iteration time        " << fmt("%.3f s", r.iteration_time_s) << "\n";
+  if (const auto& a = s.cluster.gpu.calibration.accuracy) {
+    // The error this calibration made on the published runs it was fitted to.
+    std::string arch = a->architecture;
+    if (!arch.empty()) arch[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(arch[0])));
+    o << "  typical error         " << fmt("%.1f%%", 100 * a->mape) << " mean, " << fmt("%.0f%%", 100 * a->max_abs_error)
+      << " largest, on the " << a->cases << " published " << arch << " runs the calibration was fitted to";
+    if (a->architecture != topo::to_string(s.cluster.gpu.architecture)) o << " (none on this GPU's architecture yet)";
+    o << "\n";
+  }
   o << "  throughput            " << fmt("%.0f tokens/s", r.tokens_per_s) << " (" << fmt("%.0f", r.tokens_per_s / static_cast<double>(s.num_gpus()))
     << " per GPU)\n";
   o << "  model TFLOP/s/GPU     " << fmt("%.1f", r.model_tflops_per_gpu) << "   MFU " << fmt("%.1f%%", 100 * r.mfu) << "\n";

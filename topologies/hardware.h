@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,16 @@ struct ComputeCalibration {
   // benchmark; Transformer Engine also quantizes every FP8 GEMM's inputs in training).
   double attention_scale = 1.0;
   double fp8_gemm_scale = 1.0;
+  // How the fitted calibration reproduced the published runs it was fitted to (the file's
+  // fit.training record): the typical error a prediction made with it carries.
+  struct Accuracy {
+    std::string architecture;  // of the runs ("ampere", "hopper", ...)
+    std::int64_t cases = 0;
+    double mape = 0;           // mean |predicted - measured| / measured
+    double max_abs_error = 0;
+    bool operator==(const Accuracy&) const = default;
+  };
+  std::optional<Accuracy> accuracy;
   std::string source;                      // where these numbers were fitted from
   bool operator==(const ComputeCalibration&) const = default;
 };

@@ -118,3 +118,33 @@ TEST_CASE("report/determinism: the same scenario gives the same bytes") {
   report::write_trace(b, tb);
   CHECK(ta.str() == tb.str());
 }
+
+TEST_CASE("report/summary: the typical error of the calibration travels with each prediction") {
+  // The shipped A100 calibration records its fit to the published Ampere runs.
+  report::RunResult r = tests::simulate_file(kDefault, kSmall);
+  const auto& a = r.scenario.cluster.gpu.calibration.accuracy;
+  REQUIRE(a.has_value());
+  CHECK(a->architecture == "ampere");
+  CHECK(a->cases > 100);
+  CHECK(a->mape > 0);
+  CHECK(a->mape < a->max_abs_error);
+  const auto j = report::summary_json(r);
+  REQUIRE(j.contains("calibration_accuracy"));
+  CHECK(j["calibration_accuracy"]["cases"] == a->cases);
+  const std::string text = report::summary_text(r);
+  CHECK(text.find("typical error") != std::string::npos);
+  CHECK(text.find("published Ampere runs") != std::string::npos);
+  CHECK(text.find("none on this GPU's architecture") == std::string::npos);
+
+  // A B200 borrows the Hopper fit, and says it has no runs of its own.
+  r = tests::simulate_file(kDefault, {"model.preset=\"gpt3-1.7b\"", "cluster.preset=\"dgx-b200\"", "cluster.num_nodes=4",
+                                      "parallelism.tensor_model_parallel_size=2", "parallelism.pipeline_model_parallel_size=4",
+                                      "training.global_batch_size=32"});
+  CHECK(report::summary_text(r).find("Hopper runs the calibration was fitted to (none on this GPU's architecture yet)") !=
+        std::string::npos);
+
+  // A calibration without the record (e.g. fitted from GEMMs alone, in code) prints no claim.
+  r.scenario.cluster.gpu.calibration.accuracy.reset();
+  CHECK(report::summary_text(r).find("typical error") == std::string::npos);
+  CHECK_FALSE(report::summary_json(r).contains("calibration_accuracy"));
+}
