@@ -167,6 +167,12 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
       a.cases = record.require_int("cases", 1, 1000000);
       a.mape = record.require_double("mape", 0, 100);
       a.max_abs_error = record.require_double("max_abs_error", 0, 1000);
+      if (record.has("held_out")) {
+        ObjectReader out = record.object("held_out");
+        out.allow({"by", "cases", "max_abs_error", "families"});
+        a.held_out_mape = out.require_double("mape", 0, 100);
+        out.finish();
+      }
       record.finish();
       c.accuracy = a;
     }

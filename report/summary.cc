@@ -66,6 +66,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
                                      {"cases", a->cases},
                                      {"mape", tidy(a->mape)},
                                      {"max_abs_error", tidy(a->max_abs_error)}};
+    if (a->held_out_mape) j["calibration_accuracy"]["held_out_mape"] = tidy(*a->held_out_mape);
   }
   j["num_gpus"] = s.num_gpus();
   j["data_parallel_size"] = w.data_parallel_size;
@@ -161,9 +162,10 @@ std::string summary_text(const RunResult& r) {
     // The error this calibration made on the published runs it was fitted to.
     std::string arch = a->architecture;
     if (!arch.empty()) arch[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(arch[0])));
-    o << "  typical error         " << fmt("%.1f%%", 100 * a->mape) << " mean, " << fmt("%.0f%%", 100 * a->max_abs_error)
-      << " largest, on the " << a->cases << " published " << arch << " runs the calibration was fitted to";
-    if (a->architecture != topo::to_string(s.cluster.gpu.architecture)) o << " (none on this GPU's architecture yet)";
+    o << "  typical error         " << fmt("%.1f%%", 100 * a->mape) << " on the " << a->cases << " published " << arch
+      << " runs the calibration was fitted to (largest " << fmt("%.0f%%", 100 * a->max_abs_error) << ")";
+    if (a->held_out_mape) o << ", " << fmt("%.1f%%", 100 * *a->held_out_mape) << " on model families left out of the fit";
+    if (a->architecture != topo::to_string(s.cluster.gpu.architecture)) o << "; none on this GPU's architecture yet";
     o << "\n";
   }
   o << "  throughput            " << fmt("%.0f tokens/s", r.tokens_per_s) << " (" << fmt("%.0f", r.tokens_per_s / static_cast<double>(s.num_gpus()))

@@ -84,6 +84,8 @@ struct ComputeCalibration {
     std::int64_t cases = 0;
     double mape = 0;           // mean |predicted - measured| / measured
     double max_abs_error = 0;
+    // Mean error on runs left out of the fit (each model family predicted by a fit to the others).
+    std::optional<double> held_out_mape;
     bool operator==(const Accuracy&) const = default;
   };
   std::optional<Accuracy> accuracy;

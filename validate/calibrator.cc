@@ -287,6 +287,44 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
       }
       record["notes"] = notes;
       record["error_bars"] = error_bars(fit.report);
+      if (fit.held_out_errors) {
+        // Leave one family out: the error on runs the fit did not see.
+        Json held;
+        held["by"] = "family";
+        held["cases"] = fit.held_out_errors->n;
+        held["mape"] = r4(fit.held_out_errors->mape);
+        held["max_abs_error"] = r4(fit.held_out_errors->max_abs_error);
+        Json families = Json::array();
+        for (const HeldOutFamily& h : fit.held_out) {
+          Json one;
+          one["family"] = h.family;
+          one["cases"] = h.cases;
+          one["sustained_fraction"] = h.fraction;
+          if (h.attention_scale) one["attention_scale"] = *h.attention_scale;
+          if (h.fp8_scale) one["fp8_gemm_scale"] = *h.fp8_scale;
+          one["mape"] = r4(h.errors.mape);
+          one["max_abs_error"] = r4(h.errors.max_abs_error);
+          families.push_back(one);
+          char line[320];
+          std::snprintf(line, sizeof line, "%s (%zu cases) predicted by a fit to the other families (f = %.4g",
+                        h.family.empty() ? "cases without a family" : h.family.c_str(), h.cases, h.fraction);
+          std::string text = line;
+          if (h.attention_scale) {
+            std::snprintf(line, sizeof line, ", attention scale %.2f", *h.attention_scale);
+            text += line;
+          }
+          if (h.fp8_scale) {
+            std::snprintf(line, sizeof line, ", FP8 GEMM scale %.2f", *h.fp8_scale);
+            text += line;
+          }
+          fit.report.checks.push_back(text + "): MAPE " + pct(h.errors.mape) + ", max |error| " + pct(h.errors.max_abs_error));
+        }
+        held["families"] = families;
+        record["held_out"] = held;
+        fit.report.checks.push_back("all " + std::to_string(fit.held_out_errors->n) + " held-out predictions: MAPE " +
+                                    pct(fit.held_out_errors->mape) + ", max |error| " + pct(fit.held_out_errors->max_abs_error) +
+                                    " (in-sample: " + pct(fit.report.errors.mape) + ", " + pct(fit.report.errors.max_abs_error) + ")");
+      }
       out.fit["training"] = record;
     }
     out.reports.push_back(std::move(fit.report));
@@ -336,6 +374,8 @@ std::string residuals_text(const CalibrationResult& r, bool all) {
       }
       o << line;
     }
+    if (!f.checks.empty()) o << "  leave one family out:\n";
+    for (const std::string& line : f.checks) o << "    " << line << "\n";
     std::vector<KernelResidual> rows = f.residuals;
     if (!all) {
       std::stable_sort(rows.begin(), rows.end(),

@@ -56,6 +56,7 @@ struct FitReport {
   std::vector<KernelResidual> residuals;
   ErrorSummary errors;
   std::vector<FittedParameter> parameters;  // the values this fit set, with their error bars
+  std::vector<std::string> checks;          // out-of-sample checks of the fit, one line each
 };
 
 struct GemmFit {

@@ -13,14 +13,16 @@ namespace trainsim::validate {
 
 namespace {
 
-// The suite restricted to `architecture`, every case priced with `calibration` at `fraction`.
+// The suite restricted to `architecture` (and to `family`, when given), every case priced with
+// `calibration` at `fraction`.
 Suite with_calibration(const Suite& suite, topo::Architecture architecture, topo::ComputeCalibration calibration,
-                       double fraction) {
+                       double fraction, const std::optional<std::string>& family = std::nullopt) {
   calibration.sustained_fraction = fraction;
   Suite out;
   out.file = suite.file;
   for (const Case& c : suite.cases) {
     if (c.scenario.cluster.gpu.architecture != architecture) continue;
+    if (family && c.family != *family) continue;
     Case copy = c;
     copy.scenario.cluster.gpu.calibration = calibration;
     out.cases.push_back(std::move(copy));
@@ -110,25 +112,37 @@ SustainedFit fit_sustained_fraction(const Suite& suite, topo::Architecture archi
     }
     fit.before = summarize(predicted, measured);
   }
-  double best = std::numeric_limits<double>::infinity(), best_g = 1.0, best_h = 1.0;
-  const int g_steps = options.attention ? 130 : 0, h_steps = fit_fp8 ? 130 : 0;
-  for (int gs = 0; gs <= g_steps; ++gs) {
-    const double g = options.attention ? 0.2 + 0.01 * gs : 1.0;
-    for (int hs = 0; hs <= h_steps; ++hs) {
-      const double h = fit_fp8 ? 0.2 + 0.01 * hs : 1.0;
-      for (int step = 150; step <= 500; ++step) {
-        const double f = step / 500.0;
-        double loss = 0;
-        for (std::size_t i = 0; i < fit.cases; ++i) loss += std::abs(std::log(model(i, f, g, h) / target[i]));
-        if (loss < best - 1e-12) {
-          best = loss;
-          fit.fraction = f;
-          best_g = g;
-          best_h = h;
+  // The grid search over the cases `pick` (with repeats, for the bootstrap): f always, g and h
+  // when asked, else held at `g0`, `h0`. Ties keep the first (smallest) grid point.
+  struct Point {
+    double f, g, h;
+  };
+  auto grid_fit = [&](const std::vector<std::size_t>& pick, bool fit_g, bool fit_h, double g0, double h0) {
+    double best_loss = std::numeric_limits<double>::infinity();
+    Point best{fit.fraction, g0, h0};
+    const int g_steps = fit_g ? 130 : 0, h_steps = fit_h ? 130 : 0;
+    for (int gs = 0; gs <= g_steps; ++gs) {
+      const double g = fit_g ? 0.2 + 0.01 * gs : g0;
+      for (int hs = 0; hs <= h_steps; ++hs) {
+        const double h = fit_h ? 0.2 + 0.01 * hs : h0;
+        for (int step = 150; step <= 500; ++step) {
+          const double f = step / 500.0;
+          double loss = 0;
+          for (const std::size_t i : pick) loss += std::abs(std::log(model(i, f, g, h) / target[i]));
+          if (loss < best_loss - 1e-12) {
+            best_loss = loss;
+            best = Point{f, g, h};
+          }
         }
       }
     }
-  }
+    return best;
+  };
+  std::vector<std::size_t> all(fit.cases);
+  for (std::size_t i = 0; i < fit.cases; ++i) all[i] = i;
+  const Point chosen = grid_fit(all, options.attention, fit_fp8, 1.0, 1.0);
+  fit.fraction = chosen.f;
+  const double best_g = chosen.g, best_h = chosen.h;
   // Error bar of f: the fit repeated on bootstrap resamples of the cases (with replacement, a
   // fixed seed so the file is reproducible), g and h held at their fitted values; the 5th and
   // 95th percentiles of the refitted f.
@@ -140,17 +154,7 @@ SustainedFit fit_sustained_fraction(const Suite& suite, topo::Architecture archi
     std::vector<std::size_t> pick(fit.cases);
     for (int resample = 0; resample < kResamples; ++resample) {
       for (std::size_t& i : pick) i = static_cast<std::size_t>(random() % fit.cases);
-      double best_loss = std::numeric_limits<double>::infinity(), best_f = fit.fraction;
-      for (int step = 150; step <= 500; ++step) {
-        const double f = step / 500.0;
-        double loss = 0;
-        for (const std::size_t i : pick) loss += std::abs(std::log(model(i, f, best_g, best_h) / target[i]));
-        if (loss < best_loss - 1e-12) {
-          best_loss = loss;
-          best_f = f;
-        }
-      }
-      refitted.push_back(best_f);
+      refitted.push_back(grid_fit(pick, false, false, best_g, best_h).f);
     }
     std::sort(refitted.begin(), refitted.end());
     fit.fraction_interval = std::make_pair(refitted[kResamples / 20], refitted[kResamples - kResamples / 20 - 1]);
@@ -161,6 +165,48 @@ SustainedFit fit_sustained_fraction(const Suite& suite, topo::Architecture archi
       p.note = "bootstrap over the cases";
     }
     fit.report.parameters.push_back(std::move(p));
+  }
+  // Leave one family out: the parameters refitted on the other families' cases, then the held-out
+  // family simulated with them. g and h are refitted when the full fit fits them and the other
+  // families' runs have fused attention (FP8 GEMMs); else they stay 1 (the kernels as benchmarked).
+  {
+    std::vector<std::string> families;
+    for (const Case& held : full.cases) {
+      if (std::find(families.begin(), families.end(), held.family) == families.end()) families.push_back(held.family);
+    }
+    std::vector<double> predicted, measured;
+    for (std::size_t k = 0; families.size() >= 2 && k < families.size(); ++k) {
+      std::vector<std::size_t> train;
+      bool train_fp8 = false, train_attention = false;
+      for (std::size_t i = 0; i < fit.cases; ++i) {
+        if (full.cases[i].family == families[k]) continue;
+        train.push_back(i);
+        train_fp8 = train_fp8 || d[i] > 0;
+        train_attention = train_attention || c[i] > 0;
+      }
+      const Point p = grid_fit(train, options.attention && train_attention, fit_fp8 && train_fp8, 1.0, 1.0);
+      HeldOutFamily fold;
+      fold.family = families[k];
+      fold.fraction = p.f;
+      topo::ComputeCalibration priced = base;
+      if (options.attention) {
+        fold.attention_scale = std::round(p.g * 100.0) / 100.0;
+        priced = scale_attention(priced, *fold.attention_scale);
+      }
+      if (fit_fp8) {
+        fold.fp8_scale = std::round(p.h * 100.0) / 100.0;
+        priced = scale_fp8(priced, *fold.fp8_scale);
+      }
+      const ValidationReport held = validate_suite(with_calibration(suite, architecture, priced, p.f, families[k]), run);
+      fold.cases = held.cases.size();
+      fold.errors = first_metric_summary(held);
+      for (const CaseResult& r : held.cases) {
+        predicted.push_back(r.metrics.front().predicted);
+        measured.push_back(r.metrics.front().measured);
+      }
+      fit.held_out.push_back(std::move(fold));
+    }
+    if (!fit.held_out.empty()) fit.held_out_errors = summarize(predicted, measured);
   }
   topo::ComputeCalibration fitted = base;
   if (options.attention) {

@@ -13,7 +13,9 @@
 // (B: 16-bit GEMM work on the critical path, C: attention, D: FP8 GEMMs, A: the rest), and the
 // parameters minimise the mean absolute log error of the cases' first measured metric on a grid
 // (steps of 0.002 for f, 0.01 for the scales). The chosen values are simulated once more for the
-// residuals. Its error bar comes from refitting f on bootstrap resamples of the cases.
+// residuals. Its error bar comes from refitting f on bootstrap resamples of the cases, and its
+// error on runs it did not see from refitting without each model family in turn and simulating
+// that family with the refitted parameters.
 
 #include <optional>
 #include <string>
@@ -26,6 +28,17 @@
 
 namespace trainsim::validate {
 
+// One fold of the leave-one-family-out check: the parameters refitted without the family's cases,
+// and the errors of those cases simulated with them (their error on runs the fit did not see).
+struct HeldOutFamily {
+  std::string family;  // the suite's "family" ("" for cases without one)
+  std::size_t cases = 0;
+  double fraction = 1.0;
+  std::optional<double> attention_scale;  // refitted when the full fit fits it
+  std::optional<double> fp8_scale;        // refitted when the other families have FP8 runs, else 1
+  ErrorSummary errors;
+};
+
 struct SustainedFit {
   double fraction = 1.0;
   // 5th-95th percentile of f refitted on 1,000 bootstrap resamples of the cases (seed 1), the
@@ -36,6 +49,10 @@ struct SustainedFit {
   std::size_t cases = 0;
   ErrorSummary before;  // time-like errors with the base calibration's fraction (from the same two runs)
   FitReport report;     // residuals at the fitted fraction
+  // Leave one family out (when the architecture's cases come from two families or more): each
+  // family predicted by a fit to the others, and the errors of all those predictions pooled.
+  std::vector<HeldOutFamily> held_out;
+  std::optional<ErrorSummary> held_out_errors;
 };
 
 // REQUIRES: `calibration` holds the kernel parameters to use. Cases on other architectures are

@@ -131,17 +131,22 @@ TEST_CASE("report/summary: the typical error of the calibration travels with eac
   const auto j = report::summary_json(r);
   REQUIRE(j.contains("calibration_accuracy"));
   CHECK(j["calibration_accuracy"]["cases"] == a->cases);
+  // Its error on model families left out of the fit is larger than in sample.
+  REQUIRE(a->held_out_mape.has_value());
+  CHECK(*a->held_out_mape > a->mape);
+  CHECK(j["calibration_accuracy"].contains("held_out_mape"));
   const std::string text = report::summary_text(r);
   CHECK(text.find("typical error") != std::string::npos);
   CHECK(text.find("published Ampere runs") != std::string::npos);
+  CHECK(text.find("on model families left out of the fit") != std::string::npos);
   CHECK(text.find("none on this GPU's architecture") == std::string::npos);
 
   // A B200 borrows the Hopper fit, and says it has no runs of its own.
   r = tests::simulate_file(kDefault, {"model.preset=\"gpt3-1.7b\"", "cluster.preset=\"dgx-b200\"", "cluster.num_nodes=4",
                                       "parallelism.tensor_model_parallel_size=2", "parallelism.pipeline_model_parallel_size=4",
                                       "training.global_batch_size=32"});
-  CHECK(report::summary_text(r).find("Hopper runs the calibration was fitted to (none on this GPU's architecture yet)") !=
-        std::string::npos);
+  CHECK(report::summary_text(r).find("Hopper runs the calibration was fitted to") != std::string::npos);
+  CHECK(report::summary_text(r).find("; none on this GPU's architecture yet") != std::string::npos);
 
   // A calibration without the record (e.g. fitted from GEMMs alone, in code) prints no claim.
   r.scenario.cluster.gpu.calibration.accuracy.reset();

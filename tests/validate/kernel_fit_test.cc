@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include <doctest/doctest.h>
+#include <set>
 
 #include "config/hardware_reader.h"
 #include "config/scenario.h"
@@ -325,4 +326,55 @@ TEST_CASE("validate/fit_sustained_fraction: the bootstrap interval holds the fit
   REQUIRE(fit.fraction_interval.has_value());
   CHECK(fit.fraction_interval->first == doctest::Approx(fit.fraction).epsilon(0.005));
   CHECK(fit.fraction_interval->second == doctest::Approx(fit.fraction).epsilon(0.005));
+}
+
+TEST_CASE("validate/fit_sustained_fraction: each family left out is predicted by a fit to the others") {
+  validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/published_runs.json"), "nemo2407");
+  const topo::ComputeCalibration calibration = config::read_gpu("h100-sxm5-80gb", "test", "").calibration;
+  validate::SustainedFitOptions options;
+  options.jobs = 2;
+  // Measurements the model reproduces exactly at f = 0.8, then one family made 25% slower than
+  // the model can say from the others.
+  topo::ComputeCalibration at = calibration;
+  at.sustained_fraction = 0.8;
+  validate::Suite exact = suite;
+  for (validate::Case& c : exact.cases) c.scenario.cluster.gpu.calibration = at;
+  const validate::ValidationReport predicted = validate::validate_suite(exact, {});
+  std::set<std::string> families;
+  for (std::size_t i = 0; i < suite.cases.size(); ++i) {
+    families.insert(suite.cases[i].family);
+    for (validate::Measurement& m : suite.cases[i].measured) {
+      for (const validate::MetricResult& r : predicted.cases[i].metrics) {
+        if (r.metric != m.metric) continue;
+        m.value = r.predicted;
+        const bool throughput = m.metric != validate::Metric::kIterationTime;
+        if (suite.cases[i].family == "llama") m.value *= throughput ? 1 / 1.25 : 1.25;
+      }
+    }
+  }
+  REQUIRE(families.size() >= 3);
+  const validate::SustainedFit fit = validate::fit_sustained_fraction(suite, topo::Architecture::kHopper, calibration, options);
+  REQUIRE(fit.held_out.size() == families.size());
+  REQUIRE(fit.held_out_errors.has_value());
+  CHECK(fit.held_out_errors->n == suite.cases.size());
+  for (const validate::HeldOutFamily& h : fit.held_out) {
+    CAPTURE(h.family);
+    if (h.family == "llama") {
+      // Fitted to exact data, the others predict the slowed family 20% fast (1 / 1.25 - 1).
+      CHECK(h.fraction == doctest::Approx(0.8).epsilon(0.004));
+      CHECK(h.errors.mape == doctest::Approx(0.2).epsilon(0.03));
+    } else {
+      // The slowed family pulls the others' fit, and the held-out family pays for it.
+      CHECK(h.fraction < 0.79);
+      CHECK(h.errors.mape > 0.01);
+    }
+  }
+  // In sample, the fit spreads the slowed family's error over every case: less than held out.
+  CHECK(fit.report.errors.mape < fit.held_out_errors->mape);
+
+  // One family alone: nothing to leave out.
+  validate::Suite one = validate::read_suite(testing::source_path("validate/suites/published_runs.json"), "nemo2407_perfsummary_LLAMA");
+  const validate::SustainedFit single = validate::fit_sustained_fraction(one, topo::Architecture::kHopper, calibration, options);
+  CHECK(single.held_out.empty());
+  CHECK_FALSE(single.held_out_errors.has_value());
 }
