@@ -138,6 +138,23 @@ SustainedFit fit_sustained_fraction(const Suite& suite, topo::Architecture archi
     }
     return best;
   };
+  // `base` with the scales this fit fits set to a grid point's g and h, rounded to the grid.
+  struct Scaled {
+    topo::ComputeCalibration calibration;
+    std::optional<double> attention, fp8;
+  };
+  auto scaled = [&](double g, double h) {
+    Scaled out{base, std::nullopt, std::nullopt};
+    if (options.attention) {
+      out.attention = std::round(g * 100.0) / 100.0;
+      out.calibration = scale_attention(out.calibration, *out.attention);
+    }
+    if (fit_fp8) {
+      out.fp8 = std::round(h * 100.0) / 100.0;
+      out.calibration = scale_fp8(out.calibration, *out.fp8);
+    }
+    return out;
+  };
   std::vector<std::size_t> all(fit.cases);
   for (std::size_t i = 0; i < fit.cases; ++i) all[i] = i;
   const Point chosen = grid_fit(all, options.attention, fit_fp8, 1.0, 1.0);
@@ -185,19 +202,14 @@ SustainedFit fit_sustained_fraction(const Suite& suite, topo::Architecture archi
         train_attention = train_attention || c[i] > 0;
       }
       const Point p = grid_fit(train, options.attention && train_attention, fit_fp8 && train_fp8, 1.0, 1.0);
+      const Scaled priced = scaled(p.g, p.h);
       HeldOutFamily fold;
       fold.family = families[k];
       fold.fraction = p.f;
-      topo::ComputeCalibration priced = base;
-      if (options.attention) {
-        fold.attention_scale = std::round(p.g * 100.0) / 100.0;
-        priced = scale_attention(priced, *fold.attention_scale);
-      }
-      if (fit_fp8) {
-        fold.fp8_scale = std::round(p.h * 100.0) / 100.0;
-        priced = scale_fp8(priced, *fold.fp8_scale);
-      }
-      const ValidationReport held = validate_suite(with_calibration(suite, architecture, priced, p.f, families[k]), run);
+      fold.attention_scale = priced.attention;
+      fold.fp8_scale = priced.fp8;
+      const ValidationReport held =
+          validate_suite(with_calibration(suite, architecture, priced.calibration, p.f, families[k]), run);
       fold.cases = held.cases.size();
       fold.errors = first_metric_summary(held);
       for (const CaseResult& r : held.cases) {
@@ -208,20 +220,18 @@ SustainedFit fit_sustained_fraction(const Suite& suite, topo::Architecture archi
     }
     if (!fit.held_out.empty()) fit.held_out_errors = summarize(predicted, measured);
   }
-  topo::ComputeCalibration fitted = base;
-  if (options.attention) {
-    fit.attention_scale = std::round(best_g * 100.0) / 100.0;
-    fitted = scale_attention(fitted, *fit.attention_scale);
+  const Scaled fitted = scaled(best_g, best_h);
+  fit.attention_scale = fitted.attention;
+  fit.fp8_scale = fitted.fp8;
+  if (fit.attention_scale) {
     fit.report.parameters.push_back(FittedParameter{"attention_scale", *fit.attention_scale, std::nullopt, std::nullopt,
                                                     "fitted jointly with f on a grid: no error bar"});
   }
-  if (fit_fp8) {
-    fit.fp8_scale = std::round(best_h * 100.0) / 100.0;
-    fitted = scale_fp8(fitted, *fit.fp8_scale);
+  if (fit.fp8_scale) {
     fit.report.parameters.push_back(FittedParameter{"fp8_gemm_scale", *fit.fp8_scale, std::nullopt, std::nullopt,
                                                     "fitted jointly with f on a grid: no error bar"});
   }
-  const ValidationReport at_fit = validate_suite(with_calibration(suite, architecture, fitted, fit.fraction), run);
+  const ValidationReport at_fit = validate_suite(with_calibration(suite, architecture, fitted.calibration, fit.fraction), run);
   fit.report.fitted = true;
   fit.report.from.push_back(suite.file);
   for (const CaseResult& r : at_fit.cases) {

@@ -73,6 +73,44 @@ const validate::FittedParameter* find_parameter(const validate::FitReport& r, co
   return nullptr;
 }
 
+// A parameter a synthetic sweep was generated with.
+struct ParameterTruth {
+  const char* name;
+  double truth;
+};
+
+// The fitted parameter `name` of `r`, which must carry a positive standard error.
+const validate::FittedParameter& with_standard_error(const validate::FitReport& r, const std::string& name) {
+  const validate::FittedParameter* p = find_parameter(r, name);
+  REQUIRE(p != nullptr);
+  REQUIRE(p->standard_error.has_value());
+  CHECK(*p->standard_error > 0);
+  return *p;
+}
+
+// `suite` with every measurement replaced by what the model predicts at sustained fraction
+// `fraction`, times `slowdown(case)` (time-like; throughputs divided by it).
+template <typename Slowdown>
+validate::Suite measured_at(validate::Suite suite, const topo::ComputeCalibration& calibration, double fraction,
+                            Slowdown slowdown) {
+  topo::ComputeCalibration at = calibration;
+  at.sustained_fraction = fraction;
+  validate::Suite exact = suite;
+  for (validate::Case& c : exact.cases) c.scenario.cluster.gpu.calibration = at;
+  const validate::ValidationReport predicted = validate::validate_suite(exact, {});
+  for (std::size_t i = 0; i < suite.cases.size(); ++i) {
+    const double factor = slowdown(suite.cases[i]);
+    for (validate::Measurement& m : suite.cases[i].measured) {
+      for (const validate::MetricResult& r : predicted.cases[i].metrics) {
+        if (r.metric != m.metric) continue;
+        const bool throughput = m.metric != validate::Metric::kIterationTime;
+        m.value = r.predicted * (throughput ? 1 / factor : factor);
+      }
+    }
+  }
+  return suite;
+}
+
 }  // namespace
 
 TEST_CASE("validate/fit_gemm: recovers the parameters that generated a sweep") {
@@ -240,23 +278,15 @@ TEST_CASE("validate/fit_gemm: standard errors grow with the measurement noise an
   truth.launch_overhead = sim::Duration::from_seconds(3e-6);
   const validate::GemmFit quiet = validate::fit_gemm(gpu, sim::DataType::kBf16, synthetic_gemms(gpu, truth, 0.01), truth);
   const validate::GemmFit loud = validate::fit_gemm(gpu, sim::DataType::kBf16, synthetic_gemms(gpu, truth, 0.04), truth);
-  const struct {
-    const char* name;
-    double truth;
-  } parameters[] = {{"max_efficiency", 0.8}, {"wave_overhead_us", 1.5}, {"launch_overhead_us", 3.0}};
-  for (const auto& expected : parameters) {
+  const ParameterTruth parameters[] = {{"max_efficiency", 0.8}, {"wave_overhead_us", 1.5}, {"launch_overhead_us", 3.0}};
+  for (const ParameterTruth& expected : parameters) {
     CAPTURE(expected.name);
-    const validate::FittedParameter* q = find_parameter(quiet.report, expected.name);
-    const validate::FittedParameter* l = find_parameter(loud.report, expected.name);
-    REQUIRE(q != nullptr);
-    REQUIRE(l != nullptr);
-    REQUIRE(q->standard_error.has_value());
-    REQUIRE(l->standard_error.has_value());
-    CHECK(*q->standard_error > 0);
+    const validate::FittedParameter& q = with_standard_error(quiet.report, expected.name);
+    const validate::FittedParameter& l = with_standard_error(loud.report, expected.name);
     // Four times the noise, about four times the error bar.
-    CHECK(*l->standard_error / *q->standard_error == doctest::Approx(4.0).epsilon(0.35));
+    CHECK(*l.standard_error / *q.standard_error == doctest::Approx(4.0).epsilon(0.35));
     // The truth lies within four standard errors of the noisy fit.
-    CHECK(std::abs(l->value - expected.truth) < 4 * *l->standard_error);
+    CHECK(std::abs(l.value - expected.truth) < 4 * *l.standard_error);
   }
 }
 
@@ -279,22 +309,16 @@ TEST_CASE("validate/fit_attention: standard errors of efficiency, softmax rate a
   const std::vector<validate::AttentionPoint> points = synthetic_attention(gpu, truth, 0.03);
   const validate::AttentionFit fit = validate::fit_attention(gpu, false, points, 128, topo::AttentionPassCalibration{}, 0.9);
   REQUIRE(fit.report.fitted);
-  const struct {
-    const char* name;
-    double truth;
-  } parameters[] = {{"efficiency", 0.6}, {"softmax_Telements_per_s", 2.0}, {"row_overhead", 2.0}};
-  for (const auto& expected : parameters) {
+  const ParameterTruth parameters[] = {{"efficiency", 0.6}, {"softmax_Telements_per_s", 2.0}, {"row_overhead", 2.0}};
+  for (const ParameterTruth& expected : parameters) {
     CAPTURE(expected.name);
-    const validate::FittedParameter* p = find_parameter(fit.report, expected.name);
-    REQUIRE(p != nullptr);
-    REQUIRE(p->standard_error.has_value());
-    CHECK(*p->standard_error > 0);
-    CHECK(std::abs(p->value - expected.truth) < 4 * *p->standard_error + 0.01 * expected.truth);
+    const validate::FittedParameter& p = with_standard_error(fit.report, expected.name);
+    CHECK(std::abs(p.value - expected.truth) < 4 * *p.standard_error + 0.01 * expected.truth);
   }
 }
 
 TEST_CASE("validate/fit_sustained_fraction: the bootstrap interval holds the fit, collapses on exact data, and is reproducible") {
-  validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/published_runs.json"), "nemo2407");
+  const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/published_runs.json"), "nemo2407");
   REQUIRE(suite.cases.size() >= 8);
   const topo::ComputeCalibration calibration = config::read_gpu("h100-sxm5-80gb", "test", "").calibration;
   validate::SustainedFitOptions options;
@@ -309,19 +333,8 @@ TEST_CASE("validate/fit_sustained_fraction: the bootstrap interval holds the fit
   CHECK(again.fraction_interval == real.fraction_interval);
 
   // Measurements that the model at f = 0.8 reproduces exactly: every resample refits 0.8.
-  topo::ComputeCalibration at = calibration;
-  at.sustained_fraction = 0.8;
-  validate::Suite exact = suite;
-  for (validate::Case& c : exact.cases) c.scenario.cluster.gpu.calibration = at;
-  const validate::ValidationReport predicted = validate::validate_suite(exact, {});
-  for (std::size_t i = 0; i < suite.cases.size(); ++i) {
-    for (validate::Measurement& m : suite.cases[i].measured) {
-      for (const validate::MetricResult& r : predicted.cases[i].metrics) {
-        if (r.metric == m.metric) m.value = r.predicted;
-      }
-    }
-  }
-  const validate::SustainedFit fit = validate::fit_sustained_fraction(suite, topo::Architecture::kHopper, calibration, options);
+  const validate::Suite exact = measured_at(suite, calibration, 0.8, [](const validate::Case&) { return 1.0; });
+  const validate::SustainedFit fit = validate::fit_sustained_fraction(exact, topo::Architecture::kHopper, calibration, options);
   CHECK(fit.fraction == doctest::Approx(0.8).epsilon(0.004));
   REQUIRE(fit.fraction_interval.has_value());
   CHECK(fit.fraction_interval->first == doctest::Approx(fit.fraction).epsilon(0.005));
@@ -335,23 +348,9 @@ TEST_CASE("validate/fit_sustained_fraction: each family left out is predicted by
   options.jobs = 2;
   // Measurements the model reproduces exactly at f = 0.8, then one family made 25% slower than
   // the model can say from the others.
-  topo::ComputeCalibration at = calibration;
-  at.sustained_fraction = 0.8;
-  validate::Suite exact = suite;
-  for (validate::Case& c : exact.cases) c.scenario.cluster.gpu.calibration = at;
-  const validate::ValidationReport predicted = validate::validate_suite(exact, {});
+  suite = measured_at(suite, calibration, 0.8, [](const validate::Case& c) { return c.family == "llama" ? 1.25 : 1.0; });
   std::set<std::string> families;
-  for (std::size_t i = 0; i < suite.cases.size(); ++i) {
-    families.insert(suite.cases[i].family);
-    for (validate::Measurement& m : suite.cases[i].measured) {
-      for (const validate::MetricResult& r : predicted.cases[i].metrics) {
-        if (r.metric != m.metric) continue;
-        m.value = r.predicted;
-        const bool throughput = m.metric != validate::Metric::kIterationTime;
-        if (suite.cases[i].family == "llama") m.value *= throughput ? 1 / 1.25 : 1.25;
-      }
-    }
-  }
+  for (const validate::Case& c : suite.cases) families.insert(c.family);
   REQUIRE(families.size() >= 3);
   const validate::SustainedFit fit = validate::fit_sustained_fraction(suite, topo::Architecture::kHopper, calibration, options);
   REQUIRE(fit.held_out.size() == families.size());
