@@ -153,6 +153,7 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
     c.sustained_fraction = training.require_double("sustained_fraction", 0.05, 1.0);
     c.attention_scale = training.get_double("attention_scale", 1.0, 0.05, 2.0);
     c.fp8_gemm_scale = training.get_double("fp8_gemm_scale", 1.0, 0.05, 2.0);
+    c.host_issue = Duration::from_seconds(training.get_double("host_issue_us", 0.0, 0.0, 1e5) * 1e-6);
     training.finish();
   }
   // The record of the in-training fit, when it has one: how well the calibration reproduced the
@@ -421,7 +422,8 @@ Json to_json(const topo::ComputeCalibration& c) {
                              {"optimizer_bandwidth_efficiency", c.optimizer_efficiency}};
   out["training"] = Json{{"sustained_fraction", c.sustained_fraction},
                          {"attention_scale", c.attention_scale},
-                         {"fp8_gemm_scale", c.fp8_gemm_scale}};
+                         {"fp8_gemm_scale", c.fp8_gemm_scale},
+                         {"host_issue_us", c.host_issue.microseconds()}};
   return out;
 }
 

@@ -66,6 +66,7 @@ Comparison compare_runs(const RunResult& a, const RunResult& b) {
     add("exposed_" + kind + "_communication", "exposed " + kind_label(kind) + " communication", x.exposed_by_kind[i].second, other);
   }
   add("synchronization_wait", "waiting for peers", x.synchronization_wait_s, y.synchronization_wait_s);
+  if (x.host_launch_s > 0 || y.host_launch_s > 0) add("host_launch", "waiting for the host", x.host_launch_s, y.host_launch_s);
   add("idle", "idle", x.idle_s, y.idle_s);
   c.change_s = b.iteration_time_s - a.iteration_time_s;
   for (std::size_t i = 0; i < c.causes.size(); ++i) {

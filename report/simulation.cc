@@ -69,6 +69,7 @@ TimeBreakdown breakdown_of(const sim::RankAccount& a, sim::TimePoint makespan) {
   }
   idle += (makespan - a.finish).seconds();
   b.idle_s = idle;
+  b.host_launch_s = a.host_wait.seconds();
   for (std::uint8_t c = models::kTpComm; c < models::kNumCategories; ++c) {
     b.exposed_communication_s += exposed[c];
     b.exposed_by_kind.emplace_back(comm_kind(c), exposed[c]);

@@ -36,6 +36,7 @@ struct TimeBreakdown {
   double pipeline_bubble_s = 0;  // waiting for another stage's activations or gradients
   double exposed_communication_s = 0;  // communication the compute stream waited for
   double synchronization_wait_s = 0;   // waiting for slower peers at a collective
+  double host_launch_s = 0;            // next kernel ready, waiting for the host to issue it (CPU-bound)
   double idle_s = 0;                   // anything else (end of iteration waits)
   // Exposed communication by kind (tp, dp, pp, cp, ep, embedding, other) and total busy time of
   // each communication kind (hidden or not).

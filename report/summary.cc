@@ -30,6 +30,7 @@ Json breakdown_json(const TimeBreakdown& b) {
   j["exposed_communication_s"] = tidy(b.exposed_communication_s);
   j["pipeline_bubble_s"] = tidy(b.pipeline_bubble_s);
   j["synchronization_wait_s"] = tidy(b.synchronization_wait_s);
+  j["host_launch_s"] = tidy(b.host_launch_s);
   j["idle_s"] = tidy(b.idle_s);
   Json exposed = Json::object(), total = Json::object();
   for (const auto& [k, v] : b.exposed_by_kind) exposed[k] = tidy(v);
@@ -193,6 +194,7 @@ std::string summary_text(const RunResult& r) {
     if (v > 0) o << "      " << k << std::string(18 - k.size(), ' ') << fmt("%9.3f s", v) << "\n";
   }
   if (b.synchronization_wait_s > 0) row("waiting for peers     ", b.synchronization_wait_s);
+  if (b.host_launch_s > 0) row("waiting for the host  ", b.host_launch_s);
   row("idle                  ", b.idle_s);
   if (r.bottleneck) {
     const Bottleneck& bn = *r.bottleneck;

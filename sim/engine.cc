@@ -15,6 +15,7 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
       network_(timing.resource_capacities()) {
   const std::uint32_t n = graph_.num_ranks();
   streams_.resize(static_cast<std::size_t>(n) * num_streams_);
+  wake_at_.assign(static_cast<std::size_t>(n) * num_streams_, TimePoint{});
   completed_.assign(static_cast<std::size_t>(n) * num_streams_, 0);
   ranks_.resize(n);
   for (std::uint32_t r = 0; r < n; ++r) {
@@ -48,11 +49,21 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
   channels_.resize(static_cast<std::size_t>(n) * graph_.num_peer_slots());
 
   kernel_time_.resize(graph_.num_classes());
+  host_issue_.resize(graph_.num_classes());
   dependent_streams_.resize(graph_.num_classes());
   dep_refs_.resize(graph_.num_classes());
   for (std::uint32_t c = 0; c < graph_.num_classes(); ++c) {
     const RankClass& rc = graph_.rank_class(c);
     for (const Kernel& k : rc.kernels) kernel_time_[c].push_back(timing_.kernel_time(k));
+    // The host issues the tasks in program order, back to back from the start.
+    Duration host = Duration::zero();
+    std::vector<Duration> issue;
+    issue.reserve(rc.tasks.size());
+    for (const Task& t : rc.tasks) {
+      host += timing_.host_issue_time(t);
+      issue.push_back(host);
+    }
+    if (host > Duration::zero()) host_issue_[c] = std::move(issue);
     for (TaskIndex d : rc.deps) {
       const Task& dt = rc.tasks[d];
       TRAINSIM_CHECK(dt.position < (1u << 28), "stream longer than the engine's dependency references allow");
@@ -85,7 +96,11 @@ EngineResult Engine::run() {
     ++result_.events;
     switch (ev.payload.kind()) {
       case EventKind::kTaskDone:
-        complete_task(ev.payload.a(), ev.payload.b());
+        if ((ev.payload.b() & kWakeBit) != 0) {
+          try_start(ev.payload.a(), ev.payload.b() & ~kWakeBit);
+        } else {
+          complete_task(ev.payload.a(), ev.payload.b());
+        }
         break;
       case EventKind::kInstanceDone:
         finish_instance(ev.payload.a());
@@ -175,6 +190,16 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   const Task& task = rc.tasks[order[st.next]];
   if (!deps_done(rank, ranks_[rank].cls, task)) return;
   const TimePoint now = queue_.now();
+  const TimePoint issued = issued_at(ranks_[rank].cls, order[st.next]);
+  if (issued > now && task.kind != TaskKind::kCompute) {
+    // Communication is posted when the host reaches it: come back then.
+    TimePoint& wake = wake_at_[stream_index(rank, s)];
+    if (wake != issued) {
+      wake = issued;
+      queue_.push(issued, 0, EventPayload{EventKind::kTaskDone, rank, s | kWakeBit});
+    }
+    return;
+  }
   if (s == options_.primary_stream) attribute_gap(rank, rc, task, st);
   // What held this task back until now: a dependency that just ended, else the previous task
   // of its own stream (it queued behind it).
@@ -190,10 +215,10 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   st.transfer_start = now;
   st.algorithm = st.protocol = 0;
   st.speed_fraction = 1;
-  if (task.alloc_bytes != 0) change_memory(rank, task.alloc_bytes, now);
+  if (task.alloc_bytes != 0) change_memory(rank, task.alloc_bytes, task.kind == TaskKind::kCompute ? std::max(now, issued) : now);
   switch (task.kind) {
     case TaskKind::kCompute:
-      start_compute_chain(rank, s, rc, order[st.next - 1]);
+      start_compute_chain(rank, s, rc, order[st.next - 1], std::max(now, issued));
       break;
     case TaskKind::kCollective:
       post_collective(rank, s, task, rc);
@@ -232,13 +257,16 @@ Duration Engine::compute_duration(std::uint32_t rank, std::uint32_t cls, const T
 // the stream as long as nothing else waits for the one before and the next one's dependencies
 // are already done: their start times are then fixed (each starts when its predecessor ends),
 // so one completion event at the end of the chain is exact.
-void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const RankClass& rc, TaskIndex first) {
+void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const RankClass& rc, TaskIndex first,
+                                 TimePoint start) {
   StreamState& st = stream_state(rank, s);
   const std::uint32_t cls = ranks_[rank].cls;
   const auto& order = rc.stream_tasks[s];
   const auto& dependents = dependent_streams_[cls];
+  const bool primary = s == options_.primary_stream;
+  RankAccount& acc = result_.accounts[ranks_[rank].account];
+  if (primary && start > queue_.now()) acc.host_wait += start - queue_.now();
   TaskIndex current = first;
-  TimePoint start = queue_.now();
   TimePoint end = start + compute_duration(rank, cls, rc.tasks[current]);
   while (dependents[current] == 0 && st.next < order.size()) {
     const TaskIndex next = order[st.next];
@@ -249,9 +277,10 @@ void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const Rank
     finish_compute(rank, rc.tasks[current], current, start, end);
     ++st.next;
     ++completed_[stream_index(rank, s)];
-    if (nt.alloc_bytes != 0) change_memory(rank, nt.alloc_bytes, end);
     current = next;
-    start = end;
+    start = std::max(end, issued_at(cls, next));
+    if (primary && start > end) acc.host_wait += start - end;
+    if (nt.alloc_bytes != 0) change_memory(rank, nt.alloc_bytes, start);
     end = start + compute_duration(rank, cls, nt);
   }
   st.posted = start;

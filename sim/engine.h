@@ -7,7 +7,9 @@
 // communicator has reached it; a point-to-point transfer when both sides have posted it (or at
 // once when the peer is not simulated: under symmetry the peer behaves like this rank). Started
 // communication waits its latency, then moves its bytes through the FlowNetwork, which shares
-// link bandwidth among concurrent transfers. When the queue empties with tasks left, run()
+// link bandwidth among concurrent transfers. The host issues each rank's tasks in program order at
+// the TimingModel's host time per task, from the start of the iteration and never waiting for the
+// GPU; a task starts no earlier than its issue (a CPU-bound rank's GPU idles between kernels). When the queue empties with tasks left, run()
 // throws DeadlockError naming the stuck tasks. Same graph and model: same result, bit for bit.
 
 #include <array>
@@ -71,6 +73,8 @@ struct RankAccount {
   // dependency of its own that ended when it was issued, or the task before it on its stream).
   std::array<Duration, kMaxCategories> gap_issue{};
   Duration gap_other;
+  // Time the primary stream had its next compute task ready but waited for the host to issue it.
+  Duration host_wait;
   std::int64_t peak_memory_bytes = 0;
   TimePoint peak_memory_time;
 };
@@ -166,7 +170,12 @@ class Engine {
   void schedule_flows();
   void change_memory(std::uint32_t rank, std::int64_t delta, TimePoint at);
   Duration compute_duration(std::uint32_t rank, std::uint32_t cls, const Task& task) const;
-  void start_compute_chain(std::uint32_t rank, std::uint32_t s, const RankClass& rc, TaskIndex first);
+  // When the host has issued task `ti` of `cls` (time zero when host time is not modelled).
+  TimePoint issued_at(std::uint32_t cls, TaskIndex ti) const {
+    const auto& v = host_issue_[cls];
+    return v.empty() ? TimePoint{} : TimePoint{} + v[ti];
+  }
+  void start_compute_chain(std::uint32_t rank, std::uint32_t s, const RankClass& rc, TaskIndex first, TimePoint start);
   void finish_compute(std::uint32_t rank, const Task& task, TaskIndex index, TimePoint start, TimePoint end);
   [[noreturn]] void report_deadlock();
 
@@ -179,6 +188,14 @@ class Engine {
   std::vector<FlowNetwork::Reschedule> reschedules_;
   std::vector<std::uint32_t> flow_instance_;  // flow id -> instance
   std::vector<std::vector<Duration>> kernel_time_;  // per class, per kernel
+  // Per class, per task (program order): host time until the host has issued it; empty when the
+  // timing model charges no host time.
+  std::vector<std::vector<Duration>> host_issue_;
+  // Per stream ([rank * streams + stream]): the time a wake-up event is pending for (a
+  // communication task waiting for its issue), so that it is queued once.
+  std::vector<TimePoint> wake_at_;
+  // Marks a kTaskDone event as the wake-up of a stream whose head waits for the host.
+  static constexpr std::uint32_t kWakeBit = 1u << 29;
   std::vector<std::vector<std::uint16_t>> dependent_streams_;  // per class, per task: streams waiting on it
   std::vector<StreamState> streams_;                // [rank * streams + stream]
   // [rank * streams + stream]: tasks ended, apart from StreamState so that the dependency checks

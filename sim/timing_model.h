@@ -28,6 +28,10 @@ class TimingModel {
   virtual ~TimingModel() = default;
   // Time of a kernel on an unimpaired GPU of this cluster.
   virtual Duration kernel_time(const Kernel& kernel) = 0;
+  // Host (CPU) time to issue `task`: the framework's per-operator work and the kernel or NCCL
+  // launch. The host issues a rank's tasks in program order, running ahead of the GPU; a task
+  // cannot start before the host has issued it. Zero (the default): launches are always hidden.
+  virtual Duration host_issue_time([[maybe_unused]] const Task& task) { return Duration::zero(); }
   // Slowdown factor of a rank's compute (1 = nominal; 1.2 = a 1.2x straggler).
   virtual double compute_slowdown([[maybe_unused]] RankId rank) { return 1.0; }
   // A collective on `comm`. With `symmetric`, the operation stands for every communicator of

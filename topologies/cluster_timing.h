@@ -41,6 +41,9 @@ class ClusterTiming final : public sim::TimingModel {
                 std::vector<double> slowdown = {});
 
   Duration kernel_time(const sim::Kernel& kernel) override { return compute_.kernel_time(kernel); }
+  Duration host_issue_time([[maybe_unused]] const sim::Task& task) override {
+    return cluster_.spec().gpu.calibration.host_issue;
+  }
   double compute_slowdown(sim::RankId rank) override;
   const sim::CommCost& collective_cost(const sim::CommOp& op, sim::CommId comm, bool symmetric) override;
   const sim::CommCost& transfer_cost(Bytes bytes, sim::RankId src, sim::RankId dst, std::uint16_t src_slot,

@@ -77,6 +77,12 @@ struct ComputeCalibration {
   // benchmark; Transformer Engine also quantizes every FP8 GEMM's inputs in training).
   double attention_scale = 1.0;
   double fp8_gemm_scale = 1.0;
+  // Host (CPU) time to issue one task of the lowered graph: the framework's Python and autograd
+  // work for the operators the task stands for, plus the kernel or NCCL launch. The host runs
+  // ahead of the GPU, so it only shows where kernels are shorter than it (small models, small
+  // micro-batches). Fitted by `trainsim calibrate --host-runs` to measured iterations of such
+  // models; zero: launches always hidden.
+  Duration host_issue;
   // How the fitted calibration reproduced the published runs it was fitted to (the file's
   // fit.training record): the typical error a prediction made with it carries.
   struct Accuracy {

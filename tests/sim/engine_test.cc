@@ -72,6 +72,23 @@ TaskIndex p2p(TaskGraph& g, std::uint32_t c, std::vector<Transfer> transfers, st
   return g.add_task(c, t, deps);
 }
 
+// FakeTiming with a host time per issued task.
+class HostBoundTiming final : public TimingModel {
+ public:
+  explicit HostBoundTiming(Duration host) : host_(host) {}
+  Duration kernel_time(const Kernel& k) override { return fake_.kernel_time(k); }
+  Duration host_issue_time(const Task&) override { return host_; }
+  const CommCost& collective_cost(const CommOp& op, CommId c, bool s) override { return fake_.collective_cost(op, c, s); }
+  const CommCost& transfer_cost(Bytes b, RankId a, RankId d, std::uint16_t slot, bool s) override {
+    return fake_.transfer_cost(b, a, d, slot, s);
+  }
+  std::vector<Bandwidth> resource_capacities() override { return {}; }
+
+ private:
+  Duration host_;
+  FakeTiming fake_;
+};
+
 TimePoint end_of(const EngineResult& r, RankId rank, TaskIndex task) {
   for (const TaskRecord& rec : r.records) {
     if (rec.rank == rank && rec.task == task) return rec.end;
@@ -107,6 +124,50 @@ TEST_CASE("sim/Engine: streams run in order and wait for cross-stream dependenci
   CHECK(start_of(r, RankId{0}, e).ps() == 150'000);
   CHECK(r.makespan.ps() == 160'000);
   CHECK(r.tasks_executed == 4);
+}
+
+TEST_CASE("sim/Engine: the host issues tasks in program order and a task never starts before its issue") {
+  // Ten 10 ns kernels in a row; the host needs `host` per task.
+  auto run = [](std::int64_t host_ns) {
+    TaskGraph g = make_graph(1);
+    const auto c = g.add_class("only");
+    for (int i = 0; i < 10; ++i) compute(g, c, "k", 10);
+    g.set_simulated({RankId{0}});
+    HostBoundTiming timing(Duration::from_ns(host_ns));
+    Engine engine(g, timing, EngineOptions{true, {RankId{0}}, 0});
+    return engine.run();
+  };
+  // CPU-bound: kernel i starts when the host has issued it, at (i + 1) x 25 ns; the GPU idles 15
+  // ns before each but the first, and 25 ns before the first.
+  const EngineResult slow = run(25);
+  CHECK(slow.makespan.ps() == (10 * 25 + 10) * 1000);
+  for (TaskIndex i = 0; i < 10; ++i) CHECK(start_of(slow, RankId{0}, i).ps() == (i + 1) * 25'000);
+  CHECK(slow.accounts[0].host_wait.ps() == (25 + 9 * 15) * 1000);
+  // GPU-bound: the host runs ahead; only the first issue shows.
+  const EngineResult fast = run(4);
+  CHECK(fast.makespan.ps() == (4 + 10 * 10) * 1000);
+  CHECK(fast.accounts[0].host_wait.ps() == 4'000);
+  // No host time: as before.
+  CHECK(run(0).makespan.ps() == 100'000);
+}
+
+TEST_CASE("sim/Engine: communication is posted when the host reaches it") {
+  // A 1 us kernel, then an all-reduce of 1000 bytes (1 us latency + 1 us) on the other stream
+  // that does not depend on it: the host issues the all-reduce second, at 2 x 3 us.
+  TaskGraph g = make_graph(1);
+  const auto c = g.add_class("only");
+  compute(g, c, "k", 1000);
+  const auto ar = collective(g, c, 1000);
+  Communicator comm;
+  comm.members = {RankId{0}};
+  g.set_comm(RankId{0}, 0, g.add_communicator(comm));
+  g.set_simulated({RankId{0}});
+  HostBoundTiming timing(Duration::from_us(3));
+  Engine engine(g, timing, EngineOptions{true, {RankId{0}}, 0});
+  const EngineResult r = engine.run();
+  CHECK(start_of(r, RankId{0}, ar).ps() == 6'000'000);
+  CHECK(end_of(r, RankId{0}, ar).ps() == 8'000'000);
+  CHECK(r.makespan.ps() == 8'000'000);
 }
 
 TEST_CASE("sim/Engine: a collective starts when its last member arrives") {
