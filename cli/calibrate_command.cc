@@ -17,6 +17,7 @@ struct CalibrateArgs {
   std::string gpu;
   std::string base;
   std::string attention;
+  std::vector<std::string> host_runs;
   bool all_residuals = false;
   int jobs = 0;
 };
@@ -27,6 +28,7 @@ int run(const CalibrateArgs& a) {
   in.gpu = a.gpu;
   in.base = a.base;
   in.attention = a.attention;
+  in.host_runs = a.host_runs;
   in.jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const validate::CalibrationResult result = validate::calibrate(in);
   std::cout << validate::residuals_text(result, a.all_residuals);
@@ -43,12 +45,13 @@ void add_calibrate_command(CLI::App& app, Registry& registry) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* cmd = subcommand(app, "calibrate", "Fit the compute model's parameters to measurements");
   cmd->add_option("measurements", args->files,
-                  "GEMM sweeps (trainsim-bench-gemm output), attention benchmarks, validation suites of training runs")
-      ->required();
+                  "GEMM sweeps (trainsim-bench-gemm output), attention benchmarks, validation suites of training runs");
   cmd->add_option("-o,--output", args->output, "Write the calibration file (JSON) to FILE ('-' for stdout)");
   cmd->add_option("--gpu", args->gpu, "GPU preset or file (default: the GPU the measurement tables name)");
   cmd->add_option("--base", args->base, "Calibration to start from and keep where the measurements say nothing (default: the GPU's)");
   cmd->add_option("--attention", args->attention, "Attention implementation to fit (e.g. cudnn, flash_attention_2)");
+  cmd->add_option("--host-runs", args->host_runs,
+                  "Validation suites of small-model runs to fit the host time per task to (e.g. validate/suites/vtrain_a100.json)");
   cmd->add_flag("--all-residuals", args->all_residuals, "Print every point's residual (default: the ten largest per fit)");
   cmd->add_option("--jobs,-j", args->jobs, "Training-run cases simulated at once (default: one per CPU core)");
   cmd->footer("Example: trainsim calibrate validate/data/gemm_measurements.json -o h100.json");

@@ -19,6 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTES = [
     "cluster not in the source: DGX A100 80GB nodes (NVSwitch, 8 HDR NICs per node); fewer than 8 GPUs use part of one node",
     "recipe not in the source: fp16, no recomputation, attention without a fused kernel, gradients all-reduced in fp16 after the backward pass (Megatron-DeepSpeed defaults of the time), GPT-2 vocabulary padded to 51,200, MLP 4 x hidden, dropout 0.1",
+    "host time per task not in the source: Megatron-DeepSpeed's Python and launch work, fitted to these runs (scenarios/calibration/a100-megatron-deepspeed.json, written by trainsim calibrate --gpu a100-sxm4-80gb --host-runs validate/suites/vtrain_a100.json); the shipped a100.json leaves it at zero, as the published A100 runs have it hidden",
     "use for ranking plans of one model on one GPU count (Spearman within the family); absolute errors carry the assumptions above",
 ]
 
@@ -34,6 +35,7 @@ def main():
             gpus = r["num_gpus"]
             cluster = {"preset": "dgx-a100-80gb", "num_nodes": 1, "gpus_per_node": gpus} if gpus < 8 else \
                       {"preset": "dgx-a100-80gb", "num_nodes": gpus // 8}
+            cluster["calibration"] = "a100-megatron-deepspeed.json"
             h, layers = r["hidden_size"], r["num_layers"]
             cases.append({
                 "id": "vtrain_%s_%04d_h%d_l%d_%dgpu_tp%d_pp%d_dp%d_mbs%d_gbs%d" % (

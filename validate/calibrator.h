@@ -5,7 +5,8 @@
 // benchmarks ({"tables": ...} with "pass" rows) and validation suites ({"cases": ...}) of
 // published or measured training runs. The GEMM model of each data type is fitted to the sweep
 // points of that GPU, the attention model of each pass to the attention benchmarks, and then the
-// sustained fraction to the suite cases on the GPU's architecture. What the inputs do not cover
+// sustained fraction to the suite cases on the GPU's architecture, and the host time per task to
+// the suites given as host runs. What the inputs do not cover
 // is kept from the base calibration (the GPU preset's file unless another is given), with the
 // record of how it was fitted, so running calibrate on the files a calibration was made from
 // reproduces that file byte for byte.
@@ -27,6 +28,9 @@ struct CalibrationInputs {
   std::string base;       // base calibration file; empty: the GPU preset's
   std::string attention;  // attention implementation to fit; empty: the base calibration's, else the only one present
   int jobs = 1;           // suite cases simulated at once
+  // Suites whose measured iterations fit the host time per task (runs of small models; see
+  // validate/host_fit.h), after the sustained fraction.
+  std::vector<std::string> host_runs;
 };
 
 struct CalibrationResult {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 
 #include "sim/check.h"
 
@@ -63,6 +64,22 @@ ErrorSummary summarize(const std::vector<double>& predicted, const std::vector<d
   s.mape = sum / static_cast<double>(s.n);
   s.spearman = spearman(predicted, measured);
   return s;
+}
+
+std::pair<double, double> bootstrap_interval_90(std::size_t n,
+                                                const std::function<double(const std::vector<std::size_t>&)>& refit) {
+  TRAINSIM_CHECK(n > 0, "bootstrap over no cases");
+  constexpr int kResamples = 1000;
+  std::mt19937_64 random(1);
+  std::vector<double> refitted;
+  refitted.reserve(kResamples);
+  std::vector<std::size_t> pick(n);
+  for (int resample = 0; resample < kResamples; ++resample) {
+    for (std::size_t& i : pick) i = static_cast<std::size_t>(random() % n);
+    refitted.push_back(refit(pick));
+  }
+  std::sort(refitted.begin(), refitted.end());
+  return {refitted[kResamples / 20], refitted[kResamples - kResamples / 20 - 1]};
 }
 
 }  // namespace trainsim::validate

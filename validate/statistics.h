@@ -3,7 +3,10 @@
 // percentage error, largest absolute error and Spearman's rank correlation (ties get their
 // average rank).
 
+#include <cstddef>
+#include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace trainsim::validate {
@@ -24,5 +27,11 @@ ErrorSummary summarize(const std::vector<double>& predicted, const std::vector<d
 // Spearman's rho: Pearson correlation of the ranks. Empty below 3 points or when either side is
 // constant.
 std::optional<double> spearman(const std::vector<double>& a, const std::vector<double>& b);
+
+// A fitted parameter's bootstrap error bar: `refit` run on 1,000 resamples (with replacement) of
+// the indices 0..n-1, drawn from a fixed seed so that a calibration file is reproducible; the 5th
+// and 95th percentiles of the refitted values. REQUIRES: n > 0.
+std::pair<double, double> bootstrap_interval_90(std::size_t n,
+                                                const std::function<double(const std::vector<std::size_t>&)>& refit);
 
 }  // namespace trainsim::validate

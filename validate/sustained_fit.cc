@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <random>
 
 #include "validate/validation_report.h"
 
@@ -164,17 +163,8 @@ SustainedFit fit_sustained_fraction(const Suite& suite, topo::Architecture archi
   // fixed seed so the file is reproducible), g and h held at their fitted values; the 5th and
   // 95th percentiles of the refitted f.
   {
-    constexpr int kResamples = 1000;
-    std::mt19937_64 random(1);
-    std::vector<double> refitted;
-    refitted.reserve(kResamples);
-    std::vector<std::size_t> pick(fit.cases);
-    for (int resample = 0; resample < kResamples; ++resample) {
-      for (std::size_t& i : pick) i = static_cast<std::size_t>(random() % fit.cases);
-      refitted.push_back(grid_fit(pick, false, false, best_g, best_h).f);
-    }
-    std::sort(refitted.begin(), refitted.end());
-    fit.fraction_interval = std::make_pair(refitted[kResamples / 20], refitted[kResamples - kResamples / 20 - 1]);
+    fit.fraction_interval = bootstrap_interval_90(
+        fit.cases, [&](const std::vector<std::size_t>& pick) { return grid_fit(pick, false, false, best_g, best_h).f; });
     FittedParameter p{"sustained_fraction", fit.fraction, std::nullopt, fit.fraction_interval, ""};
     if (options.attention || fit_fp8) {
       p.note = "bootstrap over the cases with the fitted scales held fixed";
