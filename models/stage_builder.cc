@@ -847,6 +847,9 @@ void StageBuilder::communicate(const PipelineStep& step) {
   switch (step.wait) {
     case PipelineStep::Wait::kNow:
       wait(batch);  // Megatron waits for the batch's requests before continuing
+      // ... on the host too: torch.cuda.synchronize() after batch_isend_irecv (Megatron-LM
+      // p2p_communication.py, "to protect against race condition"; batch_p2p_sync in Megatron Core).
+      g_.rank_class(cls_).tasks[batch].host_sync = true;
       if (scatter_gather) {
         // After torch.cuda.synchronize(), each received slice is all-gathered on the compute
         // stream's critical path (scenario validation keeps scatter/gather to this blocking case).

@@ -50,6 +50,8 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
 
   kernel_time_.resize(graph_.num_classes());
   host_issue_.resize(graph_.num_classes());
+  host_syncs_.resize(graph_.num_classes());
+  host_.resize(n);
   dependent_streams_.resize(graph_.num_classes());
   dep_refs_.resize(graph_.num_classes());
   for (std::uint32_t c = 0; c < graph_.num_classes(); ++c) {
@@ -63,7 +65,12 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
       host += timing_.host_issue_time(t);
       issue.push_back(host);
     }
-    if (host > Duration::zero()) host_issue_[c] = std::move(issue);
+    if (host > Duration::zero()) {
+      host_issue_[c] = std::move(issue);
+      for (TaskIndex i = 0; i < rc.tasks.size(); ++i) {
+        if (rc.tasks[i].host_sync) host_syncs_[c].push_back(i);
+      }
+    }
     for (TaskIndex d : rc.deps) {
       const Task& dt = rc.tasks[d];
       TRAINSIM_CHECK(dt.position < (1u << 28), "stream longer than the engine's dependency references allow");
@@ -190,7 +197,8 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   const Task& task = rc.tasks[order[st.next]];
   if (!deps_done(rank, ranks_[rank].cls, task)) return;
   const TimePoint now = queue_.now();
-  const TimePoint issued = issued_at(ranks_[rank].cls, order[st.next]);
+  const TimePoint issued = issued_at(rank, ranks_[rank].cls, order[st.next]);
+  if (issued == kNotIssued) return;  // the host waits at a synchronization: retried when it ends
   if (issued > now && task.kind != TaskKind::kCompute) {
     // Communication is posted when the host reaches it: come back then.
     TimePoint& wake = wake_at_[stream_index(rank, s)];
@@ -273,12 +281,14 @@ void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const Rank
     const Task& nt = rc.tasks[next];
     if (nt.kind != TaskKind::kCompute) break;
     if (!deps_done(rank, cls, nt)) break;
+    const TimePoint next_issued = issued_at(rank, cls, next);
+    if (next_issued == kNotIssued) break;
     // `current` ends at `end`; `next` starts then.
     finish_compute(rank, rc.tasks[current], current, start, end);
     ++st.next;
     ++completed_[stream_index(rank, s)];
     current = next;
-    start = std::max(end, issued_at(cls, next));
+    start = std::max(end, next_issued);
     if (primary && start > end) acc.host_wait += start - end;
     if (nt.alloc_bytes != 0) change_memory(rank, nt.alloc_bytes, start);
     end = start + compute_duration(rank, cls, nt);
@@ -456,6 +466,18 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   }
   // Only this stream and the streams with a task depending on this one can start something.
   try_start_streams(rank, (1u << s) | dependent_streams_[rs.cls][ti]);
+  if (task.host_sync) host_synchronized(rank, rs.cls, ti);
+}
+
+void Engine::host_synchronized(std::uint32_t rank, std::uint32_t cls, TaskIndex ti) {
+  const auto& syncs = host_syncs_[cls];
+  HostState& h = host_[rank];
+  if (h.next_sync >= syncs.size() || syncs[h.next_sync] != ti) return;
+  h.base_time = queue_.now();
+  h.base_issue = host_issue_[cls][ti];
+  ++h.next_sync;
+  // Every stream whose head waited for the host may go on.
+  try_start_all(rank);
 }
 
 void Engine::change_memory(std::uint32_t rank, std::int64_t delta, TimePoint at) {

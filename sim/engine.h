@@ -170,11 +170,18 @@ class Engine {
   void schedule_flows();
   void change_memory(std::uint32_t rank, std::int64_t delta, TimePoint at);
   Duration compute_duration(std::uint32_t rank, std::uint32_t cls, const Task& task) const;
-  // When the host has issued task `ti` of `cls` (time zero when host time is not modelled).
-  TimePoint issued_at(std::uint32_t cls, TaskIndex ti) const {
+  // When the host of `rank` issues task `ti` (time zero when host time is not modelled), or
+  // kNotIssued while the host waits for an earlier synchronizing task to end.
+  TimePoint issued_at(std::uint32_t rank, std::uint32_t cls, TaskIndex ti) const {
     const auto& v = host_issue_[cls];
-    return v.empty() ? TimePoint{} : TimePoint{} + v[ti];
+    if (v.empty()) return TimePoint{};
+    const HostState& h = host_[rank];
+    const auto& syncs = host_syncs_[cls];
+    if (h.next_sync < syncs.size() && ti > syncs[h.next_sync]) return kNotIssued;
+    return h.base_time + (v[ti] - h.base_issue);
   }
+  // A synchronizing task ended: the host goes on from `now`.
+  void host_synchronized(std::uint32_t rank, std::uint32_t cls, TaskIndex ti);
   void start_compute_chain(std::uint32_t rank, std::uint32_t s, const RankClass& rc, TaskIndex first, TimePoint start);
   void finish_compute(std::uint32_t rank, const Task& task, TaskIndex index, TimePoint start, TimePoint end);
   [[noreturn]] void report_deadlock();
@@ -191,6 +198,17 @@ class Engine {
   // Per class, per task (program order): host time until the host has issued it; empty when the
   // timing model charges no host time.
   std::vector<std::vector<Duration>> host_issue_;
+  // Per class (where host time is modelled): its synchronizing tasks, in program order.
+  std::vector<std::vector<TaskIndex>> host_syncs_;
+  // Per rank: where its host stands. It has issued every task up to its next synchronizing task
+  // (host_syncs_[cls][next_sync]), task i at base_time + (host_issue_[i] - base_issue).
+  struct HostState {
+    TimePoint base_time;
+    Duration base_issue;
+    std::uint32_t next_sync = 0;
+  };
+  std::vector<HostState> host_;
+  static constexpr TimePoint kNotIssued = TimePoint{} + Duration::max();
   // Per stream ([rank * streams + stream]): the time a wake-up event is pending for (a
   // communication task waiting for its issue), so that it is queued once.
   std::vector<TimePoint> wake_at_;

@@ -89,6 +89,10 @@ struct Task {
   TaskKind kind = TaskKind::kCompute;
   std::uint8_t stream = 0;
   std::uint8_t category = 0;   // reporting category (< kMaxCategories); opaque to the engine
+  // The host waits for this task to end before it issues the next one (a torch.cuda.synchronize(),
+  // as Megatron runs after its batched pipeline sends and receives). Only matters where the
+  // timing model charges host time.
+  bool host_sync = false;
   std::uint16_t slot = 0;      // collective: communicator slot
   std::uint32_t position = 0;  // index of the task within its stream
   std::uint32_t payload = 0;   // kernel, comm op or first transfer index

@@ -170,6 +170,46 @@ TEST_CASE("sim/Engine: communication is posted when the host reaches it") {
   CHECK(r.makespan.ps() == 8'000'000);
 }
 
+TEST_CASE("sim/Engine: at a synchronizing task the host waits for it to end before it issues more") {
+  // Rank 0: kernel (10 us), then a send to rank 1 that the host synchronizes on, then a 1 us
+  // kernel. Rank 1 receives after a 50 us kernel. Host time 2 us per task.
+  auto run = [](bool sync) {
+    TaskGraph g = make_graph(2);
+    const auto c0 = g.add_class("r0");
+    const auto c1 = g.add_class("r1");
+    const auto k0 = compute(g, c0, "k0", 10'000);
+    Task t;
+    t.kind = TaskKind::kPointToPoint;
+    t.stream = 1;
+    t.host_sync = sync;
+    const std::vector<Transfer> send{Transfer{true, 0, Bytes(1000)}};
+    t.payload = g.add_transfers(c0, send);
+    t.payload_count = 1;
+    t.name = g.intern("send");
+    const TaskIndex snd = g.add_task(c0, t, std::vector<TaskIndex>{k0});
+    const auto after = compute(g, c0, "after", 1'000);
+    const auto k1 = compute(g, c1, "k1", 50'000);
+    p2p(g, c1, {Transfer{false, 1, Bytes(1000)}}, {k1});
+    g.set_class_of(RankId{0}, c0);
+    g.set_class_of(RankId{1}, c1);
+    g.set_peer(RankId{0}, 0, RankId{1});
+    g.set_peer(RankId{1}, 1, RankId{0});
+    g.set_simulated({RankId{0}, RankId{1}});
+    HostBoundTiming timing(Duration::from_us(2));
+    Engine engine(g, timing, EngineOptions{false, {RankId{0}, RankId{1}}, 0});
+    const EngineResult r = engine.run();
+    return std::make_pair(end_of(r, RankId{0}, snd), start_of(r, RankId{0}, after));
+  };
+  // The receive is posted at 52 us; the transfer takes 1 us latency + 1 us: the send ends at 54 us.
+  const auto [send_end, after_start] = run(true);
+  CHECK(send_end.ps() == 54'000'000);
+  CHECK(after_start.ps() == 56'000'000);  // issued 2 us after the synchronization
+  // Without the synchronization the host issued `after` at 6 us; it runs once k0 is done.
+  const auto [free_end, free_start] = run(false);
+  CHECK(free_end.ps() == 54'000'000);
+  CHECK(free_start.ps() == 12'000'000);
+}
+
 TEST_CASE("sim/Engine: a collective starts when its last member arrives") {
   TaskGraph g = make_graph(2);
   const auto c0 = g.add_class("slow");

@@ -99,7 +99,7 @@ TEST_CASE("validate/calibration: a100-megatron-deepspeed.json is a100.json plus 
   topo::ComputeCalibration stack =
       config::read_compute_calibration(testing::source_path("scenarios/calibration/a100-megatron-deepspeed.json"));
   const topo::ComputeCalibration a100 = config::read_compute_calibration(testing::source_path("scenarios/calibration/a100.json"));
-  CHECK(stack.host_issue == sim::Duration::from_us(117));
+  CHECK(stack.host_issue == sim::Duration::from_us(106));
   CHECK(a100.host_issue == sim::Duration::zero());
   stack.host_issue = a100.host_issue;
   stack.source = a100.source;
