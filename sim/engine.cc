@@ -60,16 +60,16 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
     // The host issues the tasks in program order, back to back from the start.
     Duration host = Duration::zero();
     std::vector<Duration> issue;
+    std::vector<TaskIndex> syncs;
     issue.reserve(rc.tasks.size());
-    for (const Task& t : rc.tasks) {
-      host += timing_.host_issue_time(t);
+    for (TaskIndex i = 0; i < rc.tasks.size(); ++i) {
+      host += timing_.host_issue_time(rc.tasks[i]);
       issue.push_back(host);
+      if (rc.tasks[i].host_sync) syncs.push_back(i);
     }
     if (host > Duration::zero()) {
       host_issue_[c] = std::move(issue);
-      for (TaskIndex i = 0; i < rc.tasks.size(); ++i) {
-        if (rc.tasks[i].host_sync) host_syncs_[c].push_back(i);
-      }
+      host_syncs_[c] = std::move(syncs);
     }
     for (TaskIndex d : rc.deps) {
       const Task& dt = rc.tasks[d];
@@ -223,10 +223,12 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   st.transfer_start = now;
   st.algorithm = st.protocol = 0;
   st.speed_fraction = 1;
-  if (task.alloc_bytes != 0) change_memory(rank, task.alloc_bytes, task.kind == TaskKind::kCompute ? std::max(now, issued) : now);
+  // Communication that reached this point is issued by now; a compute task starts at its issue.
+  const TimePoint start = std::max(now, issued);
+  if (task.alloc_bytes != 0) change_memory(rank, task.alloc_bytes, start);
   switch (task.kind) {
     case TaskKind::kCompute:
-      start_compute_chain(rank, s, rc, order[st.next - 1], std::max(now, issued));
+      start_compute_chain(rank, s, rc, order[st.next - 1], start);
       break;
     case TaskKind::kCollective:
       post_collective(rank, s, task, rc);

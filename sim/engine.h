@@ -8,9 +8,11 @@
 // once when the peer is not simulated: under symmetry the peer behaves like this rank). Started
 // communication waits its latency, then moves its bytes through the FlowNetwork, which shares
 // link bandwidth among concurrent transfers. The host issues each rank's tasks in program order at
-// the TimingModel's host time per task, from the start of the iteration and never waiting for the
-// GPU; a task starts no earlier than its issue (a CPU-bound rank's GPU idles between kernels). When the queue empties with tasks left, run()
-// throws DeadlockError naming the stuck tasks. Same graph and model: same result, bit for bit.
+// the TimingModel's host time per task, from the start of the iteration, running ahead of the GPU
+// except at a synchronizing task (Task::host_sync), which it waits for; a task starts no earlier
+// than its issue (a CPU-bound rank's GPU idles between kernels). When the queue empties with
+// tasks left, run() throws DeadlockError naming the stuck tasks. Same graph and model: same
+// result, bit for bit.
 
 #include <array>
 #include <cstdint>

@@ -104,6 +104,12 @@ std::string pct(double v) {
   return buf;
 }
 
+// "MAPE a, max |error| b (in-sample: c, d)": held-out errors beside the fit's own.
+std::string against_in_sample(const ErrorSummary& held, const ErrorSummary& in_sample) {
+  return "MAPE " + pct(held.mape) + ", max |error| " + pct(held.max_abs_error) + " (in-sample: " + pct(in_sample.mape) + ", " +
+         pct(in_sample.max_abs_error) + ")";
+}
+
 }  // namespace
 
 CalibrationResult calibrate(const CalibrationInputs& in) {
@@ -330,9 +336,8 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
         }
         held["families"] = families;
         record["held_out"] = held;
-        fit.report.checks.push_back("all " + std::to_string(fit.held_out_errors->n) + " held-out predictions: MAPE " +
-                                    pct(fit.held_out_errors->mape) + ", max |error| " + pct(fit.held_out_errors->max_abs_error) +
-                                    " (in-sample: " + pct(fit.report.errors.mape) + ", " + pct(fit.report.errors.max_abs_error) + ")");
+        fit.report.checks.push_back("all " + std::to_string(fit.held_out_errors->n) + " held-out predictions: " +
+                                    against_in_sample(*fit.held_out_errors, fit.report.errors));
       }
       out.fit["training"] = record;
     }
@@ -365,9 +370,8 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
       record["error_bars"] = error_bars(fit.report);
       if (fit.held_out_errors) {
         record["held_out"] = held_out_record(*fit.held_out_errors);
-        fit.report.checks.push_back(std::to_string(fit.held_out.size()) + " families each predicted at the host time that fits the others: MAPE " +
-                                    pct(fit.held_out_errors->mape) + ", max |error| " + pct(fit.held_out_errors->max_abs_error) +
-                                    " (in-sample: " + pct(fit.report.errors.mape) + ", " + pct(fit.report.errors.max_abs_error) + ")");
+        fit.report.checks.push_back(std::to_string(fit.held_out.size()) + " families each predicted at the host time that fits the others: " +
+                                    against_in_sample(*fit.held_out_errors, fit.report.errors));
       }
       out.fit["host"] = record;
     }

@@ -9,16 +9,6 @@
 
 namespace trainsim::validate {
 
-namespace {
-
-// Time-like value of a metric: throughput metrics scale as 1 / time.
-double time_like(Metric metric, double value) {
-  const bool throughput = metric == Metric::kModelTflops || metric == Metric::kHardwareTflops || metric == Metric::kMfu;
-  return throughput ? 1.0 / value : value;
-}
-
-}  // namespace
-
 HostFit fit_host_issue(const Suite& suite, topo::Architecture architecture, const topo::ComputeCalibration& calibration,
                        int jobs) {
   HostFit fit;
@@ -103,10 +93,7 @@ HostFit fit_host_issue(const Suite& suite, topo::Architecture architecture, cons
   }
   {
     // Leave one family out, at the grid point that fits the other families best.
-    std::vector<std::string> families;
-    for (const Case& c : mine.cases) {
-      if (std::find(families.begin(), families.end(), c.family) == families.end()) families.push_back(c.family);
-    }
+    const std::vector<std::string> families = families_of(mine.cases);
     std::vector<double> predicted, held_measured;
     for (std::size_t k = 0; families.size() >= 2 && k < families.size(); ++k) {
       std::vector<std::size_t> train, held;

@@ -1,5 +1,6 @@
 #include "validate/suite.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -82,6 +83,19 @@ const char* to_string(Metric m) {
       return "peak_memory_bytes";
   }
   return "?";
+}
+
+double time_like(Metric metric, double value) {
+  const bool throughput = metric == Metric::kModelTflops || metric == Metric::kHardwareTflops || metric == Metric::kMfu;
+  return throughput ? 1.0 / value : value;
+}
+
+std::vector<std::string> families_of(const std::vector<Case>& cases) {
+  std::vector<std::string> families;
+  for (const Case& c : cases) {
+    if (std::find(families.begin(), families.end(), c.family) == families.end()) families.push_back(c.family);
+  }
+  return families;
 }
 
 Suite read_suite(const std::string& file, const std::string& only) {

@@ -23,6 +23,8 @@ enum class Metric : std::uint8_t { kIterationTime, kModelTflops, kHardwareTflops
 inline constexpr std::array<Metric, 5> kMetrics{Metric::kIterationTime, Metric::kModelTflops, Metric::kHardwareTflops,
                                                 Metric::kMfu, Metric::kPeakMemory};
 const char* to_string(Metric m);  // "iteration_time_s", "model_tflops_per_gpu", ...
+// A value of `metric` as a time: throughputs (TFLOP/s, MFU) scale as 1 / time, so they invert.
+double time_like(Metric metric, double value);
 
 struct Measurement {
   Metric metric = Metric::kIterationTime;
@@ -49,6 +51,9 @@ struct Suite {
   std::vector<Case> cases;
   std::vector<ExcludedCase> excluded;
 };
+
+// The distinct families of `cases`, in order of first appearance.
+std::vector<std::string> families_of(const std::vector<Case>& cases);
 
 // Reads a suite. `only` keeps the cases whose id contains it (empty: all).
 Suite read_suite(const std::string& file, const std::string& only = "");

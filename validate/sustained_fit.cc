@@ -29,15 +29,9 @@ Suite with_calibration(const Suite& suite, topo::Architecture architecture, topo
   return out;
 }
 
-// Time-like view of a case's first metric: throughput metrics scale as 1 / time.
-double time_like(const MetricResult& m) {
-  const bool throughput = m.metric == Metric::kModelTflops || m.metric == Metric::kHardwareTflops || m.metric == Metric::kMfu;
-  return throughput ? 1.0 / m.predicted : m.predicted;
-}
-double measured_time_like(const MetricResult& m) {
-  const bool throughput = m.metric == Metric::kModelTflops || m.metric == Metric::kHardwareTflops || m.metric == Metric::kMfu;
-  return throughput ? 1.0 / m.measured : m.measured;
-}
+// Time-like view of a case's first metric, predicted and measured.
+double predicted_time_like(const MetricResult& m) { return time_like(m.metric, m.predicted); }
+double measured_time_like(const MetricResult& m) { return time_like(m.metric, m.measured); }
 
 ErrorSummary first_metric_summary(const ValidationReport& r) {
   std::vector<double> predicted, measured;
@@ -92,10 +86,10 @@ SustainedFit fit_sustained_fraction(const Suite& suite, topo::Architecture archi
   if (fit_fp8) fp8_low = validate_suite(with_calibration(suite, architecture, scale_fp8(base, kLow), 1.0), run);
   std::vector<double> a(fit.cases), b(fit.cases), c(fit.cases, 0.0), d(fit.cases, 0.0), target(fit.cases);
   for (std::size_t i = 0; i < fit.cases; ++i) {
-    const double t1 = time_like(at_one.cases[i].metrics.front());
-    const double tensor = std::max(0.0, (time_like(at_low.cases[i].metrics.front()) - t1) / step_back);
-    if (attention_low) c[i] = std::clamp((time_like(attention_low->cases[i].metrics.front()) - t1) / step_back, 0.0, tensor);
-    if (fp8_low) d[i] = std::clamp((time_like(fp8_low->cases[i].metrics.front()) - t1) / step_back, 0.0, tensor - c[i]);
+    const double t1 = predicted_time_like(at_one.cases[i].metrics.front());
+    const double tensor = std::max(0.0, (predicted_time_like(at_low.cases[i].metrics.front()) - t1) / step_back);
+    if (attention_low) c[i] = std::clamp((predicted_time_like(attention_low->cases[i].metrics.front()) - t1) / step_back, 0.0, tensor);
+    if (fp8_low) d[i] = std::clamp((predicted_time_like(fp8_low->cases[i].metrics.front()) - t1) / step_back, 0.0, tensor - c[i]);
     b[i] = tensor - c[i] - d[i];
     a[i] = t1 - tensor;
     target[i] = measured_time_like(at_one.cases[i].metrics.front());
@@ -177,10 +171,7 @@ SustainedFit fit_sustained_fraction(const Suite& suite, topo::Architecture archi
   // family simulated with them. g and h are refitted when the full fit fits them and the other
   // families' runs have fused attention (FP8 GEMMs); else they stay 1 (the kernels as benchmarked).
   {
-    std::vector<std::string> families;
-    for (const Case& held : full.cases) {
-      if (std::find(families.begin(), families.end(), held.family) == families.end()) families.push_back(held.family);
-    }
+    const std::vector<std::string> families = families_of(full.cases);
     std::vector<double> predicted, measured;
     for (std::size_t k = 0; families.size() >= 2 && k < families.size(); ++k) {
       std::vector<std::size_t> train;

@@ -111,14 +111,21 @@ validate::Suite measured_at(validate::Suite suite, const topo::ComputeCalibratio
   return suite;
 }
 
-}  // namespace
-
-TEST_CASE("validate/fit_gemm: recovers the parameters that generated a sweep") {
-  const topo::GpuSpec gpu = h100();
+// The GEMM parameters the synthetic sweeps are generated from: max efficiency 0.8, wave overhead
+// 1.5 us, launch overhead 3 us.
+topo::GemmCalibration gemm_truth(const topo::GpuSpec& gpu) {
   topo::GemmCalibration truth = gpu.calibration.gemm_16bit;
   truth.max_efficiency = 0.8;
   truth.wave_overhead = sim::Duration::from_seconds(1.5e-6);
   truth.launch_overhead = sim::Duration::from_seconds(3e-6);
+  return truth;
+}
+
+}  // namespace
+
+TEST_CASE("validate/fit_gemm: recovers the parameters that generated a sweep") {
+  const topo::GpuSpec gpu = h100();
+  const topo::GemmCalibration truth = gemm_truth(gpu);
   topo::GemmCalibration start = truth;
   start.max_efficiency = 0.6;
   start.wave_overhead = sim::Duration::from_seconds(0.2e-6);
@@ -272,10 +279,7 @@ TEST_CASE("validate/same_gpu: measurement names match presets by their leading l
 
 TEST_CASE("validate/fit_gemm: standard errors grow with the measurement noise and cover the true parameters") {
   const topo::GpuSpec gpu = h100();
-  topo::GemmCalibration truth = gpu.calibration.gemm_16bit;
-  truth.max_efficiency = 0.8;
-  truth.wave_overhead = sim::Duration::from_seconds(1.5e-6);
-  truth.launch_overhead = sim::Duration::from_seconds(3e-6);
+  const topo::GemmCalibration truth = gemm_truth(gpu);
   const validate::GemmFit quiet = validate::fit_gemm(gpu, sim::DataType::kBf16, synthetic_gemms(gpu, truth, 0.01), truth);
   const validate::GemmFit loud = validate::fit_gemm(gpu, sim::DataType::kBf16, synthetic_gemms(gpu, truth, 0.04), truth);
   const ParameterTruth parameters[] = {{"max_efficiency", 0.8}, {"wave_overhead_us", 1.5}, {"launch_overhead_us", 3.0}};
