@@ -263,6 +263,7 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   t.align_grad_reduce = r.get_bool("align_grad_reduce", true);
   t.overlap_param_gather = r.get_bool("overlap_param_gather", false);
   note("overlap_param_gather");
+  t.align_param_gather = r.get_bool("align_param_gather", true);
   t.tp_comm_overlap = r.get_bool("tp_comm_overlap", false);
   note("tp_comm_overlap");
   t.async_tensor_model_parallel_allreduce = r.get_bool("async_tensor_model_parallel_allreduce", true);

@@ -238,6 +238,7 @@ class StageBuilder {
   bool reduces_in_hooks() const;
   void reduce_chunk(std::int64_t chunk);
   void gather_bucket(std::int64_t chunk, std::size_t bucket);
+  void gather_chunk(std::int64_t chunk);
   void distributed_optimizer_gathers(std::int64_t unit);
   std::int64_t unit_dense(std::int64_t unit) const;
   std::int64_t unit_expert(std::int64_t unit) const;
@@ -281,6 +282,8 @@ class StageBuilder {
   std::vector<std::vector<TaskIndex>> bucket_gathers_;
   std::vector<std::vector<std::size_t>> forward_order_;
   std::vector<std::size_t> gather_next_;
+  // align_param_gather: the schedule dispatches whole chunks' gathers; the pre-hook only waits.
+  bool aligned_gather_ = false;
   // ZeRO-3: gathers in flight or held per unit, and the gathered bytes to free.
   std::map<std::int64_t, std::vector<TaskIndex>> fsdp_held_;
   std::vector<std::int64_t> backward_units_;
@@ -977,9 +980,22 @@ void StageBuilder::gather_bucket(std::int64_t chunk, std::size_t bucket) {
                     kDpStream, CollectiveKind::kAllGather, 2 * b.params, d_.act, kDpComm);
 }
 
+// align_param_gather: DistributedDataParallel.start_param_sync, the gathers of every bucket of a
+// chunk dispatched at once in bucket order (the order the backward pass fills them, so the
+// first bucket the forward pass needs is dispatched last), dense buckets before expert ones.
+void StageBuilder::gather_chunk(std::int64_t chunk) {
+  const auto& buckets = buckets_[static_cast<std::size_t>(chunk)];
+  for (int expert = 0; expert < 2; ++expert) {
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      if (buckets[b].expert == (expert == 1)) gather_bucket(chunk, b);
+    }
+  }
+}
+
 // overlap_param_gather: Megatron's forward pre-hook (distributed_data_parallel.py) waits for the
-// bucket holding a module's parameters, dispatching its gather if needed, then dispatches the
-// next bucket's (buckets gathered in reverse order of the backward pass, per buffer).
+// bucket holding a module's parameters, dispatching its gather if needed, then, unless the
+// schedule dispatches the gathers (align_param_gather), dispatches the next bucket's (buckets
+// gathered in reverse order of the backward pass, per buffer).
 void StageBuilder::distributed_optimizer_gathers(std::int64_t unit) {
   if (forwarded_chunks_.contains(chunk_)) return;  // only the first forward pass of a chunk
   const auto c = static_cast<std::size_t>(chunk_);
@@ -997,7 +1013,9 @@ void StageBuilder::distributed_optimizer_gathers(std::int64_t unit) {
       const TaskIndex t = bucket_gathers_[c][order[next]];
       if (t != kNothingToGather) wait(t);
       const std::size_t after = find(next + 1);
-      if (after < order.size()) {
+      if (aligned_gather_) {
+        // skip_next_bucket_dispatch
+      } else if (after < order.size()) {
         gather_bucket(chunk_, order[after]);
       } else if (c + 1 < bucket_gathers_.size()) {
         // The chunk's last bucket: the hook dispatches the next bucket in access order, the
@@ -1209,6 +1227,21 @@ void StageBuilder::build() {
   shape.group = p_.microbatch_group_size_per_vp_stage;
   shape.overlap_p2p = t_.overlap_p2p_comm;
   const std::vector<PipelineStep> steps = pipeline_steps(t_.pipeline_schedule, info_.stage, shape);
+  // align_param_gather (schedules.py, forward_backward_pipelining_with_interleaving): the first
+  // two chunks' gathers when the schedule starts, on every stage at once; chunk c + 1's at the
+  // forward pass whose virtual micro-batch id plus this stage's rank is chunk c's first
+  // (forward_step_helper_preprocess), so that the stages dispatch together.
+  aligned_gather_ = !bucket_gathers_.empty() && t_.align_param_gather &&
+                    t_.pipeline_schedule == PipelineSchedule::kInterleaved && chunks > 1;
+  std::vector<const PipelineStep*> forwards;
+  for (const PipelineStep& step : steps) {
+    if (step.kind == PipelineStep::Kind::kForward) forwards.push_back(&step);
+  }
+  if (aligned_gather_) {
+    gather_chunk(0);
+    gather_chunk(1);
+  }
+  std::size_t forward_index = 0;
   last_backward_step_.assign(info_.chunks.size(), -1);
   for (std::size_t i = 0; i < steps.size(); ++i) {
     if (steps[i].kind == PipelineStep::Kind::kBackward) {
@@ -1224,9 +1257,15 @@ void StageBuilder::build() {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const PipelineStep& step = steps[i];
     switch (step.kind) {
-      case PipelineStep::Kind::kForward:
+      case PipelineStep::Kind::kForward: {
+        const std::size_t ahead = forward_index++ + static_cast<std::size_t>(info_.stage);
+        if (aligned_gather_ && ahead < forwards.size() && forwards[ahead]->microbatch == 0) {
+          const std::int64_t next = forwards[ahead]->chunk + 1;
+          if (next > 1 && next < chunks) gather_chunk(next);
+        }
         chunk_forward(step.microbatch, step.chunk);
         break;
+      }
       case PipelineStep::Kind::kBackward: {
         final_backward_ = last_backward_step_[static_cast<std::size_t>(step.chunk)] == static_cast<std::int64_t>(i);
         chunk_backward(step.microbatch, step.chunk);

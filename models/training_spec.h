@@ -63,6 +63,16 @@ struct TrainingSpec {
   // every pipeline stage rather than as each bucket becomes ready on stages after the first.
   bool align_grad_reduce = true;
   bool overlap_param_gather = false;
+  // Megatron's align_param_gather (--no-align-param-gather turns it off; Megatron-LM
+  // arguments.py, default on, and NeMo's MegatronCommOverlapCallback sets it with virtual
+  // stages): under the interleaved schedule with overlap_param_gather, every pipeline stage
+  // dispatches the all-gathers of all buckets of its first two model chunks when the schedule
+  // starts, and those of chunk c + 1 at the forward pass `stage` virtual micro-batches before
+  // its own first forward of chunk c (schedules.py, forward_step_helper_preprocess); the forward
+  // pre-hook then only waits. Off, or under the other schedules (arguments.py turns it off
+  // without virtual stages), each stage dispatches a bucket's gather in the pre-hook of the
+  // bucket before it (one bucket prefetched).
+  bool align_param_gather = true;
   bool tp_comm_overlap = false;
   // Megatron-LM's --async-tensor-model-parallel-allreduce (default on since 2021-09, commit
   // 16c90445 "ColumnParallelLinearWithAsyncAllreduce"): without sequence parallelism a column-

@@ -357,3 +357,50 @@ TEST_CASE("models/parallelism: plan validation follows Megatron's rules") {
         std::string::npos);
   CHECK(error(kGpt, {"parallelism.zero_stage=3"}).empty());  // ZeRO-3 with pipeline parallelism is allowed
 }
+
+TEST_CASE("models/parallelism: aligned parameter gathers start on every stage with the schedule") {
+  // Megatron's align_param_gather (on by default; NeMo sets it with virtual stages): every stage
+  // dispatches the gathers of its first two chunks when the interleaved schedule starts, instead
+  // of a stage after the first dispatching its chunk's gather only in the forward pre-hook,
+  // after its first input arrives. Stages after the first keep one bucket per chunk.
+  const std::vector<std::string> plan = {"parallelism.pipeline_model_parallel_size=4",
+                                         "parallelism.virtual_pipeline_model_parallel_size=4"};
+  const std::vector<std::string> unaligned = with(plan, {"training.align_param_gather=false"});
+  const config::Scenario s = config::load_scenario(kLlama, plan);
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  const config::Scenario su = config::load_scenario(kLlama, unaligned);
+  const models::Workload wu = models::lower(su.model, su.parallel, su.training, su.num_gpus());
+  // Index of the first task of stage `cls` that is compute, a pipeline transfer or a gather.
+  auto first = [](const models::Workload& wl, std::uint32_t cls, auto&& pred) {
+    const auto& tasks = wl.graph.rank_class(cls).tasks;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      if (pred(wl, tasks[i])) return i;
+    }
+    return tasks.size();
+  };
+  auto is_compute = [](const models::Workload&, const sim::Task& t) { return t.kind == sim::TaskKind::kCompute; };
+  auto is_gather = [](const models::Workload& wl, const sim::Task& t) { return wl.graph.name(t.name) == "param_all_gather"; };
+  for (std::uint32_t cls = 1; cls < 4; ++cls) {
+    CAPTURE(cls);
+    REQUIRE(tasks_named(w, cls, "param_all_gather").size() == 4);  // one bucket per chunk
+    // Aligned: chunks 0 and 1 are gathered before anything else the stage does.
+    CHECK(first(w, cls, is_gather) == 0);
+    CHECK(is_gather(w, w.graph.rank_class(cls).tasks[1]));
+    CHECK(first(w, cls, is_compute) > 1);
+    // Unaligned: the first gather waits for the stage's first forward pass to be reached.
+    CHECK(first(wu, cls, is_gather) > first(wu, cls, [](const models::Workload&, const sim::Task& t) {
+            return t.kind == sim::TaskKind::kPointToPoint;
+          }));
+  }
+  // Every chunk is gathered exactly once either way.
+  CHECK(tasks_named(w, 0, "param_all_gather").size() == tasks_named(wu, 0, "param_all_gather").size());
+  // The unaligned stages each delay the pipeline's fill by a chunk's gather; aligned they do not.
+  const auto aligned_run = tests::simulate_file(kLlama, plan);
+  const auto unaligned_run = tests::simulate_file(kLlama, unaligned);
+  CHECK(aligned_run.iteration_time_s < unaligned_run.iteration_time_s);
+  CHECK(aligned_run.workload->flops.hardware == unaligned_run.workload->flops.hardware);
+  // Without virtual stages Megatron turns the alignment off: 1F1B is the same either way.
+  const std::vector<std::string> one = {"parallelism.virtual_pipeline_model_parallel_size=1", "training.pipeline_schedule=\"1f1b\""};
+  CHECK(tests::simulate_file(kLlama, one).iteration_time_s ==
+        tests::simulate_file(kLlama, with(one, {"training.align_param_gather=false"})).iteration_time_s);
+}
