@@ -1233,11 +1233,11 @@ void StageBuilder::build() {
   // (forward_step_helper_preprocess), so that the stages dispatch together.
   aligned_gather_ = !bucket_gathers_.empty() && t_.align_param_gather &&
                     t_.pipeline_schedule == PipelineSchedule::kInterleaved && chunks > 1;
-  std::vector<const PipelineStep*> forwards;
-  for (const PipelineStep& step : steps) {
-    if (step.kind == PipelineStep::Kind::kForward) forwards.push_back(&step);
-  }
+  std::vector<const PipelineStep*> forwards;  // in virtual micro-batch order (aligned only)
   if (aligned_gather_) {
+    for (const PipelineStep& step : steps) {
+      if (step.kind == PipelineStep::Kind::kForward) forwards.push_back(&step);
+    }
     gather_chunk(0);
     gather_chunk(1);
   }
