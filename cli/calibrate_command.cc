@@ -45,7 +45,8 @@ void add_calibrate_command(CLI::App& app, Registry& registry) {
   auto args = std::make_shared<CalibrateArgs>();
   CLI::App* cmd = subcommand(app, "calibrate", "Fit the compute model's parameters to measurements");
   cmd->add_option("measurements", args->files,
-                  "GEMM sweeps (trainsim-bench-gemm output), attention benchmarks, validation suites of training runs");
+                  "GEMM sweeps (trainsim-bench-gemm output), attention benchmarks, validation suites of training runs, "
+                  "all_reduce sweeps of 2-8 GPUs of one node (nccl-tests logs or measurement records)");
   cmd->add_option("-o,--output", args->output, "Write the calibration file (JSON) to FILE ('-' for stdout)");
   cmd->add_option("--gpu", args->gpu, "GPU preset or file (default: the GPU the measurement tables name)");
   cmd->add_option("--base", args->base, "Calibration to start from and keep where the measurements say nothing (default: the GPU's)");
@@ -54,7 +55,8 @@ void add_calibrate_command(CLI::App& app, Registry& registry) {
                   "Validation suites of small-model runs to fit the host time per task to (e.g. validate/suites/vtrain_a100.json)");
   cmd->add_flag("--all-residuals", args->all_residuals, "Print every point's residual (default: the ten largest per fit)");
   cmd->add_option("--jobs,-j", args->jobs, "Training-run cases simulated at once (default: one per CPU core)");
-  cmd->footer("Example: trainsim calibrate validate/data/gemm_measurements.json -o h100.json");
+  cmd->footer("Example: trainsim calibrate validate/data/gemm_measurements.json -o h100.json\n"
+              "         trainsim calibrate ar_2gpu.log ar_4gpu.log ar_8gpu.log --gpu a100-sxm4-80gb -o my_a100.json");
   registry.add(cmd, [args]() { return run(*args); });
 }
 

@@ -156,6 +156,18 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
     c.host_issue = Duration::from_seconds(training.get_double("host_issue_us", 0.0, 0.0, 1e5) * 1e-6);
     training.finish();
   }
+  if (r.has("intra_node_ring")) {
+    ObjectReader ring = r.object("intra_node_ring");
+    ring.allow({"description", "sources"});
+    topo::ComputeCalibration::RingCalibration rc;
+    rc.min_bytes = ring.require_double("min_bytes", 0, 1e15);
+    rc.latency_us = ring.require_double("latency_us", 0, 1e4);
+    rc.step_us = ring.require_double("step_us", 0, 1e3);
+    rc.link_GBps = ring.require_double("link_GBps", 1e-3, 1e5);
+    rc.user_GBps = ring.require_double("user_GBps", 1e-3, 1e6);
+    ring.finish();
+    c.intra_node_ring = rc;
+  }
   // The record of the in-training fit, when it has one: how well the calibration reproduced the
   // runs it was fitted to. The rest of "fit" only documents.
   if (const Json* fit = r.raw("fit")) {
@@ -420,6 +432,13 @@ Json to_json(const topo::ComputeCalibration& c) {
   out["memory_bound"] = Json{{"bandwidth_efficiency", c.memory_efficiency},
                              {"kernel_overhead_us", c.memory_kernel_overhead.microseconds()},
                              {"optimizer_bandwidth_efficiency", c.optimizer_efficiency}};
+  if (c.intra_node_ring) {
+    out["intra_node_ring"] = Json{{"min_bytes", c.intra_node_ring->min_bytes},
+                                  {"latency_us", c.intra_node_ring->latency_us},
+                                  {"step_us", c.intra_node_ring->step_us},
+                                  {"link_GBps", c.intra_node_ring->link_GBps},
+                                  {"user_GBps", c.intra_node_ring->user_GBps}};
+  }
   out["training"] = Json{{"sustained_fraction", c.sustained_fraction},
                          {"attention_scale", c.attention_scale},
                          {"fp8_gemm_scale", c.fp8_gemm_scale},

@@ -598,6 +598,36 @@ double CollectiveModel::pipeline_fill_us(CollectiveKind kind, double bytes, cons
   return std::max(0.0, stages - 1) * chunk / rate;
 }
 
+// The GPU's measured intra-node ring (ComputeCalibration::RingCalibration) where it is slower
+// than NCCL's model: the per-step synchronisation and the user-buffer copies NCCL's estimate
+// leaves out. Rings of one NVLink node only: across nodes the NIC sets the rate, and the sweeps
+// were single-node.
+void CollectiveModel::apply_measured_ring(CollectiveKind kind, double bytes, const GroupShape& s,
+                                          CollectivePrediction& out) const {
+  const auto& ring = cluster_.gpu.calibration.intra_node_ring;
+  if (!ring || s.nodes != 1 || s.ranks < 2 || nvlink_ <= 0 || bytes < ring->min_bytes) return;
+  const double n = s.ranks;
+  double steps = 0, link = 0, user = 0;
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      steps = 2 * (n - 1), link = 2 * (n - 1) / n, user = 1;
+      break;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+      steps = n - 1, link = (n - 1) / n, user = (1 + 1 / n) / 2;
+      break;
+    default:
+      return;
+  }
+  const double latency = ring->latency_us + steps * ring->step_us;
+  const double alg_bw = 1.0 / (link / ring->link_GBps + user / ring->user_GBps);  // GB/s
+  const double time = latency + bytes / (1e3 * alg_bw);
+  if (time <= out.time_us) return;
+  out.latency_us = latency;
+  out.alg_bandwidth_GBps = alg_bw;
+  out.time_us = time;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
@@ -637,6 +667,7 @@ CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
       out.latency_us += pipeline_fill_us(kind, b, t, a, out.channels, used);
     out.alg_bandwidth_GBps = used.alg_bw;
     out.time_us = out.latency_us + b / (1e3 * out.alg_bandwidth_GBps);
+    if (a == Algorithm::kRing) apply_measured_ring(kind, b, t.shape, out);
   }
   if (gpus_per_thread > 0) {
     const double floor = gpus_per_thread * c.launch_us;

@@ -8,8 +8,10 @@
 //      src/enqueue.cc topoGetAlgoInfo), as NCCL does;
 //   3. predicts the execution time of that choice: NCCL's latency, the pipeline fill of
 //      store-and-forward Simple chunks, the channels NCCL drops for small messages, and the host
-//      launch floor when one thread drives several GPUs (nccl-tests -g).
-// Every constant comes from the cluster's NcclCalibration (scenarios/calibration/nccl.json).
+//      launch floor when one thread drives several GPUs (nccl-tests -g); for rings inside one
+//      node, the GPU's measured ring (calibration intra_node_ring) where that is slower.
+// Every constant comes from the cluster's NcclCalibration (scenarios/calibration/nccl.json), the
+// measured ring from the GPU's calibration file.
 // Sizes are NCCL's nBytes, which is the size column nccl-tests prints (see sim::CollectiveKind).
 
 #include <cstdint>
@@ -115,6 +117,8 @@ class CollectiveModel {
   double pipeline_fill_us(sim::CollectiveKind kind, double bytes, const NcclTopology& t,
                           Algorithm a, int channels, const Tuned& e) const;
   CollectivePrediction all_to_all(Bytes bytes, const GroupShape& s) const;
+  void apply_measured_ring(sim::CollectiveKind kind, double bytes, const GroupShape& s,
+                           CollectivePrediction& out) const;
 
   ClusterSpec cluster_;
   int arch_ = 1;       // NcclCalibration architecture row

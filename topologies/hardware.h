@@ -83,6 +83,25 @@ struct ComputeCalibration {
   // micro-batches). Fitted by `trainsim calibrate --host-runs` to measured iterations of such
   // models; zero: launches always hidden.
   Duration host_issue;
+  // Ring all-reduce, reduce-scatter and all-gather inside one node as this GPU's nccl-tests
+  // sweeps measured them (fitted by `trainsim calibrate` to all_reduce sweeps of 2 to 8 GPUs):
+  //   time = latency + steps x step + link bytes / link rate + user bytes / user rate,
+  // steps 2(n-1) for an all-reduce and n-1 otherwise, link bytes the ring's 2(n-1)/n (or (n-1)/n)
+  // x size, user bytes half the input plus output buffers each rank reads and writes (the size for
+  // an all-reduce). NCCL's own estimate leaves out the per-step synchronisation and the user-buffer
+  // copies, which is why its rate is nearly the same for 2 and 8 GPUs where the sweeps are 15%
+  // apart. From `min_bytes` up (the smallest size fitted; below it NCCL's LL protocol and launch
+  // costs set the time) the predicted time is the slower of this and NCCL's model; absent: NCCL's
+  // model alone.
+  struct RingCalibration {
+    double min_bytes = 0;
+    double latency_us = 0;
+    double step_us = 0;
+    double link_GBps = 0;
+    double user_GBps = 0;
+    bool operator==(const RingCalibration&) const = default;
+  };
+  std::optional<RingCalibration> intra_node_ring;
   // How the fitted calibration reproduced the published runs it was fitted to (the file's
   // fit.training record): the typical error a prediction made with it carries.
   struct Accuracy {

@@ -1,8 +1,10 @@
 #include "validate/calibrator.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -12,6 +14,7 @@
 #include "validate/attention_sweep.h"
 #include "validate/gemm_sweep.h"
 #include "validate/host_fit.h"
+#include "validate/ring_fit.h"
 #include "validate/suite.h"
 
 namespace trainsim::validate {
@@ -21,16 +24,47 @@ namespace {
 using config::Json;
 using sim::DataType;
 
-enum class InputKind { kGemm, kAttention, kSuite };
+enum class InputKind { kGemm, kAttention, kSuite, kCollectives };
 
 InputKind classify(const std::string& file) {
+  {
+    // JSON starts with an object, an array or a comment; anything else is taken for an nccl-tests
+    // text log (read_ring_sweeps says what is wrong when it is not one).
+    std::ifstream in(file, std::ios::binary);
+    char first = 0;
+    while (in.get(first) && std::isspace(static_cast<unsigned char>(first))) {
+    }
+    if (in && first != '{' && first != '[' && first != '/') return InputKind::kCollectives;
+  }
   const Json doc = config::read_json_file(file);
+  if (is_collective_records(doc)) return InputKind::kCollectives;
+  if (doc.is_object() && (doc.contains("runs") || doc.contains("results") || doc.contains("config"))) {
+    return InputKind::kCollectives;  // an nccl-tests -J JSON log
+  }
   if (doc.is_array()) return InputKind::kGemm;
   if (doc.is_object() && doc.contains("tables")) return InputKind::kAttention;
   if (doc.is_object() && doc.contains("cases")) return InputKind::kSuite;
   throw InputError(file, "/",
                    "not a measurement file trainsim calibrate reads: expected a GEMM sweep (an array of matmul tables), "
-                   "attention benchmarks ({\"tables\": [...]}) or a validation suite ({\"cases\": [...]})");
+                   "attention benchmarks ({\"tables\": [...]}), a validation suite ({\"cases\": [...]}), collective "
+                   "measurement records (an array of {\"collective\", \"rows\", ...}) or an nccl-tests log");
+}
+
+// A GPU named in a measurement record ("A100 SXM4", "NVIDIA H100 80GB HBM3") is of the preset's
+// type when it names the preset's model number (A100, H100, B200, ...).
+bool same_gpu_type(const std::string& measured, const std::string& spec_name) {
+  auto lower = [](std::string v) {
+    std::transform(v.begin(), v.end(), v.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return v;
+  };
+  const std::string m = lower(measured), spec = lower(spec_name);
+  for (std::size_t i = 0; i + 4 <= spec.size(); ++i) {
+    if (std::isalpha(static_cast<unsigned char>(spec[i])) && std::isdigit(static_cast<unsigned char>(spec[i + 1])) &&
+        std::isdigit(static_cast<unsigned char>(spec[i + 2])) && std::isdigit(static_cast<unsigned char>(spec[i + 3]))) {
+      return m.find(spec.substr(i, 4)) != std::string::npos;
+    }
+  }
+  return false;
 }
 
 std::string base_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
@@ -118,6 +152,7 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
   }
   std::vector<GemmTable> gemm_tables;
   std::vector<AttentionTable> attention_tables;
+  std::vector<RingSweep> ring_sweeps;
   Suite runs;
   std::vector<std::string> suite_names;
   for (const std::string& file : in.files) {
@@ -130,6 +165,11 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
       case InputKind::kAttention: {
         std::vector<AttentionTable> t = read_attention_sweep(file);
         attention_tables.insert(attention_tables.end(), t.begin(), t.end());
+        break;
+      }
+      case InputKind::kCollectives: {
+        std::vector<RingSweep> s = read_ring_sweeps(file);
+        ring_sweeps.insert(ring_sweeps.end(), s.begin(), s.end());
         break;
       }
       case InputKind::kSuite: {
@@ -271,6 +311,24 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
       }
     }
     cal.attention_alternatives = std::move(alternatives);
+  }
+
+  // The intra-node ring, from the all_reduce sweeps measured on this GPU type (records name the
+  // GPU; nccl-tests logs do not, and count as measured on --gpu). Before the sustained fraction:
+  // the runs' tensor-parallel traffic is priced with it.
+  {
+    std::vector<RingSweep> sweeps;
+    for (const RingSweep& s : ring_sweeps) {
+      if (s.gpu.empty() || same_gpu_type(s.gpu, spec_name)) sweeps.push_back(s);
+    }
+    if (!sweeps.empty()) {
+      RingFit fit = fit_intra_node_ring(sweeps);
+      if (fit.report.fitted) {
+        cal.intra_node_ring = fit.calibration;
+        out.fit["intra_node_ring"] = fit_record(fit.report);
+      }
+      out.reports.push_back(std::move(fit.report));
+    }
   }
 
   // The sustained fraction, over the runs on this GPU's architecture.

@@ -61,4 +61,21 @@ TEST_CASE("cli calibrate: fits and writes a calibration; bad measurement files e
   const std::string other = testing::temp_file("cli_other.json", R"({"name": "not a measurement"})");
   CHECK(contains(run_trainsim("calibrate " + other).output, "not a measurement file"));
   CHECK(run_trainsim("calibrate " + other).code == 2);
+  // Collective sweeps: the intra-node ring is fitted and printed; a bad row or a log that does not
+  // list its devices exits 2 naming the place.
+  const testing::Outcome ring = run_trainsim("calibrate " + source_path("validate/data/nccl_vtrain_a100.json") +
+                                             " --gpu a100-sxm4-80gb -o -");
+  CHECK(ring.code == 0);
+  CHECK(contains(ring.output, "intra-node ring (all_reduce sweeps): 140 points"));
+  CHECK(contains(ring.output, "\"intra_node_ring\""));
+  const std::string bad_ring = testing::temp_file(
+      "cli_ring.json", R"([{"collective": "all_reduce", "n_gpus": 4, "n_nodes": 1, "rows": [{"bytes": "1M", "time_us": 3}]}])");
+  const testing::Outcome br = run_trainsim("calibrate " + bad_ring + " --gpu a100-sxm4-80gb");
+  CHECK(br.code == 2);
+  CHECK(contains(br.output, bad_ring + ": /0/rows/0"));
+  const std::string log = testing::temp_file("cli_ring.log", "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+                                                             "     1048576        262144     float     sum      -1    44.21   23.72   23.72      0    45.10   23.25   23.25      0\n");
+  const testing::Outcome bl = run_trainsim("calibrate " + log + " --gpu a100-sxm4-80gb");
+  CHECK(bl.code == 2);
+  CHECK(contains(bl.output, "Using devices"));
 }
