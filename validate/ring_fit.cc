@@ -143,6 +143,10 @@ RingFit fit_intra_node_ring(const std::vector<RingSweep>& sweeps) {
     for (int j = 0; j < 4; ++j) a(static_cast<Eigen::Index>(i), j) = f[static_cast<std::size_t>(j)] / rows[i].point.time_us;
   }
   const Eigen::VectorXd x = solve_nonnegative(a, y);
+  if (!x.allFinite()) {
+    fit.report.notes.emplace_back("the least squares did not converge (sizes or times out of range): not fitted");
+    return fit;
+  }
   if (!(x(2) > 0) || !(x(3) > 0)) {
     fit.report.notes.emplace_back("a rate came out unbounded (the sweeps do not separate the link and user-buffer terms): not fitted");
     return fit;
