@@ -186,6 +186,13 @@ int run(const CollectiveArgs& a) {
         "# predicted with NCCL %s's tuning model; busbw = algbw x %.4g (nccl-tests "
         "doc/PERFORMANCE.md)\n#\n",
         "2.30.7", factor);
+    if (const auto& ring = cluster.gpu.calibration.intra_node_ring; ring && a.nodes == 1) {
+      std::printf(
+          "# rings inside the node from %.0f B up: the slower of that and the GPU's measured ring "
+          "(calibration intra_node_ring: %.4g us + %.4g us per step, link %.4g GB/s, user buffers "
+          "%.4g GB/s)\n#\n",
+          ring->min_bytes, ring->latency_us, ring->step_us, ring->link_GBps, ring->user_GBps);
+    }
     std::printf("# %10s  %12s  %8s  %10s  %8s  %8s  %13s  %8s\n", "size", "count", "type", "time",
                 "algbw", "busbw", "algorithm", "protocol");
     std::printf("# %10s  %12s  %8s  %10s  %8s  %8s  %13s  %8s\n", "(B)", "(elements)", "", "(us)",
