@@ -67,6 +67,12 @@ bool same_gpu_type(const std::string& measured, const std::string& spec_name) {
   return false;
 }
 
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
 std::string base_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
 double r4(double v) { return round_significant(v, 4); }
@@ -169,6 +175,11 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
       }
       case InputKind::kCollectives: {
         std::vector<RingSweep> s = read_ring_sweeps(file);
+        if (s.empty()) {
+          throw InputError(file, "",
+                           "no all_reduce sweep of one node with 2 or more GPUs: calibrate fits the intra-node ring to "
+                           "those (other collectives and multi-node sweeps are for `trainsim validate nccl-tests`)");
+        }
         ring_sweeps.insert(ring_sweeps.end(), s.begin(), s.end());
         break;
       }
@@ -318,11 +329,23 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
   // the runs' tensor-parallel traffic is priced with it.
   {
     std::vector<RingSweep> sweeps;
+    std::vector<std::string> other_gpus;
     for (const RingSweep& s : ring_sweeps) {
-      if (s.gpu.empty() || same_gpu_type(s.gpu, spec_name)) sweeps.push_back(s);
+      if (s.gpu.empty() || same_gpu_type(s.gpu, spec_name)) {
+        sweeps.push_back(s);
+      } else {
+        other_gpus.push_back(s.id + " (" + s.gpu + ")");
+      }
+    }
+    if (sweeps.empty() && !other_gpus.empty()) {
+      FitReport skipped;
+      skipped.part = "intra-node ring (all_reduce sweeps)";
+      skipped.notes.push_back("no sweep on " + spec_name + "; measured on other GPUs: " + join(other_gpus));
+      out.reports.push_back(std::move(skipped));
     }
     if (!sweeps.empty()) {
       RingFit fit = fit_intra_node_ring(sweeps);
+      if (!other_gpus.empty()) fit.report.notes.push_back("left out, measured on other GPUs: " + join(other_gpus));
       if (fit.report.fitted) {
         cal.intra_node_ring = fit.calibration;
         out.fit["intra_node_ring"] = fit_record(fit.report);

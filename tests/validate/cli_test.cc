@@ -78,4 +78,8 @@ TEST_CASE("cli calibrate: fits and writes a calibration; bad measurement files e
   const testing::Outcome bl = run_trainsim("calibrate " + log + " --gpu a100-sxm4-80gb");
   CHECK(bl.code == 2);
   CHECK(contains(bl.output, "Using devices"));
+  // A log of another collective contributes nothing: an error, not a silently ignored file.
+  const testing::Outcome ag = run_trainsim("calibrate " + source_path("fuzz/seeds/nccl_tests/json_output.json") + " --gpu a100-sxm4-80gb");
+  CHECK(ag.code == 2);
+  CHECK(contains(ag.output, "no all_reduce sweep of one node"));
 }
