@@ -165,6 +165,11 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
     rc.step_us = ring.require_double("step_us", 0, 1e3);
     rc.link_GBps = ring.require_double("link_GBps", 1e-3, 1e5);
     rc.user_GBps = ring.require_double("user_GBps", 1e-3, 1e6);
+    rc.fill_bytes = ring.get_double("fill_bytes", 0.0, 0, 1e15);
+    rc.fill_GBps = ring.get_double("fill_GBps", 0.0, 0, 1e6);
+    if ((rc.fill_bytes > 0) != (rc.fill_GBps > 0)) {
+      ring.fail("fill_GBps", "expected fill_bytes and fill_GBps both positive (a start-up term) or both absent");
+    }
     ring.finish();
     c.intra_node_ring = rc;
   }
@@ -438,6 +443,10 @@ Json to_json(const topo::ComputeCalibration& c) {
                                   {"step_us", c.intra_node_ring->step_us},
                                   {"link_GBps", c.intra_node_ring->link_GBps},
                                   {"user_GBps", c.intra_node_ring->user_GBps}};
+    if (c.intra_node_ring->fill_GBps > 0) {
+      out["intra_node_ring"]["fill_bytes"] = c.intra_node_ring->fill_bytes;
+      out["intra_node_ring"]["fill_GBps"] = c.intra_node_ring->fill_GBps;
+    }
   }
   out["training"] = Json{{"sustained_fraction", c.sustained_fraction},
                          {"attention_scale", c.attention_scale},

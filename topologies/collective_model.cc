@@ -607,19 +607,20 @@ void CollectiveModel::apply_measured_ring(CollectiveKind kind, double bytes, con
   const auto& ring = cluster_.gpu.calibration.intra_node_ring;
   if (!ring || s.nodes != 1 || s.ranks < 2 || nvlink_ <= 0 || bytes < ring->min_bytes) return;
   const double n = s.ranks;
-  double steps = 0, link = 0, user = 0;
+  double steps = 0, link = 0, user = 0, passes = 0;
   switch (kind) {
     case CollectiveKind::kAllReduce:
-      steps = 2 * (n - 1), link = 2 * (n - 1) / n, user = 1;
+      steps = 2 * (n - 1), link = 2 * (n - 1) / n, user = 1, passes = 1;
       break;
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
-      steps = n - 1, link = (n - 1) / n, user = (1 + 1 / n) / 2;
+      steps = n - 1, link = (n - 1) / n, user = (1 + 1 / n) / 2, passes = 0.5;
       break;
     default:
       return;
   }
-  const double latency = ring->latency_us + steps * ring->step_us;
+  double latency = ring->latency_us + steps * ring->step_us;
+  if (ring->fill_GBps > 0) latency += passes * std::min(bytes, ring->fill_bytes) / (1e3 * ring->fill_GBps);
   const double alg_bw = 1.0 / (link / ring->link_GBps + user / ring->user_GBps);  // GB/s
   const double time = latency + bytes / (1e3 * alg_bw);
   if (time <= out.time_us) return;

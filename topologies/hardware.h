@@ -85,7 +85,9 @@ struct ComputeCalibration {
   Duration host_issue;
   // Ring all-reduce, reduce-scatter and all-gather inside one node as this GPU's nccl-tests
   // sweeps measured them (fitted by `trainsim calibrate` to all_reduce sweeps of 2 to 8 GPUs):
-  //   time = latency + steps x step + link bytes / link rate + user bytes / user rate,
+  //   time = latency + steps x step + min(size, fill bytes) / fill rate (a start-up: the ring
+  //          reaches its rate only after the first fill bytes; half of it for the one-pass
+  //          collectives) + link bytes / link rate + user bytes / user rate,
   // steps 2(n-1) for an all-reduce and n-1 otherwise, link bytes the ring's 2(n-1)/n (or (n-1)/n)
   // x size, user bytes half the input plus output buffers each rank reads and writes (the size for
   // an all-reduce). NCCL's own estimate leaves out the per-step synchronisation and the user-buffer
@@ -99,6 +101,8 @@ struct ComputeCalibration {
     double step_us = 0;
     double link_GBps = 0;
     double user_GBps = 0;
+    double fill_bytes = 0;  // 0: no start-up term
+    double fill_GBps = 0;
     bool operator==(const RingCalibration&) const = default;
   };
   std::optional<RingCalibration> intra_node_ring;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 #include "config/json_reader.h"
@@ -18,13 +19,17 @@ namespace {
 using config::Json;
 
 constexpr double kMinBytes = 1 << 20;  // see ring_fit.h
+constexpr double kMiB = 1 << 20;
+// Extents of the start-up term tried: none, and 8 MiB to 1 GiB by factors of 2.
+constexpr double kFillCandidates[] = {0, 8 * kMiB, 16 * kMiB, 32 * kMiB, 64 * kMiB, 128 * kMiB, 256 * kMiB, 512 * kMiB, 1024 * kMiB};
 
-// Coefficients of (latency, step, 1/link, 1/user) in an all_reduce's time, sizes in GB and
-// rates in GB/s so that times come out in seconds x 1e-6 = microseconds.
-std::array<double, 4> features(int ranks, double bytes) {
+// Coefficients of (latency, step, 1/link, 1/user, 1/fill) in an all_reduce's time, sizes in GB and
+// rates in GB/s so that times come out in microseconds (bytes / (1e3 x GB/s) = us). `fill_bytes`:
+// how much of the message the start-up term covers (0: none).
+std::array<double, 5> features(int ranks, double bytes, double fill_bytes) {
   const double n = ranks;
-  const double kb = bytes / 1e3;  // bytes / (1e3 x GB/s) = microseconds
-  return {1.0, 2 * (n - 1), 2 * (n - 1) / n * kb, kb};
+  const double kb = bytes / 1e3;
+  return {1.0, 2 * (n - 1), 2 * (n - 1) / n * kb, kb, std::min(bytes, fill_bytes) / 1e3};
 }
 
 std::string size_label(std::int64_t bytes) {
@@ -108,8 +113,9 @@ std::vector<RingSweep> read_ring_sweeps(const std::string& file) {
 }
 
 double ring_all_reduce_us(const topo::ComputeCalibration::RingCalibration& c, int ranks, double bytes) {
-  const std::array<double, 4> f = features(ranks, bytes);
-  return c.latency_us * f[0] + c.step_us * f[1] + f[2] / c.link_GBps + f[3] / c.user_GBps;
+  const std::array<double, 5> f = features(ranks, bytes, c.fill_bytes);
+  return c.latency_us * f[0] + c.step_us * f[1] + f[2] / c.link_GBps + f[3] / c.user_GBps +
+         (c.fill_GBps > 0 ? f[4] / c.fill_GBps : 0.0);
 }
 
 RingFit fit_intra_node_ring(const std::vector<RingSweep>& sweeps) {
@@ -135,29 +141,45 @@ RingFit fit_intra_node_ring(const std::vector<RingSweep>& sweeps) {
   }
   fit.report.notes.emplace_back("rows below 1 MiB left out (LL protocol and the measuring setup's launch floor, both in NCCL's "
                                 "model); the fitted ring applies from min_bytes = 1 MiB up");
-  // Relative residuals: each row divided by its measured time.
-  Eigen::MatrixXd a(static_cast<Eigen::Index>(rows.size()), 4);
-  Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(rows.size()));
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const std::array<double, 4> f = features(rows[i].sweep->ranks, static_cast<double>(rows[i].point.bytes));
-    for (int j = 0; j < 4; ++j) a(static_cast<Eigen::Index>(i), j) = f[static_cast<std::size_t>(j)] / rows[i].point.time_us;
+  // Relative residuals: each row divided by its measured time. The start-up's extent is not
+  // linear: the least squares is solved for each candidate and the smallest residual kept.
+  struct Solved {
+    double fill_bytes = 0;
+    Eigen::MatrixXd a;
+    Eigen::VectorXd x;
+    double ssr = std::numeric_limits<double>::infinity();
+  };
+  const Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(rows.size()));
+  Solved best;
+  for (const double fill : kFillCandidates) {
+    const int k = fill > 0 ? 5 : 4;
+    Eigen::MatrixXd a(static_cast<Eigen::Index>(rows.size()), k);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::array<double, 5> f = features(rows[i].sweep->ranks, static_cast<double>(rows[i].point.bytes), fill);
+      for (int j = 0; j < k; ++j) a(static_cast<Eigen::Index>(i), j) = f[static_cast<std::size_t>(j)] / rows[i].point.time_us;
+    }
+    const Eigen::VectorXd x = solve_nonnegative(a, y);
+    if (!x.allFinite() || !(x(2) > 0) || !(x(3) > 0) || (k == 5 && !(x(4) > 0))) continue;
+    const double ssr = (y - a * x).squaredNorm();
+    if (ssr < best.ssr) best = Solved{fill, a, x, ssr};
   }
-  const Eigen::VectorXd x = solve_nonnegative(a, y);
-  if (!x.allFinite()) {
-    fit.report.notes.emplace_back("the least squares did not converge (sizes or times out of range): not fitted");
+  if (!std::isfinite(best.ssr)) {
+    fit.report.notes.emplace_back(
+        "no candidate gave finite, positive rates (the sweeps do not separate the link and user-buffer terms): not fitted");
     return fit;
   }
-  if (!(x(2) > 0) || !(x(3) > 0)) {
-    fit.report.notes.emplace_back("a rate came out unbounded (the sweeps do not separate the link and user-buffer terms): not fitted");
-    return fit;
-  }
-  const std::vector<double> se = standard_errors(a, y, x);
+  const Eigen::VectorXd& x = best.x;
+  const std::vector<double> se = standard_errors(best.a, y, x);
   topo::ComputeCalibration::RingCalibration& c = fit.calibration;
   c.min_bytes = kMinBytes;
   c.latency_us = round_significant(x(0));
   c.step_us = round_significant(x(1));
   c.link_GBps = round_significant(1.0 / x(2));
   c.user_GBps = round_significant(1.0 / x(3));
+  if (best.fill_bytes > 0) {
+    c.fill_bytes = best.fill_bytes;
+    c.fill_GBps = round_significant(1.0 / x(4));
+  }
   fit.report.fitted = true;
   // Error bars; a rate r = 1/x has standard error se(x) / x^2.
   auto parameter = [&](const char* name, double value, double coef, double coef_se, bool rate) {
@@ -173,6 +195,12 @@ RingFit fit_intra_node_ring(const std::vector<RingSweep>& sweeps) {
   parameter("step_us", c.step_us, x(1), se[1], false);
   parameter("link_GBps", c.link_GBps, x(2), se[2], true);
   parameter("user_GBps", c.user_GBps, x(3), se[3], true);
+  if (best.fill_bytes > 0) {
+    parameter("fill_GBps", c.fill_GBps, x(4), se[4], true);
+    FittedParameter extent{"fill_bytes", c.fill_bytes, std::nullopt, std::nullopt,
+                           "the candidate (0 and 8 MiB to 1 GiB, factor 2) with the smallest residual"};
+    fit.report.parameters.push_back(std::move(extent));
+  }
   std::vector<double> predicted, measured;
   for (const Row& r : rows) {
     const double t = ring_all_reduce_us(c, r.sweep->ranks, static_cast<double>(r.point.bytes));

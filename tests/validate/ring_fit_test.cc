@@ -51,7 +51,19 @@ TEST_CASE("validate/fit_intra_node_ring: recovers the parameters that generated 
   CHECK(fit.calibration.step_us == doctest::Approx(3.0).epsilon(0.001));
   CHECK(fit.calibration.link_GBps == doctest::Approx(250.0).epsilon(0.001));
   CHECK(fit.calibration.user_GBps == doctest::Approx(600.0).epsilon(0.001));
+  CHECK(fit.calibration.fill_GBps == 0);  // no start-up term in the data: none fitted
   CHECK(fit.report.residuals.size() == 33);  // the 64 KiB rows left out
+  CHECK(fit.report.errors.max_abs_error < 1e-3);
+}
+
+TEST_CASE("validate/fit_intra_node_ring: finds the extent of a start-up term and its rate") {
+  const topo::ComputeCalibration::RingCalibration truth{0, 30.0, 3.0, 250.0, 600.0, 64.0 * (1 << 20), 2000.0};
+  const validate::RingFit fit = validate::fit_intra_node_ring(synthetic_sweeps(truth));
+  REQUIRE(fit.report.fitted);
+  CHECK(fit.calibration.fill_bytes == 64.0 * (1 << 20));
+  CHECK(fit.calibration.fill_GBps == doctest::Approx(2000.0).epsilon(0.001));
+  CHECK(fit.calibration.link_GBps == doctest::Approx(250.0).epsilon(0.001));
+  CHECK(fit.calibration.user_GBps == doctest::Approx(600.0).epsilon(0.001));
   CHECK(fit.report.errors.max_abs_error < 1e-3);
 }
 
