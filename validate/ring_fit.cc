@@ -1,6 +1,7 @@
 #include "validate/ring_fit.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -37,7 +38,7 @@ std::string size_label(std::int64_t bytes) {
   if (bytes >= (std::int64_t{1} << 30) && bytes % (std::int64_t{1} << 30) == 0) {
     std::snprintf(buf, sizeof buf, "%lld GiB", static_cast<long long>(bytes >> 30));
   } else {
-    std::snprintf(buf, sizeof buf, "%lld MiB", static_cast<long long>(bytes >> 20));
+    std::snprintf(buf, sizeof buf, "%.4g MiB", static_cast<double>(bytes) / kMiB);
   }
   return buf;
 }

@@ -2,9 +2,11 @@
 // fit_intra_node_ring: the measured ring of one GPU type's NVLink node
 // (topo::ComputeCalibration::RingCalibration) fitted to nccl-tests all_reduce sweeps of 2 to 8
 // GPUs of one node:
-//   time = latency + 2(n-1) step + 2(n-1)/n size / link + size / user,
-// linear in (latency, step, 1/link, 1/user): the least squares of the relative residuals (Eigen),
-// parameters that come out negative dropped and the rest refitted. Rows below 1 MiB are left out:
+//   time = latency + 2(n-1) step + min(size, fill) / fill rate + 2(n-1)/n size / link + size / user,
+// linear in (latency, step, 1/fill rate, 1/link, 1/user) for a given start-up extent `fill`: the
+// least squares of the relative residuals (Eigen), parameters that come out negative dropped and
+// the rest refitted, for each extent of a grid (none, 8 MiB to 1 GiB by factors of 2); the
+// smallest residual wins. Rows below 1 MiB are left out:
 // there NCCL runs the LL protocol and a launch floor of the measuring setup shows (both in NCCL's
 // model already), and the ring's per-step costs are not what sets the time; the fitted ring's
 // min_bytes records that range.
