@@ -598,15 +598,9 @@ double CollectiveModel::pipeline_fill_us(CollectiveKind kind, double bytes, cons
   return std::max(0.0, stages - 1) * chunk / rate;
 }
 
-// The GPU's measured intra-node ring (ComputeCalibration::RingCalibration) where it is slower
-// than NCCL's model: the per-step synchronisation and the user-buffer copies NCCL's estimate
-// leaves out. Rings of one NVLink node only: across nodes the NIC sets the rate, and the sweeps
-// were single-node.
-void CollectiveModel::apply_measured_ring(CollectiveKind kind, double bytes, const GroupShape& s,
-                                          CollectivePrediction& out) const {
-  const auto& ring = cluster_.gpu.calibration.intra_node_ring;
-  if (!ring || s.nodes != 1 || s.ranks < 2 || nvlink_ <= 0 || bytes < ring->min_bytes) return;
-  const double n = s.ranks;
+std::optional<RingCost> measured_ring_cost(const ComputeCalibration::RingCalibration& ring, CollectiveKind kind,
+                                           int ranks, double bytes) {
+  const double n = ranks;
   double steps = 0, link = 0, user = 0, passes = 0;
   switch (kind) {
     case CollectiveKind::kAllReduce:
@@ -617,16 +611,27 @@ void CollectiveModel::apply_measured_ring(CollectiveKind kind, double bytes, con
       steps = n - 1, link = (n - 1) / n, user = (1 + 1 / n) / 2, passes = 0.5;
       break;
     default:
-      return;
+      return std::nullopt;
   }
-  double latency = ring->latency_us + steps * ring->step_us;
-  if (ring->fill_GBps > 0) latency += passes * std::min(bytes, ring->fill_bytes) / (1e3 * ring->fill_GBps);
-  const double alg_bw = 1.0 / (link / ring->link_GBps + user / ring->user_GBps);  // GB/s
-  const double time = latency + bytes / (1e3 * alg_bw);
-  if (time <= out.time_us) return;
-  out.latency_us = latency;
-  out.alg_bandwidth_GBps = alg_bw;
-  out.time_us = time;
+  RingCost cost;
+  cost.latency_us = ring.latency_us + steps * ring.step_us;
+  if (ring.fill_GBps > 0) cost.latency_us += passes * std::min(bytes, ring.fill_bytes) / (1e3 * ring.fill_GBps);
+  cost.alg_bandwidth_GBps = 1.0 / (link / ring.link_GBps + user / ring.user_GBps);
+  return cost;
+}
+
+// The GPU's measured intra-node ring where it is slower than NCCL's model: the per-step
+// synchronisation and the user-buffer copies NCCL's estimate leaves out. Rings of one NVLink node
+// only: across nodes the NIC sets the rate, and the sweeps were single-node.
+void CollectiveModel::apply_measured_ring(CollectiveKind kind, double bytes, const GroupShape& s,
+                                          CollectivePrediction& out) const {
+  const auto& ring = cluster_.gpu.calibration.intra_node_ring;
+  if (!ring || s.nodes != 1 || s.ranks < 2 || nvlink_ <= 0 || bytes < ring->min_bytes) return;
+  const std::optional<RingCost> cost = measured_ring_cost(*ring, kind, s.ranks, bytes);
+  if (!cost || cost->time_us(bytes) <= out.time_us) return;
+  out.latency_us = cost->latency_us;
+  out.alg_bandwidth_GBps = cost->alg_bandwidth_GBps;
+  out.time_us = cost->time_us(bytes);
 }
 
 // ---------------------------------------------------------------------------------------------

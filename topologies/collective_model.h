@@ -15,6 +15,7 @@
 // Sizes are NCCL's nBytes, which is the size column nccl-tests prints (see sim::CollectiveKind).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "sim/task_graph.h"
@@ -68,6 +69,17 @@ struct CollectivePrediction {
   int channels = 0;               // channels the kernel runs on
   bool valid = false;
 };
+
+// The GPU's measured intra-node ring (ComputeCalibration::RingCalibration) for `kind` on `ranks`
+// GPUs of one node and `bytes`: its latency (start-up included) and algorithm bandwidth. Empty for
+// collectives other than all_reduce, reduce_scatter and all_gather.
+struct RingCost {
+  double latency_us = 0;
+  double alg_bandwidth_GBps = 0;
+  double time_us(double bytes) const { return latency_us + bytes / (1e3 * alg_bandwidth_GBps); }
+};
+std::optional<RingCost> measured_ring_cost(const ComputeCalibration::RingCalibration& ring, sim::CollectiveKind kind,
+                                           int ranks, double bytes);
 
 class CollectiveModel {
  public:

@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -27,15 +26,8 @@ using sim::DataType;
 enum class InputKind { kGemm, kAttention, kSuite, kCollectives };
 
 InputKind classify(const std::string& file) {
-  {
-    // JSON starts with an object, an array or a comment; anything else is taken for an nccl-tests
-    // text log (read_ring_sweeps says what is wrong when it is not one).
-    std::ifstream in(file, std::ios::binary);
-    char first = 0;
-    while (in.get(first) && std::isspace(static_cast<unsigned char>(first))) {
-    }
-    if (in && first != '{' && first != '[' && first != '/') return InputKind::kCollectives;
-  }
+  // Not JSON: an nccl-tests text log (read_ring_sweeps says what is wrong when it is not one).
+  if (!starts_as_json(file)) return InputKind::kCollectives;
   const Json doc = config::read_json_file(file);
   if (is_collective_records(doc)) return InputKind::kCollectives;
   if (doc.is_object() && (doc.contains("runs") || doc.contains("results") || doc.contains("config"))) {

@@ -4,12 +4,15 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
 
 #include "config/json_reader.h"
 #include "sim/error.h"
+#include "topologies/collective_model.h"
 #include "validate/least_squares.h"
 #include "validate/nccl_tests.h"
 
@@ -50,20 +53,22 @@ std::string text(const Json& record, const char* key) {
 
 }  // namespace
 
+bool starts_as_json(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  char first = 0;
+  while (in.get(first) && std::isspace(static_cast<unsigned char>(first))) {
+  }
+  return !in || first == '{' || first == '[' || first == '/';
+}
+
 bool is_collective_records(const Json& doc) {
   return doc.is_array() && !doc.empty() && doc.front().is_object() && doc.front().contains("collective");
 }
 
 std::vector<RingSweep> read_ring_sweeps(const std::string& file) {
   std::vector<RingSweep> out;
-  Json doc;
-  bool json = true;
-  try {
-    doc = config::read_json_file(file);
-  } catch (const InputError&) {
-    json = false;  // an nccl-tests text log
-  }
-  if (json && is_collective_records(doc)) {
+  const Json doc = starts_as_json(file) ? config::read_json_file(file) : Json();
+  if (is_collective_records(doc)) {
     for (std::size_t i = 0; i < doc.size(); ++i) {
       const Json& r = doc[i];
       const std::string path = "/" + std::to_string(i);
@@ -114,9 +119,7 @@ std::vector<RingSweep> read_ring_sweeps(const std::string& file) {
 }
 
 double ring_all_reduce_us(const topo::ComputeCalibration::RingCalibration& c, int ranks, double bytes) {
-  const std::array<double, 5> f = features(ranks, bytes, c.fill_bytes);
-  return c.latency_us * f[0] + c.step_us * f[1] + f[2] / c.link_GBps + f[3] / c.user_GBps +
-         (c.fill_GBps > 0 ? f[4] / c.fill_GBps : 0.0);
+  return topo::measured_ring_cost(c, sim::CollectiveKind::kAllReduce, ranks, bytes)->time_us(bytes);
 }
 
 RingFit fit_intra_node_ring(const std::vector<RingSweep>& sweeps) {

@@ -39,6 +39,9 @@ struct RingSweep {
   std::vector<RingSweepPoint> points;
 };
 
+// True when `file` starts as JSON does (an object, an array or a comment) or cannot be read (the
+// JSON reader then says why); anything else is taken for an nccl-tests text log.
+bool starts_as_json(const std::string& file);
 // True when `doc` is an array of collective measurement records.
 bool is_collective_records(const nlohmann::json& doc);
 // The single-node all_reduce sweeps of `file` (records or an nccl-tests log). Throws InputError.
