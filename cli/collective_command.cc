@@ -190,8 +190,13 @@ int run(const CollectiveArgs& a) {
       std::printf(
           "# rings inside the node from %.0f B up: the slower of that and the GPU's measured ring "
           "(calibration intra_node_ring: %.4g us + %.4g us per step, link %.4g GB/s, user buffers "
-          "%.4g GB/s)\n#\n",
+          "%.4g GB/s",
           ring->min_bytes, ring->latency_us, ring->step_us, ring->link_GBps, ring->user_GBps);
+      if (ring->fill_GBps > 0) {
+        std::printf(", start-up over the first %.4g MiB at %.4g GB/s", ring->fill_bytes / (1024.0 * 1024.0),
+                    ring->fill_GBps);
+      }
+      std::printf(")\n#\n");
     }
     std::printf("# %10s  %12s  %8s  %10s  %8s  %8s  %13s  %8s\n", "size", "count", "type", "time",
                 "algbw", "busbw", "algorithm", "protocol");

@@ -43,6 +43,19 @@ TEST_CASE("cli collective: an nccl-tests-style table from 8 B to 16 GiB") {
   CHECK(count_lines_starting_with_digit(o.output) == 32);  // 8 B, 16 B, ..., 16 GiB
 }
 
+TEST_CASE("cli collective: the header states the measured ring's terms where they apply") {
+  // One A100 node: the shipped calibration's ring, its start-up term included.
+  const Outcome one = run_trainsim("collective --cluster dgx-a100-80gb --nodes 1 -b 1M -e 4M");
+  REQUIRE(one.code == 0);
+  CHECK(one.output.find("# rings inside the node from 1048576 B up") != std::string::npos);
+  CHECK(one.output.find("us per step, link ") != std::string::npos);
+  CHECK(one.output.find(", start-up over the first ") != std::string::npos);
+  // Two nodes: NCCL's model alone, so no such line.
+  const Outcome two = run_trainsim("collective --cluster dgx-a100-80gb --nodes 2 -b 1M -e 4M");
+  REQUIRE(two.code == 0);
+  CHECK(two.output.find("rings inside the node") == std::string::npos);
+}
+
 TEST_CASE("cli collective: --json - writes the rows with nccl-tests' bandwidths") {
   const Outcome o = run_trainsim(
       "collective --cluster dgx-a100-80gb --nodes 1 --op all_gather -b 1M -e 1G -f 4 --json -");
