@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "config/hardware_reader.h"
+#include "config/pipeline_layout.h"
 #include "config/presets.h"
 #include "config/simulation_cost.h"
 #include "models/flop_count.h"
@@ -231,6 +232,32 @@ ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
   origins.note("parallelism.decoder_first_pipeline_num_layers", r, "decoder_first_pipeline_num_layers");
   p.decoder_last_pipeline_num_layers = r.get_optional_int("decoder_last_pipeline_num_layers", 0, kBig);
   origins.note("parallelism.decoder_last_pipeline_num_layers", r, "decoder_last_pipeline_num_layers");
+  if (const Json* layout_value = r.raw("pipeline_model_parallel_layout"); layout_value && !layout_value->is_null()) {
+    const char* key = "pipeline_model_parallel_layout";
+    p.pipeline_model_parallel_layout = r.require_string(key);
+    origins.note("parallelism.pipeline_model_parallel_layout", r, key);
+    PipelineLayout layout = parse_pipeline_layout(p.pipeline_model_parallel_layout);
+    if (!layout.error.empty()) r.fail(key, layout.error);
+    const auto stages = static_cast<std::int64_t>(layout.layers.size());
+    const std::int64_t pp = p.pipeline_model_parallel_size;
+    if (stages % pp != 0) {
+      r.fail(key, "expected a multiple of pipeline_model_parallel_size (" + std::to_string(pp) + ") virtual stages, got " +
+                      std::to_string(stages));
+    }
+    if (r.has("virtual_pipeline_model_parallel_size") && p.virtual_pipeline_model_parallel_size != stages / pp) {
+      r.fail("virtual_pipeline_model_parallel_size",
+             "expected " + std::to_string(stages / pp) + " (the layout's " + std::to_string(stages) +
+                 " virtual stages over " + std::to_string(pp) + " pipeline stages), or leave it to the layout");
+    }
+    if (p.decoder_first_pipeline_num_layers) {
+      r.fail("decoder_first_pipeline_num_layers", "not with pipeline_model_parallel_layout, which places every layer");
+    }
+    if (p.decoder_last_pipeline_num_layers) {
+      r.fail("decoder_last_pipeline_num_layers", "not with pipeline_model_parallel_layout, which places every layer");
+    }
+    p.virtual_pipeline_model_parallel_size = stages / pp;
+    p.layout_layers = std::move(layout.layers);
+  }
   r.finish();
   return p;
 }
@@ -479,6 +506,15 @@ void validate_plan(const Scenario& s, const Origins& o) {
     o.fail("training.pipeline_schedule", "the interleaved schedule needs virtual_pipeline_model_parallel_size > 1");
   }
   std::int64_t rest = m.num_layers, even = pp;
+  if (!p.layout_layers.empty()) {
+    std::int64_t placed = 0;
+    for (std::int64_t n : p.layout_layers) placed += n;
+    if (placed != m.num_layers) {
+      o.fail("parallelism.pipeline_model_parallel_layout", "places " + plural(placed, "transformer layer") +
+                                                               ", the model has " + std::to_string(m.num_layers));
+    }
+    rest = 0, even = 0;  // the layout places every layer: no even split to check
+  }
   if (p.decoder_first_pipeline_num_layers) {
     if (pp < 2) o.fail("parallelism.decoder_first_pipeline_num_layers", "needs pipeline_model_parallel_size >= 2");
     rest -= *p.decoder_first_pipeline_num_layers;

@@ -60,6 +60,10 @@ FlopCount count_flops(const ModelSpec& m, const ParallelSpec& p, const TrainingS
         const std::int64_t chunks = p.pipeline_model_parallel_size * p.virtual_pipeline_model_parallel_size;
         const std::int64_t per_chunk = m.num_layers / std::max<std::int64_t>(1, chunks);
         layers = static_cast<double>(std::min(t.recompute_num_layers, per_chunk) * chunks);
+        if (!p.layout_layers.empty()) {
+          layers = 0;
+          for (std::int64_t n : p.layout_layers) layers += static_cast<double>(std::min(t.recompute_num_layers, n));
+        }
       }
       recomputed = layers * layer_forward_flops(m);
       break;

@@ -13,6 +13,16 @@ namespace trainsim::models {
 std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> split_layers(const ModelSpec& m, const ParallelSpec& p) {
   const std::int64_t P = p.pipeline_model_parallel_size;
   const std::int64_t V = p.virtual_pipeline_model_parallel_size;
+  if (!p.layout_layers.empty()) {
+    // A custom layout: virtual stage i is chunk i / P of stage i % P, in layer order.
+    std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> out(static_cast<std::size_t>(P));
+    std::int64_t next = 0;
+    for (std::size_t i = 0; i < p.layout_layers.size(); ++i) {
+      out[i % static_cast<std::size_t>(P)].push_back({next, p.layout_layers[i]});
+      next += p.layout_layers[i];
+    }
+    return out;
+  }
   std::vector<std::int64_t> per_stage(static_cast<std::size_t>(P), 0);
   std::int64_t rest = m.num_layers;
   std::int64_t even_stages = P;
@@ -223,7 +233,8 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
     }
     std::int64_t layers = 0;
     for (const auto& c : st.chunks) layers += c.second;
-    const std::int64_t layers_per_chunk = std::max<std::int64_t>(1, layers / std::max<std::int64_t>(1, V));
+    // The stage's chunks hold layers / V each, or under a custom layout up to one more.
+    const std::int64_t layers_per_chunk = std::max<std::int64_t>(1, (layers + V - 1) / std::max<std::int64_t>(1, V));
     std::int64_t chunk_bytes;  // activations one model chunk keeps for one micro-batch
     std::int64_t transient = 0;  // recomputed group during a backward pass
     if (full && training.recompute_method == RecomputeMethod::kUniform) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace trainsim::models {
 
@@ -30,6 +31,11 @@ struct ParallelSpec {
   bool shards_optimizer() const { return use_distributed_optimizer || zero_stage >= 1; }
   std::optional<std::int64_t> decoder_first_pipeline_num_layers;
   std::optional<std::int64_t> decoder_last_pipeline_num_layers;
+  // Megatron-Core's pipeline_model_parallel_layout (config/pipeline_layout.h) as written, and
+  // the transformer layers of each of its P x V virtual stages (virtual stage i is model chunk
+  // i / P of pipeline rank i % P). Empty: layers split evenly, after decoder_first/last.
+  std::string pipeline_model_parallel_layout;
+  std::vector<std::int64_t> layout_layers;
 };
 
 enum class Precision : std::uint8_t { kBf16, kFp16, kFp8 };

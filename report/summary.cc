@@ -79,6 +79,9 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
                           {"data_parallel_size", w.data_parallel_size},
                           {"sequence_parallel", s.parallel.sequence_parallel},
                           {"microbatches", w.microbatches}};
+  if (!s.parallel.pipeline_model_parallel_layout.empty()) {
+    j["parallelism"]["pipeline_model_parallel_layout"] = s.parallel.pipeline_model_parallel_layout;
+  }
   j["tokens_per_iteration"] = w.tokens_per_iteration;
   j["parameters"] = s.model.total_parameters(s.parallel.tensor_model_parallel_size);
 
@@ -152,6 +155,7 @@ std::string summary_text(const RunResult& r) {
     << s.cluster.gpus_per_node << ", " << s.cluster.name << ")\n";
   o << "  plan       TP " << s.parallel.tensor_model_parallel_size << " PP " << s.parallel.pipeline_model_parallel_size;
   if (s.parallel.virtual_pipeline_model_parallel_size > 1) o << " (x" << s.parallel.virtual_pipeline_model_parallel_size << " virtual)";
+  if (!s.parallel.pipeline_model_parallel_layout.empty()) o << " layout \"" << s.parallel.pipeline_model_parallel_layout << "\"";
   if (s.parallel.context_parallel_size > 1) o << " CP " << s.parallel.context_parallel_size;
   if (s.parallel.expert_model_parallel_size > 1) o << " EP " << s.parallel.expert_model_parallel_size;
   o << " DP " << w.data_parallel_size << (s.parallel.sequence_parallel ? " +SP" : "") << "; micro-batch "

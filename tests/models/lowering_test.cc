@@ -147,6 +147,30 @@ TEST_CASE("models/lowering: every schedule and recompute mode runs without deadl
   CHECK(block.iteration_time_s > 0);
 }
 
+TEST_CASE("models/lowering: a pipeline layout runs as the split it spells out") {
+  // The layout that spells out decoder_first/last_pipeline_num_layers = 8 / 4 over two virtual
+  // stages: same graph, same result to the byte.
+  const std::vector<std::string> recipe = {"training.global_batch_size=512", "training.recompute_granularity=full"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), recipe.begin(), recipe.end());
+    return tests::simulate_file(kDefault, extra);
+  };
+  const auto split = with({"training.pipeline_schedule=interleaved", "parallelism.virtual_pipeline_model_parallel_size=2", "parallelism.decoder_first_pipeline_num_layers=8",
+                           "parallelism.decoder_last_pipeline_num_layers=4"});
+  const auto spelled = with({"training.pipeline_schedule=interleaved", "parallelism.pipeline_model_parallel_layout=\"Et*4|(t*3|)*14,t*2|t*4|(t*3|)*14,t*2L\""});
+  CHECK(spelled.iteration_time_s == split.iteration_time_s);
+  CHECK(spelled.peak_bytes_per_gpu == split.peak_bytes_per_gpu);
+  // Stages holding only the embedding or only the loss, and one-layer chunks, run too.
+  const auto sparse = with({"parallelism.pipeline_model_parallel_layout=\"E|(t*7|)*13,t*5|L\""});
+  CHECK(sparse.iteration_time_s > 0);
+  const auto fine = with({"training.pipeline_schedule=interleaved", "parallelism.pipeline_model_parallel_layout=\"Et|(tt|)*22,ttt|(tt|)*22,ttt|tL\""});
+  REQUIRE(fine.workload->stages.size() == 16);
+  CHECK(fine.workload->stages[0].chunks.size() == 3);
+  CHECK(fine.workload->stages[0].chunks[0].second == 1);
+  CHECK(fine.workload->stages[15].chunks[2].second == 1);
+  CHECK(fine.iteration_time_s > 0);
+}
+
 TEST_CASE("models/lowering: activation peaks are Korthikanti's per-layer memory times the micro-batches in flight") {
   // GPT 7.5B, TP 4 + SP, selective recomputation, 2 stages of 18 layers, 8 micro-batches.
   const std::string file = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-7.5b-tp4-pp2-a100.json";
