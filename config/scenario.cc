@@ -232,6 +232,10 @@ ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
   origins.note("parallelism.decoder_first_pipeline_num_layers", r, "decoder_first_pipeline_num_layers");
   p.decoder_last_pipeline_num_layers = r.get_optional_int("decoder_last_pipeline_num_layers", 0, kBig);
   origins.note("parallelism.decoder_last_pipeline_num_layers", r, "decoder_last_pipeline_num_layers");
+  p.account_for_embedding_in_pipeline_split = r.get_bool("account_for_embedding_in_pipeline_split", false);
+  origins.note("parallelism.account_for_embedding_in_pipeline_split", r, "account_for_embedding_in_pipeline_split");
+  p.account_for_loss_in_pipeline_split = r.get_bool("account_for_loss_in_pipeline_split", false);
+  origins.note("parallelism.account_for_loss_in_pipeline_split", r, "account_for_loss_in_pipeline_split");
   if (const Json* layout_value = r.raw("pipeline_model_parallel_layout"); layout_value && !layout_value->is_null()) {
     const char* key = "pipeline_model_parallel_layout";
     p.pipeline_model_parallel_layout = r.require_string(key);
@@ -254,6 +258,12 @@ ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
     }
     if (p.decoder_last_pipeline_num_layers) {
       r.fail("decoder_last_pipeline_num_layers", "not with pipeline_model_parallel_layout, which places every layer");
+    }
+    if (p.account_for_embedding_in_pipeline_split) {
+      r.fail("account_for_embedding_in_pipeline_split", "not with pipeline_model_parallel_layout, which places every layer");
+    }
+    if (p.account_for_loss_in_pipeline_split) {
+      r.fail("account_for_loss_in_pipeline_split", "not with pipeline_model_parallel_layout, which places every layer");
     }
     p.virtual_pipeline_model_parallel_size = stages / pp;
     p.layout_layers = std::move(layout.layers);
@@ -514,6 +524,27 @@ void validate_plan(const Scenario& s, const Origins& o) {
                                                                ", the model has " + std::to_string(m.num_layers));
     }
     rest = 0, even = 0;  // the layout places every layer: no even split to check
+  }
+  if (p.accounts_in_split()) {
+    const char* flag = p.account_for_embedding_in_pipeline_split ? "parallelism.account_for_embedding_in_pipeline_split"
+                                                                 : "parallelism.account_for_loss_in_pipeline_split";
+    if (p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers) {
+      o.fail(flag, "not with decoder_first/last_pipeline_num_layers (Megatron-Core refuses the pair)");
+    }
+    if (!p.layout_layers.empty()) o.fail(flag, "not with pipeline_model_parallel_layout, which places every layer");
+    // Megatron-Core (TransformerConfig): the embedding and the loss count as layers, and the
+    // total splits evenly over every virtual stage.
+    const std::int64_t units = m.num_layers + (p.account_for_embedding_in_pipeline_split ? 1 : 0) +
+                               (p.account_for_loss_in_pipeline_split ? 1 : 0);
+    if (units % (pp * vp) != 0) {
+      o.fail("model.num_layers", plural(m.num_layers, "layer") + " and " +
+                                     (p.account_for_embedding_in_pipeline_split && p.account_for_loss_in_pipeline_split
+                                          ? "the embedding and the loss"
+                                          : p.account_for_embedding_in_pipeline_split ? "the embedding" : "the loss") +
+                                     " (" + std::to_string(units) + ") cannot be split evenly over " + plural(pp, "pipeline stage") +
+                                     (vp > 1 ? " x " + std::to_string(vp) + " virtual stages" : ""));
+    }
+    rest = 0, even = 0;
   }
   if (p.decoder_first_pipeline_num_layers) {
     if (pp < 2) o.fail("parallelism.decoder_first_pipeline_num_layers", "needs pipeline_model_parallel_size >= 2");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "models/lowering.h"
+
 namespace trainsim::models {
 
 namespace {
@@ -60,9 +62,9 @@ FlopCount count_flops(const ModelSpec& m, const ParallelSpec& p, const TrainingS
         const std::int64_t chunks = p.pipeline_model_parallel_size * p.virtual_pipeline_model_parallel_size;
         const std::int64_t per_chunk = m.num_layers / std::max<std::int64_t>(1, chunks);
         layers = static_cast<double>(std::min(t.recompute_num_layers, per_chunk) * chunks);
-        if (!p.layout_layers.empty()) {
+        if (const std::vector<std::int64_t> counts = virtual_stage_layers(m, p); !counts.empty()) {
           layers = 0;
-          for (std::int64_t n : p.layout_layers) layers += static_cast<double>(std::min(t.recompute_num_layers, n));
+          for (std::int64_t n : counts) layers += static_cast<double>(std::min(t.recompute_num_layers, n));
         }
       }
       recomputed = layers * layer_forward_flops(m);

@@ -10,16 +10,31 @@
 
 namespace trainsim::models {
 
+std::vector<std::int64_t> virtual_stage_layers(const ModelSpec& m, const ParallelSpec& p) {
+  if (!p.layout_layers.empty()) return p.layout_layers;
+  if (!p.accounts_in_split()) return {};
+  // Megatron-Core's get_num_layers_to_build: the embedding and the loss count as layers of the
+  // even split, and the first and the last virtual stage build one transformer layer fewer.
+  const std::int64_t stages = p.pipeline_model_parallel_size * p.virtual_pipeline_model_parallel_size;
+  const bool e = p.account_for_embedding_in_pipeline_split, l = p.account_for_loss_in_pipeline_split;
+  const std::int64_t units = m.num_layers + (e ? 1 : 0) + (l ? 1 : 0);
+  std::vector<std::int64_t> out(static_cast<std::size_t>(stages), units / stages);
+  if (e) --out.front();
+  if (l) --out.back();
+  for (std::int64_t& n : out) n = std::max<std::int64_t>(0, n);
+  return out;
+}
+
 std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> split_layers(const ModelSpec& m, const ParallelSpec& p) {
   const std::int64_t P = p.pipeline_model_parallel_size;
   const std::int64_t V = p.virtual_pipeline_model_parallel_size;
-  if (!p.layout_layers.empty()) {
-    // A custom layout: virtual stage i is chunk i / P of stage i % P, in layer order.
+  if (const std::vector<std::int64_t> counts = virtual_stage_layers(m, p); !counts.empty()) {
+    // Virtual stage i is chunk i / P of stage i % P, in layer order.
     std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> out(static_cast<std::size_t>(P));
     std::int64_t next = 0;
-    for (std::size_t i = 0; i < p.layout_layers.size(); ++i) {
-      out[i % static_cast<std::size_t>(P)].push_back({next, p.layout_layers[i]});
-      next += p.layout_layers[i];
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      out[i % static_cast<std::size_t>(P)].push_back({next, counts[i]});
+      next += counts[i];
     }
     return out;
   }

@@ -45,9 +45,14 @@ struct Workload {
   FlopCount flops;
 };
 
-// Layers per pipeline stage and model chunk: uneven first/last stages as Megatron-Core's
-// decoder_first/last_pipeline_num_layers, the rest split evenly; chunk c of stage p holds the
-// (c * stages + p)-th block of layers. REQUIRES: the split is valid (config/ checks it).
+// Transformer layers of each virtual stage (i: chunk i / stages of stage i % stages) where they
+// are not an even split: the custom layout, or the even split with the embedding and the loss
+// counted as layers (account_for_*_in_pipeline_split). Empty otherwise.
+std::vector<std::int64_t> virtual_stage_layers(const ModelSpec& m, const ParallelSpec& p);
+// Layers per pipeline stage and model chunk: a custom layout or an accounted split as above,
+// else uneven first/last stages as Megatron-Core's decoder_first/last_pipeline_num_layers and the
+// rest split evenly; chunk c of stage p holds the (c * stages + p)-th block of layers.
+// REQUIRES: the split is valid (config/ checks it).
 std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> split_layers(const ModelSpec& m, const ParallelSpec& p);
 
 // REQUIRES: the plan was validated (config/): sizes divide as Megatron requires.

@@ -37,7 +37,7 @@ std::int64_t dp_of(const PlanResult& r) {
 std::string describe_plan(const PlanResult& r) {
   const models::ParallelSpec& p = r.parallel;
   std::ostringstream o;
-  o << "TP " << p.tensor_model_parallel_size << " PP " << p.pipeline_model_parallel_size;
+  o << "TP " << p.tensor_model_parallel_size << " PP " << p.pipeline_model_parallel_size << (p.accounts_in_split() ? "*" : "");
   if (p.virtual_pipeline_model_parallel_size > 1) o << " (x" << p.virtual_pipeline_model_parallel_size << ")";
   if (p.context_parallel_size > 1) o << " CP " << p.context_parallel_size;
   if (p.expert_model_parallel_size > 1) o << " EP " << p.expert_model_parallel_size;
@@ -64,9 +64,9 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     const PlanResult& r = report.plans[i];
     const models::ParallelSpec& p = r.parallel;
     char line[256];
-    std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3lld %3lld %3lld %3lld %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %8.1f", i + 1,
-                  static_cast<long long>(r.gpus), static_cast<long long>(p.tensor_model_parallel_size),
-                  static_cast<long long>(p.pipeline_model_parallel_size),
+    const std::string pp = std::to_string(p.pipeline_model_parallel_size) + (p.accounts_in_split() ? "*" : "");
+    std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3s %3lld %3lld %3lld %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %8.1f", i + 1,
+                  static_cast<long long>(r.gpus), static_cast<long long>(p.tensor_model_parallel_size), pp.c_str(),
                   static_cast<long long>(p.virtual_pipeline_model_parallel_size),
                   static_cast<long long>(p.context_parallel_size), static_cast<long long>(p.expert_model_parallel_size),
                   static_cast<long long>(dp_of(r)), static_cast<long long>(r.training.micro_batch_size),
@@ -78,6 +78,12 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     o << "\n";
   }
   if (report.plans.empty()) o << "  (no plan fits: more GPUs, a smaller batch per GPU or more recomputation are needed)\n";
+  bool accounted = false;
+  for (std::size_t i = 0; i < n; ++i) accounted = accounted || report.plans[i].parallel.accounts_in_split();
+  if (accounted) {
+    o << "  PP*: the embedding and the loss count as one layer each in the pipeline split, the first and last\n"
+         "       virtual stage hold one transformer layer fewer (account_for_embedding/loss_in_pipeline_split)\n";
+  }
   if (report.per_gpu_count.size() > 1) {
     o << "\n  best plan per GPU count\n";
     for (const GpuCountResult& g : report.per_gpu_count) {
@@ -106,7 +112,7 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
   out << "rank,gpus,tensor_model_parallel_size,pipeline_model_parallel_size,virtual_pipeline_model_parallel_size,"
          "context_parallel_size,expert_model_parallel_size,data_parallel_size,micro_batch_size,recompute_granularity,"
          "use_distributed_optimizer,zero_stage,iteration_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,time_to_train_days,"
-         "gpu_hours,cost\n";
+         "gpu_hours,cost,account_for_embedding_in_pipeline_split,account_for_loss_in_pipeline_split\n";
   for (std::size_t i = 0; i < report.plans.size(); ++i) {
     const PlanResult& r = report.plans[i];
     const models::ParallelSpec& p = r.parallel;
@@ -117,7 +123,9 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
         << ',' << p.zero_stage << ',' << fmt("%.9g", r.iteration_time_s) << ',' << fmt("%.9g", r.tokens_per_s) << ','
         << fmt("%.6g", r.mfu) << ',' << r.peak_bytes_per_gpu << ','
         << (r.time_to_train_days ? fmt("%.6g", *r.time_to_train_days) : "") << ','
-        << (r.gpu_hours ? fmt("%.6g", *r.gpu_hours) : "") << ',' << (r.cost ? fmt("%.6g", *r.cost) : "") << "\n";
+        << (r.gpu_hours ? fmt("%.6g", *r.gpu_hours) : "") << ',' << (r.cost ? fmt("%.6g", *r.cost) : "") << ','
+        << (p.account_for_embedding_in_pipeline_split ? "true" : "false") << ','
+        << (p.account_for_loss_in_pipeline_split ? "true" : "false") << "\n";
   }
 }
 
@@ -139,6 +147,8 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
                                {"sequence_parallel", p.sequence_parallel},
                                {"use_distributed_optimizer", p.use_distributed_optimizer},
                                {"zero_stage", p.zero_stage}};
+    if (p.account_for_embedding_in_pipeline_split) plan["parallelism"]["account_for_embedding_in_pipeline_split"] = true;
+    if (p.account_for_loss_in_pipeline_split) plan["parallelism"]["account_for_loss_in_pipeline_split"] = true;
     plan["training"] = Json{{"micro_batch_size", r.training.micro_batch_size},
                             {"global_batch_size", r.training.global_batch_size},
                             {"recompute_granularity", models::to_string(r.training.recompute_granularity)},

@@ -30,6 +30,12 @@ std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t limit) {
   return out;
 }
 
+// Whether plans with `pp` stages count the embedding and the loss as layers: where the layers
+// alone do not split evenly over the stages but do with those two.
+bool accounts_in_split(const models::ModelSpec& m, std::int64_t pp) {
+  return m.num_layers % pp != 0 && (m.num_layers + 2) % pp == 0;
+}
+
 struct Candidate {
   std::int64_t gpus = 0;
   config::Scenario scenario;
@@ -68,7 +74,17 @@ Axes axes_of(const PlanRequest& req) {
     // Context parallelism pays off for long sequences: chunks of at least 4,096 tokens.
     for (std::int64_t c = 1; c <= 32 && (c == 1 || m.seq_length / c >= 4096); c *= 2) ax.context.push_back(c);
   }
-  ax.pipeline = sp.pipeline.empty() ? divisors(m.num_layers, 128) : sp.pipeline;
+  ax.pipeline = sp.pipeline;
+  if (ax.pipeline.empty()) {
+    // Stages that split the layers evenly, and those that do once the embedding and the loss
+    // count as layers (Megatron-Core's account_for_*_in_pipeline_split: Llama-3.1 405B's 126
+    // layers on 8 or 16 stages).
+    ax.pipeline = divisors(m.num_layers, 128);
+    for (std::int64_t p : divisors(m.num_layers + 2, 128)) {
+      if (std::find(ax.pipeline.begin(), ax.pipeline.end(), p) == ax.pipeline.end()) ax.pipeline.push_back(p);
+    }
+    std::sort(ax.pipeline.begin(), ax.pipeline.end());
+  }
   ax.expert = sp.expert;
   if (ax.expert.empty()) ax.expert = m.is_moe() ? divisors(m.num_experts, 64) : std::vector<std::int64_t>{1};
   ax.micro_batch = sp.micro_batch.empty() ? std::vector<std::int64_t>{1, 2, 4, 8} : sp.micro_batch;
@@ -95,6 +111,8 @@ bool admits_plan(const PlanRequest& req, std::int64_t gpus) {
             s.parallel = models::ParallelSpec{};
             s.parallel.tensor_model_parallel_size = tp;
             s.parallel.pipeline_model_parallel_size = pp;
+            s.parallel.account_for_embedding_in_pipeline_split = s.parallel.account_for_loss_in_pipeline_split =
+                accounts_in_split(req.model, pp);
             s.parallel.context_parallel_size = cp;
             s.parallel.expert_model_parallel_size = ep;
             s.parallel.sequence_parallel = tp > 1 && req.space.sequence_parallel;
@@ -150,11 +168,13 @@ void Searcher::enumerate(std::int64_t gpus) {
   for (std::int64_t tp : tps) {
     for (std::int64_t cp : cps) {
       for (std::int64_t pp : pps) {
+        const bool accounted = accounts_in_split(m, pp);
+        const std::int64_t units = m.num_layers + (accounted ? 2 : 0);
         std::vector<std::int64_t> vps = sp.virtual_stages;
         if (vps.empty()) {
           vps.push_back(1);
-          if (pp > 1 && m.num_layers % pp == 0) {
-            for (std::int64_t v : divisors(m.num_layers / pp, 16)) {
+          if (pp > 1 && units % pp == 0) {
+            for (std::int64_t v : divisors(units / pp, 16)) {
               if (v > 1) vps.push_back(v);
             }
           }
@@ -177,6 +197,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                 p.tensor_model_parallel_size = tp;
                 p.pipeline_model_parallel_size = pp;
                 p.virtual_pipeline_model_parallel_size = vp;
+                p.account_for_embedding_in_pipeline_split = p.account_for_loss_in_pipeline_split = accounted;
                 p.context_parallel_size = cp;
                 p.expert_model_parallel_size = ep;
                 p.sequence_parallel = tp > 1 && sp.sequence_parallel;

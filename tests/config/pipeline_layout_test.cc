@@ -89,6 +89,17 @@ TEST_CASE("config/Scenario: a pipeline layout sets the virtual stages and must p
             .find("/parallelism/decoder_first_pipeline_num_layers: not with pipeline_model_parallel_layout") != std::string::npos);
   CHECK(load_error({layout("Et*6|(t*6|)*14,m*6L")}).find(path + ": virtual stage 15: multi-token-prediction") != std::string::npos);
   CHECK(load_error({"parallelism.pipeline_model_parallel_layout=3"}).find(path + ": expected a string") != std::string::npos);
+  // The embedding and loss counted as layers: with neither a layout nor decoder_first/last, and
+  // only where the total splits evenly.
+  CHECK(load_error({layout("Et*6|(t*6|)*14,t*6L"), "parallelism.account_for_loss_in_pipeline_split=true"})
+            .find("/parallelism/account_for_loss_in_pipeline_split: not with pipeline_model_parallel_layout") != std::string::npos);
+  CHECK(load_error({"parallelism.account_for_embedding_in_pipeline_split=true", "parallelism.decoder_first_pipeline_num_layers=6"})
+            .find("/parallelism/account_for_embedding_in_pipeline_split: not with decoder_first/last_pipeline_num_layers") !=
+        std::string::npos);
+  CHECK(load_error({"parallelism.account_for_embedding_in_pipeline_split=true"})
+            .find("96 layers and the embedding (97) cannot be split evenly over 16 pipeline stages") != std::string::npos);
+  CHECK(load_error({"model.num_layers=94", "parallelism.account_for_embedding_in_pipeline_split=true",
+                    "parallelism.account_for_loss_in_pipeline_split=true"}) == "");
   // null leaves the layout out.
   CHECK(load_error({"parallelism.pipeline_model_parallel_layout=null"}).empty());
 }

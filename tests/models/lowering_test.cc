@@ -171,6 +171,30 @@ TEST_CASE("models/lowering: a pipeline layout runs as the split it spells out") 
   CHECK(fine.iteration_time_s > 0);
 }
 
+TEST_CASE("models/lowering: the embedding and the loss counted in the split take a layer from the end stages") {
+  // 94 layers + embedding + loss = 96 units over 16 stages: 5 layers on the first and last
+  // stage, 6 on the others - what decoder_first/last_pipeline_num_layers = 5 / 5 spells out.
+  const std::vector<std::string> base = {"model.num_layers=94", "training.global_batch_size=512"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), base.begin(), base.end());
+    return tests::simulate_file(kDefault, extra);
+  };
+  const auto accounted = with({"parallelism.account_for_embedding_in_pipeline_split=true", "parallelism.account_for_loss_in_pipeline_split=true"});
+  const auto spelled = with({"parallelism.decoder_first_pipeline_num_layers=5", "parallelism.decoder_last_pipeline_num_layers=5"});
+  CHECK(accounted.iteration_time_s == spelled.iteration_time_s);
+  CHECK(accounted.peak_bytes_per_gpu == spelled.peak_bytes_per_gpu);
+  // With two virtual stages: 3 units per chunk, the very first and very last chunk 2 layers.
+  const auto interleaved = with({"training.pipeline_schedule=interleaved", "parallelism.virtual_pipeline_model_parallel_size=2",
+                                 "parallelism.account_for_embedding_in_pipeline_split=true",
+                                 "parallelism.account_for_loss_in_pipeline_split=true"});
+  const auto layout = with({"training.pipeline_schedule=interleaved", "parallelism.pipeline_model_parallel_layout=\"Ett|(ttt|)*30,ttL\""});
+  CHECK(interleaved.iteration_time_s == layout.iteration_time_s);
+  REQUIRE(interleaved.workload->stages.size() == 16);
+  CHECK(interleaved.workload->stages[0].chunks[0].second == 2);
+  CHECK(interleaved.workload->stages[0].chunks[1].second == 3);
+  CHECK(interleaved.workload->stages[15].chunks[1].second == 2);
+}
+
 TEST_CASE("models/lowering: activation peaks are Korthikanti's per-layer memory times the micro-batches in flight") {
   // GPT 7.5B, TP 4 + SP, selective recomputation, 2 stages of 18 layers, 8 micro-batches.
   const std::string file = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-7.5b-tp4-pp2-a100.json";

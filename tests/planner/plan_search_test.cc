@@ -1,6 +1,7 @@
 #include "planner/plan_search.h"
 
 #include <doctest/doctest.h>
+#include <set>
 #include <sstream>
 
 #include "config/scenario.h"
@@ -38,6 +39,36 @@ TEST_CASE("planner/search: every considered plan is pruned (with a reason) or ra
     CHECK(p.mfu < 1);
     CHECK(*p.time_to_train_days == doctest::Approx(1e11 / p.tokens_per_s / 86400));
   }
+}
+
+TEST_CASE("planner/search: layer counts that do not split evenly get the embedding and the loss counted as layers") {
+  // Llama-3.1 405B: 126 layers divide over no power-of-two stage count above 2; with the
+  // embedding and the loss counted, 128 split over 8 or 16 stages (Megatron-Core's
+  // account_for_embedding/loss_in_pipeline_split).
+  planner::PlanRequest r = request("llama3.1-405b", "dgx-h100", 2048, 1024);
+  r.space.tensor = {8};
+  r.space.pipeline = {16};
+  r.space.context = {2};
+  r.space.micro_batch = {1};
+  const planner::PlanReport rep = planner::search(r);
+  REQUIRE(!rep.plans.empty());
+  std::set<std::int64_t> virtual_stages;
+  for (const planner::PlanResult& p : rep.plans) {
+    CHECK(p.parallel.account_for_embedding_in_pipeline_split);
+    CHECK(p.parallel.account_for_loss_in_pipeline_split);
+    CHECK(128 % (16 * p.parallel.virtual_pipeline_model_parallel_size) == 0);
+    virtual_stages.insert(p.parallel.virtual_pipeline_model_parallel_size);
+  }
+  CHECK(virtual_stages.size() >= 2);  // interleaving is searched too
+  CHECK(planner::describe_plan(rep.plans.front()).find("PP 16*") != std::string::npos);
+  std::ostringstream csv;
+  planner::write_plan_csv(rep, csv);
+  CHECK(csv.str().find(",true,true\n") != std::string::npos);
+  CHECK(planner::plan_table(r, rep, 5).find("PP*: the embedding and the loss count as one layer each") != std::string::npos);
+  // Where the layers split evenly the flags stay off.
+  planner::PlanRequest even = request("gpt3-7.5b", "dgx-a100-80gb", 64, 256);
+  even.space.pipeline = {4};
+  for (const planner::PlanResult& p : planner::search(even).plans) CHECK(!p.parallel.accounts_in_split());
 }
 
 TEST_CASE("planner/search: extrapolating the steady state agrees with whole iterations") {
