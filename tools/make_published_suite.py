@@ -271,6 +271,10 @@ def dgxc(r):
     scenario = {"name": r["id"], "model": model, "parallelism": parallelism, "training": training,
                 "cluster": cluster(cluster_preset(r, "dgx-h100"), p["num_gpus"])}
     measured = {"iteration_time_s": r["measured"]["iteration_time_s"], "mfu": r["measured"]["mfu"]}
+    if m.get("flops_vocab", m["vocab"]) != m["vocab"]:
+        # The source's MFU counts a vocabulary the run did not use: compare the time only.
+        del measured["mfu"]
+        notes.append("MFU not compared: the source's model FLOPs count a vocabulary of %d, the run used %d" % (m["flops_vocab"], m["vocab"]))
     return scenario, measured, notes, family
 
 
