@@ -270,8 +270,12 @@ def dgxc(r):
     notes.append("DGX H100 SuperPOD (EOS): 8 NDR 400 Gb/s NICs per node, rail-optimized")
     scenario = {"name": r["id"], "model": model, "parallelism": parallelism, "training": training,
                 "cluster": cluster(cluster_preset(r, "dgx-h100"), p["num_gpus"])}
-    measured = {"iteration_time_s": r["measured"]["iteration_time_s"], "mfu": r["measured"]["mfu"]}
-    if m.get("flops_vocab", m["vocab"]) != m["vocab"]:
+    measured = {"iteration_time_s": r["measured"]["iteration_time_s"]}
+    if "mfu" in r["measured"]:
+        measured["mfu"] = r["measured"]["mfu"]
+    else:
+        notes.append("MFU not compared (the record leaves it out: see its source notes)")
+    if "mfu" in measured and m.get("flops_vocab", m["vocab"]) != m["vocab"]:
         # The source's MFU counts a vocabulary the run did not use: compare the time only.
         del measured["mfu"]
         notes.append("MFU not compared: the source's model FLOPs count a vocabulary of %d, the run used %d" % (m["flops_vocab"], m["vocab"]))
