@@ -265,6 +265,8 @@ def dgxc(r):
             "hidden_dropout": 0.0, "attention_dropout": 0.0,
         }
         add_experts(model, parallelism, m, p, notes)
+        if family == "grok":
+            notes.append("GEGLU experts priced as SwiGLU: the same two up-projections and down-projection GEMMs, a GeLU gate instead of SiLU")
     if precision == "fp8":
         notes.append("FP8 (Transformer Engine): linear-layer GEMMs in FP8, attention in BF16; MFU against the FP8 peak (1,979 TFLOP/s) as the source computes it")
     notes.append("DGX H100 SuperPOD (EOS): 8 NDR 400 Gb/s NICs per node, rail-optimized")
@@ -288,6 +290,8 @@ NEMO_ARCH = {
     "LLAMA": ("swiglu", "rmsnorm", "rope", True, False, "llama"),
     "Nemotron": ("squared_relu", "layernorm", "rope", True, False, "nemotron"),
     "Mixtral": ("swiglu", "rmsnorm", "rope", True, False, "mixtral"),
+    # Grok-1's gated GeLU (GEGLU) runs the GEMMs of SwiGLU; only the gate's activation differs.
+    "Grok": ("swiglu", "rmsnorm", "rope", True, False, "grok"),
 }
 
 

@@ -83,12 +83,12 @@ TEST_CASE("validate/secondary suites: MosaicML's H100 runs rank right and keep t
   CHECK(r.min_spearman >= 0.98);
 }
 
-TEST_CASE("validate/secondary suites: DGX Cloud runs held out of every fit (Llama 3.1 70B/405B, Nemotron-4 15B/340B)") {
+TEST_CASE("validate/secondary suites: DGX Cloud runs held out of every fit (Llama 3.1 70B/405B, Nemotron-4, Grok-1)") {
   // The tables of the DGX Cloud README commit whose GPT-3 and Llama 3.1 8B tables are in the
   // published suite (README, "A fourth suite"); no fit reads them. Held to the published suite's
-  // MAPE and ranking targets (<= 5%, Spearman >= 0.9); the largest error is 12.3% (Nemotron-4
-  // 340B FP8 on 128 GPUs), so its bound is 15% (README states MAPE 3.7%, Spearman >= 0.911).
-  const SecondaryResult r = validate_secondary("validate/suites/dgxc_heldout.json", 50);
+  // MAPE and ranking targets (<= 5%, Spearman >= 0.9); the largest error is 13.7% (Grok-1 FP8 on
+  // 8 GPUs), so its bound is 15% (README states MAPE 4.3%, Spearman >= 0.911).
+  const SecondaryResult r = validate_secondary("validate/suites/dgxc_heldout.json", 68);
   CHECK(r.errors.mape <= 0.05);
   CHECK(r.errors.max_abs_error <= 0.15);
   CHECK(r.min_spearman >= 0.9);
