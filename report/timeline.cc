@@ -105,6 +105,8 @@ std::string plan_summary(const RunResult& r) {
   if (s.parallel.virtual_pipeline_model_parallel_size > 1) {
     out += " (\xc3\x97" + std::to_string(s.parallel.virtual_pipeline_model_parallel_size) + " virtual)";
   }
+  if (!s.parallel.pipeline_model_parallel_layout.empty()) out += " layout " + s.parallel.pipeline_model_parallel_layout;
+  if (s.parallel.accounts_in_split()) out += " (embedding/loss as layers)";
   if (s.parallel.context_parallel_size > 1) out += " CP " + std::to_string(s.parallel.context_parallel_size);
   if (s.parallel.expert_model_parallel_size > 1) out += " EP " + std::to_string(s.parallel.expert_model_parallel_size);
   out += " DP " + std::to_string(w.data_parallel_size);
