@@ -16,13 +16,20 @@ namespace {
 using namespace trainsim;
 
 struct Published {
-  std::int64_t tp, pp, vp, mbs;
+  std::int64_t tp, pp, vp, mbs, cp = 1;
 };
 
 // Today's Megatron-Core recipe: overlapped gradient reduction and parameter gather.
 void modern(planner::PlanRequest& r) {
   r.training.overlap_param_gather = true;
   r.training.overlap_p2p_comm = true;
+}
+
+// NeMo's DGX Cloud recipe (dgxc-benchmarking llama3.1/llama3.1_405b.yaml @35a9aecc): today's,
+// with Transformer Engine's TP communication overlap.
+void nemo_dgxc(planner::PlanRequest& r) {
+  modern(r);
+  r.training.tp_comm_overlap = true;
 }
 
 // The recipe of Narayanan et al.'s 2021 runs (examples/sc21 scripts, training_runs.json), as the
@@ -65,10 +72,10 @@ void case_of(const char* label, const char* model, const char* cluster, std::int
     const planner::PlanResult& p = rep.plans[i];
     if (p.parallel.tensor_model_parallel_size == pub.tp && p.parallel.pipeline_model_parallel_size == pub.pp &&
         p.parallel.virtual_pipeline_model_parallel_size == pub.vp && p.training.micro_batch_size == pub.mbs &&
-        p.parallel.context_parallel_size == 1) {
-      std::printf("  published plan (TP %lld PP %lld x%lld mbs %lld): rank %zu of %zu (top %.1f%%), %.3f s/iteration, best is %.1f%% faster\n",
+        p.parallel.context_parallel_size == pub.cp) {
+      std::printf("  published plan (TP %lld PP %lld x%lld%s mbs %lld): rank %zu of %zu (top %.1f%%), %.3f s/iteration, best is %.1f%% faster\n",
                   static_cast<long long>(pub.tp), static_cast<long long>(pub.pp), static_cast<long long>(pub.vp),
-                  static_cast<long long>(pub.mbs), i + 1, rep.plans.size(),
+                  pub.cp > 1 ? (" CP " + std::to_string(pub.cp)).c_str() : "", static_cast<long long>(pub.mbs), i + 1, rep.plans.size(),
                   100.0 * static_cast<double>(i + 1) / static_cast<double>(rep.plans.size()), p.iteration_time_s,
                   100 * (p.iteration_time_s / rep.plans.front().iteration_time_s - 1));
       return;
@@ -86,6 +93,10 @@ int main() {
           1536, 2304, {8, 8, 2, 2}, modern);
   case_of("GPT 145.6B on 1,536 A100 80GB (DGX A100), global batch 2304, the run's 2021 recipe", "gpt3-145b",
           "dgx-a100-80gb", 1536, 2304, {8, 8, 2, 2}, megatron_2021);
+  // A published plan from the held-out suite (validate/suites/dgxc_heldout.json): NeMo's Llama
+  // 3.1 405B on 576 H100, TP 8 PP 9 x7 CP 2, measured 17.20 s per iteration in BF16.
+  case_of("Llama-3.1 405B on 576 H100 (DGX H100), global batch 252, sequence 8192, bf16, NeMo's recipe", "llama3.1-405b",
+          "dgx-h100", 576, 252, {8, 9, 7, 1, 2}, nemo_dgxc);
 
   // Llama-3.1 70B on 512 H100 with a 15T-token budget, then the deadline search.
   planner::PlanRequest r;

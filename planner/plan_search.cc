@@ -209,6 +209,9 @@ void Searcher::enumerate(std::int64_t gpus) {
                 t.pipeline_schedule = vp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B;
                 t.overlap_param_gather = sharding == 1 && req_.training.overlap_param_gather;
                 t.overlap_p2p_comm = vp > 1 && req_.training.overlap_p2p_comm;
+                // The recipe's TP communication overlap where the plan admits it (sequence
+                // parallelism, the group inside a node); other plans run without it.
+                t.tp_comm_overlap = req_.training.tp_comm_overlap && p.sequence_parallel && tp > 1 && tp <= gpn;
                 // Under sequence parallelism the input-gradient reduce-scatter always overlaps.
                 t.async_tensor_model_parallel_allreduce = req_.training.async_tensor_model_parallel_allreduce || p.sequence_parallel;
                 // Megatron-LM skips the pipeline scatter/gather under sequence parallelism.

@@ -71,6 +71,24 @@ TEST_CASE("planner/search: layer counts that do not split evenly get the embeddi
   for (const planner::PlanResult& p : planner::search(even).plans) CHECK(!p.parallel.accounts_in_split());
 }
 
+TEST_CASE("planner/search: a recipe with TP communication overlap keeps the plans that cannot use it") {
+  // Transformer Engine's overlap needs TP > 1 with sequence parallelism inside a node; plans
+  // without TP run without it instead of being refused.
+  planner::PlanRequest r = request("gpt3-7.5b", "dgx-a100-80gb", 64, 256);
+  r.training.tp_comm_overlap = true;
+  r.space.tensor = {1, 2};
+  r.space.pipeline = {1};
+  const planner::PlanReport rep = planner::search(r);
+  bool tp1 = false, tp2 = false;
+  for (const planner::PlanResult& p : rep.plans) {
+    const bool tp = p.parallel.tensor_model_parallel_size > 1;
+    CHECK(p.training.tp_comm_overlap == tp);
+    (tp ? tp2 : tp1) = true;
+  }
+  CHECK(tp1);
+  CHECK(tp2);
+}
+
 TEST_CASE("planner/search: extrapolating the steady state agrees with whole iterations") {
   planner::PlanRequest r = request("gpt3-7.5b", "dgx-a100-80gb", 64, 512);
   r.space.tensor = {2, 4};
