@@ -205,6 +205,9 @@ def nemo_common(r, notes, tp_comm_overlap_default=True):
     }
     if vp > 1:
         parallelism["virtual_pipeline_model_parallel_size"] = vp
+    for flag in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"):
+        if p.get(flag):
+            parallelism[flag] = True
     if "distributed_optimizer" not in p:
         notes.append("distributed optimizer with overlapped gradient reduce-scatter and parameter all-gather, gradients reduced in bf16 (NeMo performance-recipe defaults; not stated)")
     tp_overlap = p.get("tp_comm_overlap", tp_comm_overlap_default and tp > 1 and sp)

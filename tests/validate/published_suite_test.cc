@@ -93,3 +93,13 @@ TEST_CASE("validate/secondary suites: DGX Cloud runs held out of every fit (Llam
   CHECK(r.errors.max_abs_error <= 0.15);
   CHECK(r.min_spearman >= 0.9);
 }
+
+TEST_CASE("validate/secondary suites: DGX Cloud's NeMo 25.04 Llama 3.1 tables show the drift of a newer software stack") {
+  // The same models a release later (README, "A fifth suite"): BF16 within 4% for 70B and 405B,
+  // the rest 7-14% slow, as the newer stack got faster. The bounds hold the stated figures (MAPE
+  // 8.8%, largest 14.4%, Spearman 0.951) against regressions; the drift is documented, not fitted.
+  const SecondaryResult r = validate_secondary("validate/suites/dgxc_v2504.json", 34);
+  CHECK(r.errors.mape <= 0.10);
+  CHECK(r.errors.max_abs_error <= 0.16);
+  CHECK(r.min_spearman >= 0.9);
+}
