@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <string_view>
+#include <utility>
 
 #include "config/hardware_reader.h"
 #include "config/pipeline_layout.h"
@@ -252,18 +253,6 @@ ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
       r.fail("virtual_pipeline_model_parallel_size",
              "expected " + std::to_string(stages / pp) + " (the layout's " + std::to_string(stages) +
                  " virtual stages over " + std::to_string(pp) + " pipeline stages), or leave it to the layout");
-    }
-    if (p.decoder_first_pipeline_num_layers) {
-      r.fail("decoder_first_pipeline_num_layers", "not with pipeline_model_parallel_layout, which places every layer");
-    }
-    if (p.decoder_last_pipeline_num_layers) {
-      r.fail("decoder_last_pipeline_num_layers", "not with pipeline_model_parallel_layout, which places every layer");
-    }
-    if (p.account_for_embedding_in_pipeline_split) {
-      r.fail("account_for_embedding_in_pipeline_split", "not with pipeline_model_parallel_layout, which places every layer");
-    }
-    if (p.account_for_loss_in_pipeline_split) {
-      r.fail("account_for_loss_in_pipeline_split", "not with pipeline_model_parallel_layout, which places every layer");
     }
     p.virtual_pipeline_model_parallel_size = stages / pp;
     p.layout_layers = std::move(layout.layers);
@@ -517,31 +506,34 @@ void validate_plan(const Scenario& s, const Origins& o) {
   }
   std::int64_t rest = m.num_layers, even = pp;
   if (!p.layout_layers.empty()) {
+    // The layout places every layer: nothing else may say where layers go.
+    const std::pair<const char*, bool> others[] = {
+        {"parallelism.decoder_first_pipeline_num_layers", p.decoder_first_pipeline_num_layers.has_value()},
+        {"parallelism.decoder_last_pipeline_num_layers", p.decoder_last_pipeline_num_layers.has_value()},
+        {"parallelism.account_for_embedding_in_pipeline_split", p.account_for_embedding_in_pipeline_split},
+        {"parallelism.account_for_loss_in_pipeline_split", p.account_for_loss_in_pipeline_split}};
+    for (const auto& [key, set] : others) {
+      if (set) o.fail(key, "not with pipeline_model_parallel_layout, which places every layer");
+    }
     std::int64_t placed = 0;
     for (std::int64_t n : p.layout_layers) placed += n;
     if (placed != m.num_layers) {
       o.fail("parallelism.pipeline_model_parallel_layout", "places " + plural(placed, "transformer layer") +
                                                                ", the model has " + std::to_string(m.num_layers));
     }
-    rest = 0, even = 0;  // the layout places every layer: no even split to check
-  }
-  if (p.accounts_in_split()) {
+    rest = 0, even = 0;  // no even split to check
+  } else if (p.accounts_in_split()) {
     const char* flag = p.account_for_embedding_in_pipeline_split ? "parallelism.account_for_embedding_in_pipeline_split"
                                                                  : "parallelism.account_for_loss_in_pipeline_split";
     if (p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers) {
       o.fail(flag, "not with decoder_first/last_pipeline_num_layers (Megatron-Core refuses the pair)");
     }
-    if (!p.layout_layers.empty()) o.fail(flag, "not with pipeline_model_parallel_layout, which places every layer");
     // Megatron-Core (TransformerConfig): the embedding and the loss count as layers, and the
     // total splits evenly over every virtual stage.
-    const std::int64_t units = m.num_layers + (p.account_for_embedding_in_pipeline_split ? 1 : 0) +
-                               (p.account_for_loss_in_pipeline_split ? 1 : 0);
+    const std::int64_t units = p.split_units(m.num_layers);
     if (units % (pp * vp) != 0) {
-      o.fail("model.num_layers", plural(m.num_layers, "layer") + " and " +
-                                     (p.account_for_embedding_in_pipeline_split && p.account_for_loss_in_pipeline_split
-                                          ? "the embedding and the loss"
-                                          : p.account_for_embedding_in_pipeline_split ? "the embedding" : "the loss") +
-                                     " (" + std::to_string(units) + ") cannot be split evenly over " + plural(pp, "pipeline stage") +
+      o.fail("model.num_layers", plural(m.num_layers, "layer") + " and " + p.counted_in_split() + " (" + std::to_string(units) +
+                                     ") cannot be split evenly over " + plural(pp, "pipeline stage") +
                                      (vp > 1 ? " x " + std::to_string(vp) + " virtual stages" : ""));
     }
     rest = 0, even = 0;

@@ -59,12 +59,13 @@ FlopCount count_flops(const ModelSpec& m, const ParallelSpec& p, const TrainingS
       double layers = static_cast<double>(m.num_layers);
       if (t.recompute_method == RecomputeMethod::kBlock) {
         // The first recompute_num_layers layers of every model chunk on every stage.
-        const std::int64_t chunks = p.pipeline_model_parallel_size * p.virtual_pipeline_model_parallel_size;
-        const std::int64_t per_chunk = m.num_layers / std::max<std::int64_t>(1, chunks);
-        layers = static_cast<double>(std::min(t.recompute_num_layers, per_chunk) * chunks);
         if (const std::vector<std::int64_t> counts = virtual_stage_layers(m, p); !counts.empty()) {
           layers = 0;
           for (std::int64_t n : counts) layers += static_cast<double>(std::min(t.recompute_num_layers, n));
+        } else {
+          const std::int64_t chunks = p.pipeline_model_parallel_size * p.virtual_pipeline_model_parallel_size;
+          const std::int64_t per_chunk = m.num_layers / std::max<std::int64_t>(1, chunks);
+          layers = static_cast<double>(std::min(t.recompute_num_layers, per_chunk) * chunks);
         }
       }
       recomputed = layers * layer_forward_flops(m);

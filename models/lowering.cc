@@ -16,11 +16,9 @@ std::vector<std::int64_t> virtual_stage_layers(const ModelSpec& m, const Paralle
   // Megatron-Core's get_num_layers_to_build: the embedding and the loss count as layers of the
   // even split, and the first and the last virtual stage build one transformer layer fewer.
   const std::int64_t stages = p.pipeline_model_parallel_size * p.virtual_pipeline_model_parallel_size;
-  const bool e = p.account_for_embedding_in_pipeline_split, l = p.account_for_loss_in_pipeline_split;
-  const std::int64_t units = m.num_layers + (e ? 1 : 0) + (l ? 1 : 0);
-  std::vector<std::int64_t> out(static_cast<std::size_t>(stages), units / stages);
-  if (e) --out.front();
-  if (l) --out.back();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(stages), p.split_units(m.num_layers) / stages);
+  if (p.account_for_embedding_in_pipeline_split) --out.front();
+  if (p.account_for_loss_in_pipeline_split) --out.back();
   for (std::int64_t& n : out) n = std::max<std::int64_t>(0, n);
   return out;
 }

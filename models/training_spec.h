@@ -44,6 +44,18 @@ struct ParallelSpec {
   bool accounts_in_split() const {
     return account_for_embedding_in_pipeline_split || account_for_loss_in_pipeline_split;
   }
+  // The units the even split divides: the transformer layers, plus one for each of the
+  // embedding and the loss counted as a layer.
+  std::int64_t split_units(std::int64_t num_layers) const {
+    return num_layers + (account_for_embedding_in_pipeline_split ? 1 : 0) + (account_for_loss_in_pipeline_split ? 1 : 0);
+  }
+  // What counts as layers besides the transformer layers, for messages: "the embedding and the
+  // loss", "the embedding", "the loss" or "" (neither).
+  const char* counted_in_split() const {
+    if (account_for_embedding_in_pipeline_split && account_for_loss_in_pipeline_split) return "the embedding and the loss";
+    if (account_for_embedding_in_pipeline_split) return "the embedding";
+    return account_for_loss_in_pipeline_split ? "the loss" : "";
+  }
 };
 
 enum class Precision : std::uint8_t { kBf16, kFp16, kFp8 };

@@ -158,11 +158,7 @@ std::string summary_text(const RunResult& r) {
   o << "  plan       TP " << s.parallel.tensor_model_parallel_size << " PP " << s.parallel.pipeline_model_parallel_size;
   if (s.parallel.virtual_pipeline_model_parallel_size > 1) o << " (x" << s.parallel.virtual_pipeline_model_parallel_size << " virtual)";
   if (!s.parallel.pipeline_model_parallel_layout.empty()) o << " layout \"" << s.parallel.pipeline_model_parallel_layout << "\"";
-  if (s.parallel.accounts_in_split()) {
-    o << " (" << (s.parallel.account_for_embedding_in_pipeline_split ? "embedding" : "")
-      << (s.parallel.account_for_embedding_in_pipeline_split && s.parallel.account_for_loss_in_pipeline_split ? " and " : "")
-      << (s.parallel.account_for_loss_in_pipeline_split ? "loss" : "") << " counted as layers)";
-  }
+  if (s.parallel.accounts_in_split()) o << " (" << s.parallel.counted_in_split() << " counted as layers)";
   if (s.parallel.context_parallel_size > 1) o << " CP " << s.parallel.context_parallel_size;
   if (s.parallel.expert_model_parallel_size > 1) o << " EP " << s.parallel.expert_model_parallel_size;
   o << " DP " << w.data_parallel_size << (s.parallel.sequence_parallel ? " +SP" : "") << "; micro-batch "

@@ -147,13 +147,21 @@ TEST_CASE("models/lowering: every schedule and recompute mode runs without deadl
   CHECK(block.iteration_time_s > 0);
 }
 
+namespace {
+
+// The default scenario simulated with `overrides` and then the `common` ones.
+report::RunResult simulate_default(std::vector<std::string> overrides, const std::vector<std::string>& common) {
+  overrides.insert(overrides.end(), common.begin(), common.end());
+  return tests::simulate_file(kDefault, overrides);
+}
+
+}  // namespace
+
 TEST_CASE("models/lowering: a pipeline layout runs as the split it spells out") {
   // The layout that spells out decoder_first/last_pipeline_num_layers = 8 / 4 over two virtual
   // stages: same graph, same result to the byte.
-  const std::vector<std::string> recipe = {"training.global_batch_size=512", "training.recompute_granularity=full"};
-  auto with = [&](std::vector<std::string> extra) {
-    extra.insert(extra.end(), recipe.begin(), recipe.end());
-    return tests::simulate_file(kDefault, extra);
+  auto with = [](std::vector<std::string> extra) {
+    return simulate_default(std::move(extra), {"training.global_batch_size=512", "training.recompute_granularity=full"});
   };
   const auto split = with({"training.pipeline_schedule=interleaved", "parallelism.virtual_pipeline_model_parallel_size=2", "parallelism.decoder_first_pipeline_num_layers=8",
                            "parallelism.decoder_last_pipeline_num_layers=4"});
@@ -174,10 +182,8 @@ TEST_CASE("models/lowering: a pipeline layout runs as the split it spells out") 
 TEST_CASE("models/lowering: the embedding and the loss counted in the split take a layer from the end stages") {
   // 94 layers + embedding + loss = 96 units over 16 stages: 5 layers on the first and last
   // stage, 6 on the others - what decoder_first/last_pipeline_num_layers = 5 / 5 spells out.
-  const std::vector<std::string> base = {"model.num_layers=94", "training.global_batch_size=512"};
-  auto with = [&](std::vector<std::string> extra) {
-    extra.insert(extra.end(), base.begin(), base.end());
-    return tests::simulate_file(kDefault, extra);
+  auto with = [](std::vector<std::string> extra) {
+    return simulate_default(std::move(extra), {"model.num_layers=94", "training.global_batch_size=512"});
   };
   const auto accounted = with({"parallelism.account_for_embedding_in_pipeline_split=true", "parallelism.account_for_loss_in_pipeline_split=true"});
   const auto spelled = with({"parallelism.decoder_first_pipeline_num_layers=5", "parallelism.decoder_last_pipeline_num_layers=5"});
