@@ -388,7 +388,10 @@ topo::ClusterSpec read_cluster(const Json& section, const std::string& file, con
   c.inter_node.sharp = inter.get_bool("sharp", false);
   inter.finish();
   c.pcie_generation = static_cast<int>(r.get_int("pcie_generation", 4, 3, 6));
-  c.cpu_vendor = r.get_choice("cpu_vendor", 0, {"intel", "amd"}) == 0 ? "intel" : "amd";
+  // NCCL treats every CPU but an x86 AMD one as Intel (src/graph/tuning.cc getNetOverhead: 1 us
+  // unless x86 AMD; the LL bandwidth row likewise): "arm" (Grace) behaves as "intel".
+  static const char* const kVendors[] = {"intel", "amd", "arm"};
+  c.cpu_vendor = kVendors[r.get_choice("cpu_vendor", 0, {"intel", "amd", "arm"})];
   const std::string nccl = r.require_string("nccl_calibration");
   c.nccl = read_nccl_calibration(resolve_file(nccl, "calibration", r.file_of("nccl_calibration"), r.path_of("nccl_calibration")));
   if (r.has("calibration")) {

@@ -256,7 +256,7 @@ struct ClusterSpec {
   IntraNodeSpec intra_node;
   InterNodeSpec inter_node;
   int pcie_generation = 4;
-  std::string cpu_vendor = "intel";  // NCCL's multi-node LL bandwidth row and network overhead
+  std::string cpu_vendor = "intel";  // "intel" | "amd" | "arm": NCCL's multi-node LL bandwidth row and network overhead
   NcclCalibration nccl;
   int num_gpus() const { return gpus_per_node * num_nodes; }
 };
