@@ -46,7 +46,12 @@ def gpt_model(m, dropout=0.1):
     }
 
 
-def cluster(preset, gpus, gpus_per_node=8):
+# GPUs per node of the cluster presets whose nodes are not 8-GPU servers (scenarios/clusters/).
+PRESET_GPUS_PER_NODE = {"gb200-nvl72": 64}
+
+
+def cluster(preset, gpus, gpus_per_node=None):
+    gpus_per_node = gpus_per_node or PRESET_GPUS_PER_NODE.get(preset, 8)
     if gpus < gpus_per_node:
         return {"preset": preset, "gpus_per_node": gpus, "num_nodes": 1}
     assert gpus % gpus_per_node == 0, gpus
@@ -74,7 +79,8 @@ def cluster_preset(r, default):
     gpu = r.get("hardware", {}).get("gpu", "").upper()
     if not gpu:
         return default
-    for key, preset in (("A100-40", "dgx-a100-40gb"), ("A100-SXM4-40", "dgx-a100-40gb"), ("A100-80", "dgx-a100-80gb"),
+    # GB200 before B200: the one name contains the other.
+    for key, preset in (("GB200", "gb200-nvl72"), ("A100-40", "dgx-a100-40gb"), ("A100-SXM4-40", "dgx-a100-40gb"), ("A100-80", "dgx-a100-80gb"),
                         ("A100-SXM4-80", "dgx-a100-80gb"), ("H100", "dgx-h100"), ("H200", "dgx-h200"), ("B200", "dgx-b200")):
         if key in gpu:
             return preset
@@ -243,7 +249,7 @@ def recompute_of(text, notes, default="none"):
 
 
 def dgxc(r):
-    """NVIDIA DGX Cloud benchmarking recipes (GPT-3 175B, Llama 3.1 8B) on DGX H100."""
+    """NVIDIA DGX Cloud benchmarking recipes (GPT-3 175B, Llama 3.1 8B) on DGX H100 and GB200 NVL72."""
     m, p = r["model"], r["parallel"]
     notes = []
     parallelism, training = nemo_common(r, notes)
@@ -270,11 +276,20 @@ def dgxc(r):
         add_experts(model, parallelism, m, p, notes)
         if family == "grok":
             notes.append("GEGLU experts priced as SwiGLU: the same two up-projections and down-projection GEMMs, a GeLU gate instead of SiLU")
+    preset = cluster_preset(r, "dgx-h100")
     if precision == "fp8":
-        notes.append("FP8 (Transformer Engine): linear-layer GEMMs in FP8, attention in BF16; MFU against the FP8 peak (1,979 TFLOP/s) as the source computes it")
-    notes.append("DGX H100 SuperPOD (EOS): 8 NDR 400 Gb/s NICs per node, rail-optimized")
+        notes.append("FP8 (Transformer Engine): linear-layer GEMMs in FP8, attention in BF16" +
+                     ("; MFU against the FP8 peak (1,979 TFLOP/s) as the source computes it" if preset == "dgx-h100" else ""))
+    if preset == "gb200-nvl72":
+        notes.append("GB200 NVL72 racks as 64-GPU NVLink domains (the 16-tray segment NVIDIA recommends for jobs of 128+ GPUs; "
+                     "the source does not state the placement), one 400 Gb/s NIC per GPU between domains; the B200 "
+                     "calibration (the H100 fit transferred): no fit has seen a Blackwell run")
+        if p.get("cuda_graphs"):
+            notes.append("CUDA graphs on: not modelled (trainsim keeps its per-kernel launch overhead)")
+    else:
+        notes.append("DGX H100 SuperPOD (EOS): 8 NDR 400 Gb/s NICs per node, rail-optimized")
     scenario = {"name": r["id"], "model": model, "parallelism": parallelism, "training": training,
-                "cluster": cluster(cluster_preset(r, "dgx-h100"), p["num_gpus"])}
+                "cluster": cluster(preset, p["num_gpus"])}
     measured = {"iteration_time_s": r["measured"]["iteration_time_s"]}
     if "mfu" in r["measured"]:
         measured["mfu"] = r["measured"]["mfu"]

@@ -20,6 +20,7 @@ using testing::contains;
 namespace {
 
 const std::string kGemmFile = testing::source_path("validate/data/gemm_measurements.json");
+const std::string kB200GemmFile = testing::source_path("validate/data/gemm_b200_xla.json");
 const std::string kAttentionFile = testing::source_path("validate/data/attention_measurements.json");
 
 topo::GpuSpec h100() { return config::read_gpu("h100-sxm5-80gb", "test", ""); }
@@ -154,34 +155,64 @@ TEST_CASE("validate/fit_gemm: points faster than the peak and inconsistent table
   CHECK(noted);
 }
 
-TEST_CASE("validate/calibration: the shipped H100 GEMM calibration reproduces the shipped sweep (MAPE <= 10% over >= 1 GFLOP)") {
-  const topo::GpuSpec gpu = h100();
-  std::vector<validate::GemmPoint> bf16;
-  for (const validate::GemmTable& t : validate::read_gemm_sweep(kGemmFile)) {
-    if (t.gpu_preset != "h100-sxm5-80gb") continue;
+namespace {
+
+// The shipped calibration of `gpu` against the points of one dtype and >= 1 GFLOP of a GEMM sweep
+// file's tables measured on `gpu_preset`.
+validate::ErrorSummary gemm_calibration_errors(const topo::GpuSpec& gpu, const std::string& file,
+                                               const std::string& gpu_preset, sim::DataType dtype) {
+  std::vector<validate::GemmPoint> points;
+  for (const validate::GemmTable& t : validate::read_gemm_sweep(file)) {
+    if (t.gpu_preset != gpu_preset) continue;
     for (const validate::GemmPoint& p : t.points) {
-      if (p.dtype == sim::DataType::kBf16 && p.flops() >= 1e9) bf16.push_back(p);
+      if (p.dtype == dtype && p.flops() >= 1e9) points.push_back(p);
     }
   }
-  REQUIRE(bf16.size() == 310);
+  REQUIRE(points.size() == 310);
   const topo::ComputeModel model(gpu, /*in_training=*/false);
   std::vector<double> predicted, measured;
-  for (const validate::GemmPoint& p : bf16) {
+  for (const validate::GemmPoint& p : points) {
     predicted.push_back(model.tflops(validate::gemm_kernel(p)));
     measured.push_back(p.tflops);
   }
-  const validate::ErrorSummary s = validate::summarize(predicted, measured);
+  return validate::summarize(predicted, measured);
+}
+
+// `trainsim calibrate FILE` (over the GPU's own calibration as base) writes `shipped` byte for byte.
+void check_refit_reproduces(const std::string& file, const std::string& gpu_preset, const std::string& shipped) {
+  validate::CalibrationInputs in;
+  in.files = {file};
+  const validate::CalibrationResult r = validate::calibrate(in);
+  CHECK(r.gpu_preset == gpu_preset);
+  const std::string written = validate::calibration_json(r).dump(2) + "\n";
+  CHECK(written == testing::read_text(testing::source_path(shipped)));
+}
+
+}  // namespace
+
+TEST_CASE("validate/calibration: the shipped H100 GEMM calibration reproduces the shipped sweep (MAPE <= 10% over >= 1 GFLOP)") {
+  const validate::ErrorSummary s = gemm_calibration_errors(h100(), kGemmFile, "h100-sxm5-80gb", sim::DataType::kBf16);
   CHECK(s.mape <= 0.10);
   CHECK(*s.spearman > 0.95);
 }
 
 TEST_CASE("validate/calibrate: refitting the GEMMs of the shipped sweep reproduces scenarios/calibration/h100.json byte for byte") {
-  validate::CalibrationInputs in;
-  in.files = {kGemmFile};
-  const validate::CalibrationResult r = validate::calibrate(in);
-  CHECK(r.gpu_preset == "h100-sxm5-80gb");
-  const std::string written = validate::calibration_json(r).dump(2) + "\n";
-  CHECK(written == testing::read_text(testing::source_path("scenarios/calibration/h100.json")));
+  check_refit_reproduces(kGemmFile, "h100-sxm5-80gb", "scenarios/calibration/h100.json");
+}
+
+TEST_CASE("validate/calibrate: refitting the GEMMs of XLA's B200 table reproduces scenarios/calibration/b200.json byte for byte") {
+  // Only the GEMMs are B200 measurements; the rest stays as the file holds it (the H100 fit,
+  // transferred), which is what a refit over its own base keeps.
+  check_refit_reproduces(kB200GemmFile, "b200", "scenarios/calibration/b200.json");
+}
+
+TEST_CASE("validate/calibration: the shipped B200 GEMM calibration reproduces XLA's sm_100 table (MAPE <= 10% over >= 1 GFLOP)") {
+  const topo::GpuSpec gpu = config::read_gpu("b200", "test", "");
+  for (const sim::DataType dtype : {sim::DataType::kBf16, sim::DataType::kFp8}) {
+    const validate::ErrorSummary s = gemm_calibration_errors(gpu, kB200GemmFile, "b200", dtype);
+    CHECK(s.mape <= 0.10);
+    CHECK(*s.spearman > 0.95);
+  }
 }
 
 namespace {
