@@ -97,6 +97,10 @@ int main() {
   // 3.1 405B on 576 H100, TP 8 PP 9 x7 CP 2, measured 17.20 s per iteration in BF16.
   case_of("Llama-3.1 405B on 576 H100 (DGX H100), global batch 252, sequence 8192, bf16, NeMo's recipe", "llama3.1-405b",
           "dgx-h100", 576, 252, {8, 9, 7, 1, 2}, nemo_dgxc);
+  // The same model on GB200 NVL72 (validate/suites/dgxc_gb200.json): TP 4 PP 8 x8 CP 2 on 512
+  // GPUs, measured 9.508 s per iteration in BF16.
+  case_of("Llama-3.1 405B on 512 GB200 (GB200 NVL72), global batch 256, sequence 8192, bf16, NeMo's recipe",
+          "llama3.1-405b", "gb200-nvl72", 512, 256, {4, 8, 8, 1, 2}, nemo_dgxc);
 
   // Llama-3.1 70B on 512 H100 with a 15T-token budget, then the deadline search.
   planner::PlanRequest r;
