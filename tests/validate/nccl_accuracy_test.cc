@@ -153,8 +153,8 @@ TEST_CASE("validate/nccl accuracy: GB200 NVL72 collectives of 4-64 GPUs in one N
   // 4 to 64 GPUs, timed by XLA's collective table generator (module time, not nccl-tests'
   // per-op average; throughputs kept to about 3 digits). Checked from 1 GiB: each sweep's mean
   // |busbw error| within 15% (README: 2.1-14.2%, the 4-GPU all-gather the largest). 64-512 MiB
-  // are printed, not checked: there trainsim is up to 51% fast on all-reduce and on some groups'
-  // reduce-scatter (README, "Collectives on GB200 NVL72").
+  // are printed, not checked: there the errors span -18% to +51%, partly the method's (README,
+  // "Collectives on GB200 NVL72").
   const config::Json data = config::read_json_file(std::string(TRAINSIM_SOURCE_DIR) + "/validate/data/nccl_xla_gb200.json");
   REQUIRE(data.is_array());
   const topo::ClusterSpec cluster = config::load_cluster("gb200-nvl72", 1);
