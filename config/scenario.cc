@@ -134,10 +134,36 @@ void read_hf_config(const std::string& file, ModelSpec& m) {
   m.add_bias_linear = flag("attention_bias", !rms) || flag("mlp_bias", false);
   m.hidden_dropout = fraction("hidden_dropout", fraction("resid_pdrop", 0.0));
   m.attention_dropout = fraction("attention_dropout", fraction("attn_pdrop", 0.0));
-  if (doc.contains("num_local_experts") || doc.contains("n_routed_experts")) {
-    m.num_experts = num({"num_local_experts", "n_routed_experts"}, 0, "num_experts");
+  // Parts of an architecture the lowering has no tasks for: refused, not priced as something else.
+  auto unsupported = [&](const char* key, const std::string& what) {
+    throw InputError(file, join_path("", key), what + " is not modelled by trainsim (its config sets \"" + key + "\")");
+  };
+  for (const char* key : {"q_lora_rank", "kv_lora_rank"}) {
+    if (find(key) != nullptr) unsupported(key, "multi-head latent attention (DeepSeek-V2/V3)");
+  }
+  // Routed experts: Mixtral's num_local_experts, DeepSeek's n_routed_experts, Qwen-MoE's and
+  // OLMoE's num_experts (0 in some dense configs).
+  const Json* experts = find("num_local_experts") ? find("num_local_experts") : find("n_routed_experts") ? find("n_routed_experts") : find("num_experts");
+  if (experts != nullptr && !(experts->is_number_integer() && experts->get<std::int64_t>() == 0)) {
+    m.num_experts = num({"num_local_experts", "n_routed_experts", "num_experts"}, 0, "num_experts");
     m.moe_router_topk = num({"num_experts_per_tok"}, std::min<std::int64_t>(2, m.num_experts), "moe_router_topk");
     m.moe_ffn_hidden_size = num({"moe_intermediate_size"}, m.ffn_hidden_size, "moe_ffn_hidden_size");
+    auto positive = [&](const char* key) {
+      const Json* v = find(key);
+      return v != nullptr && v->is_number() && v->get<double>() > 0;
+    };
+    for (const char* key : {"n_shared_experts", "shared_expert_intermediate_size"}) {
+      if (positive(key)) unsupported(key, "a shared expert beside the routed ones");
+    }
+    // Every layer's MLP is the MoE one: DeepSeek's first_k_dense_replace, Qwen-MoE's
+    // decoder_sparse_step and mlp_only_layers, moe_layer_freq would mix in dense layers.
+    if (positive("first_k_dense_replace")) unsupported("first_k_dense_replace", "a mix of dense and MoE layers");
+    for (const char* key : {"decoder_sparse_step", "moe_layer_freq"}) {
+      const Json* v = find(key);
+      if (v != nullptr && !(v->is_number_integer() && v->get<std::int64_t>() == 1)) unsupported(key, "a mix of dense and MoE layers");
+    }
+    const Json* dense = find("mlp_only_layers");
+    if (dense != nullptr && !(dense->is_array() && dense->empty())) unsupported("mlp_only_layers", "a mix of dense and MoE layers");
   }
 }
 

@@ -153,7 +153,7 @@ std::string summary_text(const RunResult& r) {
   o << s.name << "\n";
   o << "  model      " << s.model.name << ": " << fmt("%.1f", static_cast<double>(s.model.total_parameters(s.parallel.tensor_model_parallel_size)) * 1e-9)
     << "B parameters, " << s.model.num_layers << " layers, hidden " << s.model.hidden_size << ", seq " << s.model.seq_length << "\n";
-  o << "  cluster    " << s.num_gpus() << " x " << s.cluster.gpu.name << " (" << s.cluster.num_nodes << " nodes of "
+  o << "  cluster    " << s.num_gpus() << " x " << s.cluster.gpu.name << " (" << s.cluster.num_nodes << (s.cluster.num_nodes == 1 ? " node of " : " nodes of ")
     << s.cluster.gpus_per_node << ", " << s.cluster.name << ")\n";
   o << "  plan       TP " << s.parallel.tensor_model_parallel_size << " PP " << s.parallel.pipeline_model_parallel_size;
   if (s.parallel.virtual_pipeline_model_parallel_size > 1) o << " (x" << s.parallel.virtual_pipeline_model_parallel_size << " virtual)";

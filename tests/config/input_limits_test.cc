@@ -117,6 +117,47 @@ TEST_CASE("config/limits: Hugging Face configs with wrong types are input errors
   CHECK(tests::contains(hf_error("[]"), "/: expected a Hugging Face config.json object"));
 }
 
+TEST_CASE("config/hf: routed experts under each family's key; architectures the lowering lacks are refused at their key") {
+  auto hf_model = [](const std::string& hf_text) {
+    const std::string hf = temp_file("hf_moe.json", hf_text);
+    return temp_file("hf_moe_model.json", "{\"hf_config\": \"" + hf + "\", \"seq_length\": 4096}");
+  };
+  // Qwen3-30B-A3B's config.json (values as published): experts under "num_experts", head_dim apart
+  // from hidden / heads.
+  const std::string qwen3 =
+      "\"hidden_size\": 2048, \"num_hidden_layers\": 48, \"num_attention_heads\": 32, \"num_key_value_heads\": 4, "
+      "\"head_dim\": 128, \"intermediate_size\": 6144, \"moe_intermediate_size\": 768, \"num_experts\": 128, "
+      "\"num_experts_per_tok\": 8, \"vocab_size\": 151936, \"hidden_act\": \"silu\", \"rms_norm_eps\": 1e-06, "
+      "\"rope_theta\": 1000000.0, \"tie_word_embeddings\": false";
+  const models::ModelSpec m = config::load_model(hf_model("{" + qwen3 + ", \"decoder_sparse_step\": 1, \"mlp_only_layers\": []}"));
+  CHECK(m.num_experts == 128);
+  CHECK(m.moe_router_topk == 8);
+  CHECK(m.expert_ffn_hidden() == 768);
+  CHECK(m.head_dim() == 128);
+  CHECK(static_cast<double>(m.total_parameters(1)) == doctest::Approx(30.5e9).epsilon(0.01));
+  // "num_experts": 0 is a dense model.
+  CHECK_FALSE(config::load_model(hf_model("{\"hidden_size\": 1024, \"num_hidden_layers\": 4, \"num_attention_heads\": 16, "
+                                          "\"vocab_size\": 32000, \"num_experts\": 0}")).is_moe());
+  auto error = [&](const std::string& text) { return error_of([&] { config::load_model(hf_model(text)); }); };
+  CHECK(tests::contains(error("{" + qwen3 + ", \"decoder_sparse_step\": 2}"), "/decoder_sparse_step: a mix of dense and MoE layers is not modelled"));
+  CHECK(tests::contains(error("{" + qwen3 + ", \"mlp_only_layers\": [0, 1]}"), "/mlp_only_layers: a mix of dense and MoE layers"));
+  CHECK(tests::contains(error("{" + qwen3 + ", \"shared_expert_intermediate_size\": 5632}"),
+                        "/shared_expert_intermediate_size: a shared expert beside the routed ones is not modelled"));
+  // DeepSeek-V3's config.json: latent attention, a shared expert and three dense layers.
+  const std::string deepseek =
+      "\"hidden_size\": 7168, \"num_hidden_layers\": 61, \"num_attention_heads\": 128, \"num_key_value_heads\": 128, "
+      "\"intermediate_size\": 18432, \"moe_intermediate_size\": 2048, \"n_routed_experts\": 256, \"num_experts_per_tok\": 8, "
+      "\"moe_layer_freq\": 1, \"vocab_size\": 129280, "
+      "\"hidden_act\": \"silu\", \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000";
+  const std::string v3 = deepseek + ", \"n_shared_experts\": 1, \"first_k_dense_replace\": 3";
+  CHECK(tests::contains(error("{" + v3 + ", \"q_lora_rank\": 1536, \"kv_lora_rank\": 512}"),
+                        "/q_lora_rank: multi-head latent attention (DeepSeek-V2/V3) is not modelled"));
+  CHECK(tests::contains(error("{" + v3 + "}"), "/n_shared_experts: a shared expert"));
+  CHECK(tests::contains(error("{" + deepseek + ", \"n_shared_experts\": 0, \"first_k_dense_replace\": 3}"),
+                        "/first_k_dense_replace: a mix of dense and MoE layers"));
+  CHECK(error("{" + deepseek + ", \"n_shared_experts\": 0, \"first_k_dense_replace\": 0}") == "");
+}
+
 TEST_CASE("config/limits: every shipped preset loads (a file never resolves to itself)") {
   for (const std::string& name : config::preset_names("models")) {
     CAPTURE(name);
