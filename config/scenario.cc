@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -73,7 +74,9 @@ struct Origins {
 // Maps a Hugging Face config.json onto Megatron's names (transformers configuration_*.py). Keys
 // trainsim does not use are ignored (the file belongs to another tool); the ones it uses are
 // checked like scenario keys.
-void read_hf_config(const std::string& file, ModelSpec& m) {
+// Returns the config's attention window when it sets one (sliding_window, unless
+// use_sliding_window is false): the caller refuses it when shorter than the sequence.
+std::optional<std::int64_t> read_hf_config(const std::string& file, ModelSpec& m) {
   const Json doc = read_json_file(file);
   if (!doc.is_object()) throw InputError(file, "/", "expected a Hugging Face config.json object, got " + describe(doc));
   auto find = [&](const char* key) -> const Json* {
@@ -124,13 +127,18 @@ void read_hf_config(const std::string& file, ModelSpec& m) {
   m.ffn_hidden_size = num({"intermediate_size", "n_inner"}, std::min(4 * m.hidden_size, model_limit("ffn_hidden_size")), "ffn_hidden_size");
   m.vocab_size = num({"vocab_size"}, -1, "vocab_size");
   const std::string act = text("hidden_act", text("activation_function", "gelu"));
-  m.activation = (act == "silu" || act == "swiglu") ? Activation::kSwiglu : (act == "relu2" ? Activation::kSquaredRelu : Activation::kGelu);
+  // Gemma's MLP is gated (gate_proj, up_proj, down_proj) with a GeLU gate: the GEMMs of SwiGLU.
+  // Its config leaves tie_word_embeddings to GemmaConfig's default, true.
+  const std::string type = text("model_type", "");
+  const bool gemma = type.rfind("gemma", 0) == 0;
+  m.activation = (act == "silu" || act == "swiglu" || gemma) ? Activation::kSwiglu
+                 : (act == "relu2" ? Activation::kSquaredRelu : Activation::kGelu);
   const bool rms = doc.contains("rms_norm_eps");
   m.normalization = rms ? Normalization::kRmsNorm : Normalization::kLayerNorm;
   const bool rotary = doc.contains("rope_theta") || doc.contains("rope_scaling") || doc.contains("rotary_pct") ||
                       doc.contains("rope_parameters");
   m.position_embedding_type = rotary ? PositionEmbedding::kRope : PositionEmbedding::kLearnedAbsolute;
-  m.untie_embeddings_and_output_weights = !flag("tie_word_embeddings", !rms);
+  m.untie_embeddings_and_output_weights = !flag("tie_word_embeddings", gemma || !rms);
   m.add_bias_linear = flag("attention_bias", !rms) || flag("mlp_bias", false);
   m.hidden_dropout = fraction("hidden_dropout", fraction("resid_pdrop", 0.0));
   m.attention_dropout = fraction("attention_dropout", fraction("attn_pdrop", 0.0));
@@ -165,6 +173,8 @@ void read_hf_config(const std::string& file, ModelSpec& m) {
     const Json* dense = find("mlp_only_layers");
     if (dense != nullptr && !(dense->is_array() && dense->empty())) unsupported("mlp_only_layers", "a mix of dense and MoE layers");
   }
+  if (find("sliding_window") == nullptr || !flag("use_sliding_window", true)) return std::nullopt;
+  return num({"sliding_window"}, 0, "seq_length");
 }
 
 ModelSpec read_model(const Json& section, const std::string& file, const std::string& path, Origins& origins) {
@@ -180,12 +190,15 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
     r.set_base(preset, pf, "");
   }
   const bool hf = r.has("hf_config");
+  std::optional<std::int64_t> window;
+  std::string hf_config_file;
   if (hf) {
     const std::string hf_file = resolve_file(r.require_string("hf_config"), "models", r.file_of("hf_config"), r.path_of("hf_config"));
-    read_hf_config(hf_file, m);
+    window = read_hf_config(hf_file, m);
     if (!r.has("seq_length")) {
       r.fail("hf_config", "seq_length is required next to hf_config (a checkpoint's max_position_embeddings is not the training sequence length)");
     }
+    hf_config_file = hf_file;
   }
   m.name = r.get_string("name", m.name.empty() ? "custom model" : m.name);
   auto integer = [&](const char* key, std::int64_t& field, std::int64_t min, bool required) {
@@ -207,6 +220,13 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
   integer("vocab_size", m.vocab_size, 1, true);
   integer("make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1, false);
   integer("seq_length", m.seq_length, 1, true);
+  if (window && *window < m.seq_length) {
+    // Attention over a window shorter than the sequence costs less than the full causal
+    // attention trainsim prices: refused rather than overcharged.
+    throw InputError(hf_config_file, "/sliding_window",
+                     "sliding-window attention (a window of " + std::to_string(*window) + " tokens, shorter than seq_length " +
+                         std::to_string(m.seq_length) + ") is not modelled by trainsim");
+  }
   m.activation = static_cast<Activation>(r.get_choice("activation", static_cast<std::size_t>(m.activation), {"gelu", "swiglu", "squared_relu"}));
   m.normalization = static_cast<Normalization>(r.get_choice("normalization", static_cast<std::size_t>(m.normalization), {"layernorm", "rmsnorm"}));
   m.position_embedding_type = static_cast<PositionEmbedding>(

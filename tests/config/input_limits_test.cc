@@ -158,6 +158,35 @@ TEST_CASE("config/hf: routed experts under each family's key; architectures the 
   CHECK(error("{" + deepseek + ", \"n_shared_experts\": 0, \"first_k_dense_replace\": 0}") == "");
 }
 
+TEST_CASE("config/hf: a window shorter than the sequence is refused; Gemma's gated GeLU is priced as SwiGLU") {
+  auto model_of = [](const std::string& hf_text, int seq) {
+    const std::string hf = temp_file("hf_window.json", hf_text);
+    return temp_file("hf_window_model.json", "{\"hf_config\": \"" + hf + "\", \"seq_length\": " + std::to_string(seq) + "}");
+  };
+  // Mistral-7B-v0.1's config.json, abridged: a 4,096-token window.
+  const std::string mistral =
+      "{\"model_type\": \"mistral\", \"hidden_size\": 4096, \"num_hidden_layers\": 32, \"num_attention_heads\": 32, "
+      "\"num_key_value_heads\": 8, \"intermediate_size\": 14336, \"vocab_size\": 32000, \"hidden_act\": \"silu\", "
+      "\"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, \"sliding_window\": 4096, \"tie_word_embeddings\": false}";
+  CHECK(error_of([&] { config::load_model(model_of(mistral, 4096)); }) == "");
+  CHECK(tests::contains(error_of([&] { config::load_model(model_of(mistral, 8192)); }),
+                        "/sliding_window: sliding-window attention (a window of 4096 tokens, shorter than seq_length 8192) is not modelled"));
+  // Qwen2 names a window it does not use.
+  const std::string qwen2 =
+      "{\"model_type\": \"qwen2\", \"hidden_size\": 3584, \"num_hidden_layers\": 28, \"num_attention_heads\": 28, "
+      "\"num_key_value_heads\": 4, \"intermediate_size\": 18944, \"vocab_size\": 152064, \"hidden_act\": \"silu\", "
+      "\"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"sliding_window\": 4096, \"use_sliding_window\": false}";
+  CHECK(error_of([&] { config::load_model(model_of(qwen2, 8192)); }) == "");
+  // Gemma-7B's config.json, abridged: gelu_pytorch_tanh on a gated MLP, embeddings tied by default.
+  const models::ModelSpec gemma = config::load_model(model_of(
+      "{\"model_type\": \"gemma\", \"hidden_size\": 3072, \"num_hidden_layers\": 28, \"num_attention_heads\": 16, "
+      "\"num_key_value_heads\": 16, \"head_dim\": 256, \"intermediate_size\": 24576, \"vocab_size\": 256000, "
+      "\"hidden_act\": \"gelu_pytorch_tanh\", \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000.0}", 8192));
+  CHECK(gemma.activation == models::Activation::kSwiglu);
+  CHECK_FALSE(gemma.untie_embeddings_and_output_weights);
+  CHECK(static_cast<double>(gemma.total_parameters(1)) == doctest::Approx(8.54e9).epsilon(0.01));
+}
+
 TEST_CASE("config/limits: every shipped preset loads (a file never resolves to itself)") {
   for (const std::string& name : config::preset_names("models")) {
     CAPTURE(name);
