@@ -118,11 +118,21 @@ std::optional<std::int64_t> read_hf_config(const std::string& file, ModelSpec& m
     }
     return v->get<double>();
   };
+  // Configs of models trainsim has no lowering for, named at the key that says so.
+  if (flag("is_encoder_decoder", false)) {
+    throw InputError(file, "/is_encoder_decoder", "an encoder-decoder model is not modelled by trainsim (decoder-only Transformers are)");
+  }
+  if (find("text_config") != nullptr && find("hidden_size") == nullptr) {
+    throw InputError(file, "/text_config", "a multimodal config: give its language model's config (the text_config object) as its own file");
+  }
   m.name = text("_name_or_path", text("model_type", "hf model"));
   m.hidden_size = num({"hidden_size", "n_embd", "d_model"}, -1, "hidden_size");
   m.num_layers = num({"num_hidden_layers", "n_layer"}, -1, "num_layers");
   m.num_attention_heads = num({"num_attention_heads", "n_head"}, -1, "num_attention_heads");
-  m.num_query_groups = num({"num_key_value_heads"}, m.num_attention_heads, "num_query_groups");
+  // Key/value heads: num_key_value_heads, Falcon's num_kv_heads / n_head_kv, or its multi_query
+  // flag (one shared head).
+  m.num_query_groups = num({"num_key_value_heads", "num_kv_heads", "n_head_kv"}, flag("multi_query", false) ? 1 : m.num_attention_heads,
+                           "num_query_groups");
   m.kv_channels = num({"head_dim"}, std::max<std::int64_t>(1, m.hidden_size / m.num_attention_heads), "kv_channels");
   m.ffn_hidden_size = num({"intermediate_size", "n_inner"}, std::min(4 * m.hidden_size, model_limit("ffn_hidden_size")), "ffn_hidden_size");
   m.vocab_size = num({"vocab_size"}, -1, "vocab_size");
@@ -139,7 +149,7 @@ std::optional<std::int64_t> read_hf_config(const std::string& file, ModelSpec& m
                       doc.contains("rope_parameters");
   m.position_embedding_type = rotary ? PositionEmbedding::kRope : PositionEmbedding::kLearnedAbsolute;
   m.untie_embeddings_and_output_weights = !flag("tie_word_embeddings", gemma || !rms);
-  m.add_bias_linear = flag("attention_bias", !rms) || flag("mlp_bias", false);
+  m.add_bias_linear = flag("attention_bias", flag("bias", !rms)) || flag("mlp_bias", false);  // "bias": Falcon
   m.hidden_dropout = fraction("hidden_dropout", fraction("resid_pdrop", 0.0));
   m.attention_dropout = fraction("attention_dropout", fraction("attn_pdrop", 0.0));
   // Parts of an architecture the lowering has no tasks for: refused, not priced as something else.

@@ -158,7 +158,7 @@ TEST_CASE("config/hf: routed experts under each family's key; architectures the 
   CHECK(error("{" + deepseek + ", \"n_shared_experts\": 0, \"first_k_dense_replace\": 0}") == "");
 }
 
-TEST_CASE("config/hf: a window shorter than the sequence is refused; Gemma's gated GeLU is priced as SwiGLU") {
+TEST_CASE("config/hf: short windows, encoder-decoders and multimodal wrappers refused; Gemma's MLP, Falcon's heads and bias read") {
   auto model_of = [](const std::string& hf_text, int seq) {
     const std::string hf = temp_file("hf_window.json", hf_text);
     return temp_file("hf_window_model.json", "{\"hf_config\": \"" + hf + "\", \"seq_length\": " + std::to_string(seq) + "}");
@@ -185,6 +185,21 @@ TEST_CASE("config/hf: a window shorter than the sequence is refused; Gemma's gat
   CHECK(gemma.activation == models::Activation::kSwiglu);
   CHECK_FALSE(gemma.untie_embeddings_and_output_weights);
   CHECK(static_cast<double>(gemma.total_parameters(1)) == doctest::Approx(8.54e9).epsilon(0.01));
+  // Falcon-7B's config.json, abridged: multi-query attention under its own flag.
+  const models::ModelSpec falcon = config::load_model(model_of(
+      "{\"model_type\": \"falcon\", \"hidden_size\": 4544, \"num_hidden_layers\": 32, \"num_attention_heads\": 71, "
+      "\"multi_query\": true, \"vocab_size\": 65024, \"parallel_attn\": true, \"bias\": false}", 2048));
+  CHECK(falcon.num_query_groups == 1);
+  CHECK_FALSE(falcon.add_bias_linear);
+  CHECK(config::load_model(model_of("{\"hidden_size\": 8192, \"num_hidden_layers\": 60, \"num_attention_heads\": 128, "
+                                    "\"num_kv_heads\": 8, \"vocab_size\": 65024}", 2048)).num_query_groups == 8);
+  // What has no lowering is named at its key.
+  CHECK(tests::contains(error_of([&] { config::load_model(model_of("{\"model_type\": \"t5\", \"d_model\": 512, \"num_layers\": 6, "
+                                                                    "\"num_heads\": 8, \"vocab_size\": 32128, \"is_encoder_decoder\": true}", 512)); }),
+                        "/is_encoder_decoder: an encoder-decoder model is not modelled"));
+  CHECK(tests::contains(error_of([&] { config::load_model(model_of("{\"model_type\": \"llama4\", \"text_config\": {\"hidden_size\": 5120}, "
+                                                                    "\"vision_config\": {}}", 8192)); }),
+                        "/text_config: a multimodal config"));
 }
 
 TEST_CASE("config/limits: every shipped preset loads (a file never resolves to itself)") {
