@@ -161,7 +161,8 @@ std::optional<std::int64_t> read_hf_config(const std::string& file, ModelSpec& m
   }
   // Routed experts: Mixtral's num_local_experts, DeepSeek's n_routed_experts, Qwen-MoE's and
   // OLMoE's num_experts (0 in some dense configs).
-  const Json* experts = find("num_local_experts") ? find("num_local_experts") : find("n_routed_experts") ? find("n_routed_experts") : find("num_experts");
+  const Json* experts = nullptr;
+  for (const char* key : {"num_local_experts", "n_routed_experts", "num_experts"}) experts = experts != nullptr ? experts : find(key);
   if (experts != nullptr && !(experts->is_number_integer() && experts->get<std::int64_t>() == 0)) {
     m.num_experts = num({"num_local_experts", "n_routed_experts", "num_experts"}, 0, "num_experts");
     m.moe_router_topk = num({"num_experts_per_tok"}, std::min<std::int64_t>(2, m.num_experts), "moe_router_topk");
