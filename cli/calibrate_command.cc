@@ -18,6 +18,7 @@ struct CalibrateArgs {
   std::string base;
   std::string attention;
   std::vector<std::string> host_runs;
+  std::vector<std::string> check_runs;
   bool all_residuals = false;
   int jobs = 0;
 };
@@ -29,6 +30,7 @@ int run(const CalibrateArgs& a) {
   in.base = a.base;
   in.attention = a.attention;
   in.host_runs = a.host_runs;
+  in.check_runs = a.check_runs;
   in.jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const validate::CalibrationResult result = validate::calibrate(in);
   std::cout << validate::residuals_text(result, a.all_residuals);
@@ -53,6 +55,9 @@ void add_calibrate_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--attention", args->attention, "Attention implementation to fit (e.g. cudnn, flash_attention_2)");
   cmd->add_option("--host-runs", args->host_runs,
                   "Validation suites of small-model runs to fit the host time per task to (e.g. validate/suites/vtrain_a100.json)");
+  cmd->add_option("--check-runs", args->check_runs,
+                  "Validation suites of runs kept out of the fit: predicted with the finished calibration and recorded in "
+                  "its fit.checks (e.g. validate/suites/dgxc_gb200.json for b200)");
   cmd->add_flag("--all-residuals", args->all_residuals, "Print every point's residual (default: the ten largest per fit)");
   cmd->add_option("--jobs,-j", args->jobs, "Training-run cases simulated at once (default: one per CPU core)");
   cmd->footer("Example: trainsim calibrate validate/data/gemm_measurements.json -o h100.json\n"

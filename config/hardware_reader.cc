@@ -194,6 +194,22 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
       record.finish();
       c.accuracy = a;
     }
+    if (fit->contains("checks")) {
+      const Json& list = (*fit)["checks"];
+      if (!list.is_array()) r.fail("fit", "expected \"checks\" to be an array of suite checks");
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        ObjectReader record(list[i], file, "/fit/checks/" + std::to_string(i));
+        topo::ComputeCalibration::Check k;
+        k.suite = record.require_string("suite");
+        k.architecture = record.require_string("architecture");
+        k.cases = record.require_int("cases", 1, 1000000);
+        k.mape = record.require_double("mape", 0, 100);
+        k.max_abs_error = record.require_double("max_abs_error", 0, 1000);
+        k.mean_time_error = record.require_double("mean_time_error", -1, 1000);
+        record.finish();
+        c.checks.push_back(std::move(k));
+      }
+    }
   }
   r.finish();
   return c;

@@ -69,6 +69,15 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
                                      {"max_abs_error", tidy(a->max_abs_error)}};
     if (a->held_out_mape) j["calibration_accuracy"]["held_out_mape"] = tidy(*a->held_out_mape);
   }
+  for (const topo::ComputeCalibration::Check& k : s.cluster.gpu.calibration.checks) {
+    if (k.architecture != topo::to_string(s.cluster.gpu.architecture)) continue;
+    j["calibration_accuracy"]["checks"].push_back(Json{{"suite", k.suite},
+                                                       {"architecture", k.architecture},
+                                                       {"cases", k.cases},
+                                                       {"mape", tidy(k.mape)},
+                                                       {"max_abs_error", tidy(k.max_abs_error)},
+                                                       {"mean_time_error", tidy(k.mean_time_error)}});
+  }
   j["num_gpus"] = s.num_gpus();
   j["data_parallel_size"] = w.data_parallel_size;
   j["parallelism"] = Json{{"tensor_model_parallel_size", s.parallel.tensor_model_parallel_size},
@@ -175,6 +184,15 @@ std::string summary_text(const RunResult& r) {
     if (a->held_out_mape) o << ", " << fmt("%.1f%%", 100 * *a->held_out_mape) << " on model families left out of the fit";
     if (a->architecture != topo::to_string(s.cluster.gpu.architecture)) o << "; none on this GPU's architecture yet";
     o << "\n";
+  }
+  for (const topo::ComputeCalibration::Check& k : s.cluster.gpu.calibration.checks) {
+    // Runs of this GPU's architecture that no fit read, predicted when the calibration was written.
+    if (k.architecture != topo::to_string(s.cluster.gpu.architecture)) continue;
+    std::string arch = k.architecture;
+    if (!arch.empty()) arch[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(arch[0])));
+    o << "  checked on            " << k.cases << " " << arch << " runs in no fit (" << k.suite << "): " << fmt("%.1f%%", 100 * k.mape)
+      << " (largest " << fmt("%.0f%%", 100 * k.max_abs_error) << "), predictions " << fmt("%.0f%%", 100 * std::abs(k.mean_time_error))
+      << (k.mean_time_error < 0 ? " fast" : " slow") << " on average\n";
   }
   o << "  throughput            " << fmt("%.0f tokens/s", r.tokens_per_s) << " (" << fmt("%.0f", r.tokens_per_s / static_cast<double>(s.num_gpus()))
     << " per GPU)\n";

@@ -118,6 +118,18 @@ struct ComputeCalibration {
     bool operator==(const Accuracy&) const = default;
   };
   std::optional<Accuracy> accuracy;
+  // Suites of runs no fit read, predicted with this calibration when it was written (the file's
+  // fit.checks record): what a prediction on their architecture is worth.
+  struct Check {
+    std::string suite;         // file name
+    std::string architecture;  // of the runs
+    std::int64_t cases = 0;
+    double mape = 0;
+    double max_abs_error = 0;
+    double mean_time_error = 0;  // mean (predicted - measured) / measured time: < 0, predictions fast
+    bool operator==(const Check&) const = default;
+  };
+  std::vector<Check> checks;
   std::string source;                      // where these numbers were fitted from
   bool operator==(const ComputeCalibration&) const = default;
 };

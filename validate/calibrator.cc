@@ -15,6 +15,7 @@
 #include "validate/host_fit.h"
 #include "validate/ring_fit.h"
 #include "validate/suite.h"
+#include "validate/validation_report.h"
 
 namespace trainsim::validate {
 
@@ -449,6 +450,58 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
       out.fit["host"] = record;
     }
     out.reports.push_back(std::move(fit.report));
+  }
+  // Checks: runs no fit read, predicted with the finished calibration. A base calibration's
+  // checks were made with other parameters: dropped, never carried over.
+  out.fit.erase("checks");
+  if (!in.check_runs.empty()) {
+    Json checks = Json::array();
+    const std::string arch = topo::to_string(out.gpu.architecture);
+    for (const std::string& file : in.check_runs) {
+      const Suite all = read_suite(file);
+      Suite priced;
+      priced.file = all.file;
+      for (const Case& c : all.cases) {
+        if (c.scenario.cluster.gpu.architecture != out.gpu.architecture) continue;
+        Case copy = c;
+        copy.scenario.cluster.gpu.calibration = cal;
+        priced.cases.push_back(std::move(copy));
+      }
+      FitReport report;
+      report.part = "check on " + base_name(file) + " (" + arch + " runs in no fit)";
+      if (priced.cases.empty()) {
+        report.notes.push_back("no case runs on this GPU's architecture: nothing recorded");
+        out.reports.push_back(std::move(report));
+        continue;
+      }
+      ValidateOptions options;
+      options.jobs = in.jobs;
+      const ValidationReport r = validate_suite(priced, options);
+      std::vector<double> predicted, measured;
+      double signed_sum = 0;
+      for (const CaseResult& c : r.cases) {
+        const MetricResult& m = c.metrics.front();
+        predicted.push_back(time_like(m.metric, m.predicted));
+        measured.push_back(time_like(m.metric, m.measured));
+        signed_sum += predicted.back() / measured.back() - 1;
+        report.residuals.push_back(KernelResidual{c.id + " " + to_string(m.metric), m.measured, m.predicted, m.error});
+      }
+      report.fitted = true;
+      report.errors = summarize(predicted, measured);
+      const double mean = signed_sum / static_cast<double>(predicted.size());
+      report.notes.push_back("predicted with this calibration, nothing fitted: mean time error " + pct(mean) +
+                             (mean < 0 ? " (predictions fast)" : " (predictions slow)"));
+      Json record;
+      record["suite"] = base_name(file);
+      record["architecture"] = arch;
+      record["cases"] = predicted.size();
+      record["mape"] = r4(report.errors.mape);
+      record["max_abs_error"] = r4(report.errors.max_abs_error);
+      record["mean_time_error"] = r4(mean);
+      checks.push_back(record);
+      out.reports.push_back(std::move(report));
+    }
+    if (!checks.empty()) out.fit["checks"] = checks;
   }
   cal.source = source_line(out.gpu_preset, out.fit);
   out.gpu.calibration = cal;

@@ -31,6 +31,9 @@ struct CalibrationInputs {
   // Suites whose measured iterations fit the host time per task (runs of small models; see
   // validate/host_fit.h), after the sustained fraction.
   std::vector<std::string> host_runs;
+  // Suites of runs kept out of every fit, predicted with the finished calibration and recorded in
+  // its fit.checks (what a prediction on their architecture is worth; `trainsim run` prints it).
+  std::vector<std::string> check_runs;
 };
 
 struct CalibrationResult {

@@ -179,9 +179,12 @@ validate::ErrorSummary gemm_calibration_errors(const topo::GpuSpec& gpu, const s
 }
 
 // `trainsim calibrate FILE` (over the GPU's own calibration as base) writes `shipped` byte for byte.
-void check_refit_reproduces(const std::string& file, const std::string& gpu_preset, const std::string& shipped) {
+void check_refit_reproduces(const std::string& file, const std::string& gpu_preset, const std::string& shipped,
+                            const std::vector<std::string>& check_runs = {}) {
   validate::CalibrationInputs in;
   in.files = {file};
+  in.check_runs = check_runs;
+  in.jobs = 2;
   const validate::CalibrationResult r = validate::calibrate(in);
   CHECK(r.gpu_preset == gpu_preset);
   const std::string written = validate::calibration_json(r).dump(2) + "\n";
@@ -202,8 +205,10 @@ TEST_CASE("validate/calibrate: refitting the GEMMs of the shipped sweep reproduc
 
 TEST_CASE("validate/calibrate: refitting the GEMMs of XLA's B200 table reproduces scenarios/calibration/b200.json byte for byte") {
   // Only the GEMMs are B200 measurements; the rest stays as the file holds it (the H100 fit,
-  // transferred), which is what a refit over its own base keeps.
-  check_refit_reproduces(kB200GemmFile, "b200", "scenarios/calibration/b200.json");
+  // transferred), which is what a refit over its own base keeps. The GB200 suite is the file's
+  // check (fit.checks), predicted anew.
+  check_refit_reproduces(kB200GemmFile, "b200", "scenarios/calibration/b200.json",
+                         {testing::source_path("validate/suites/dgxc_gb200.json")});
 }
 
 TEST_CASE("validate/calibration: the shipped B200 GEMM calibration reproduces XLA's sm_100 table (MAPE <= 10% over >= 1 GFLOP)") {
