@@ -191,7 +191,7 @@ std::string summary_text(const RunResult& r) {
     std::string arch = k.architecture;
     if (!arch.empty()) arch[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(arch[0])));
     o << "  checked on            " << k.cases << " " << arch << " runs in no fit (" << k.suite << "): " << fmt("%.1f%%", 100 * k.mape)
-      << " (largest " << fmt("%.0f%%", 100 * k.max_abs_error) << "), predictions " << fmt("%.0f%%", 100 * std::abs(k.mean_time_error))
+      << " (largest " << fmt("%.0f%%", 100 * k.max_abs_error) << "), predictions " << fmt("%.1f%%", 100 * std::abs(k.mean_time_error))
       << (k.mean_time_error < 0 ? " fast" : " slow") << " on average\n";
   }
   o << "  throughput            " << fmt("%.0f tokens/s", r.tokens_per_s) << " (" << fmt("%.0f", r.tokens_per_s / static_cast<double>(s.num_gpus()))
