@@ -22,6 +22,12 @@ double tidy(double x) {
   return std::strtod(buf, nullptr);
 }
 
+// "hopper" -> "Hopper": an architecture name in a sentence.
+std::string capitalized(std::string name) {
+  if (!name.empty()) name[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(name[0])));
+  return name;
+}
+
 Json breakdown_json(const TimeBreakdown& b) {
   Json j;
   j["compute_s"] = tidy(b.compute_s);
@@ -177,8 +183,7 @@ std::string summary_text(const RunResult& r) {
   o << "  iteration time        " << fmt("%.3f s", r.iteration_time_s) << "\n";
   if (const auto& a = s.cluster.gpu.calibration.accuracy) {
     // The error this calibration made on the published runs it was fitted to.
-    std::string arch = a->architecture;
-    if (!arch.empty()) arch[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(arch[0])));
+    const std::string arch = capitalized(a->architecture);
     o << "  typical error         " << fmt("%.1f%%", 100 * a->mape) << " on the " << a->cases << " published " << arch
       << " runs the calibration was fitted to (largest " << fmt("%.0f%%", 100 * a->max_abs_error) << ")";
     if (a->held_out_mape) o << ", " << fmt("%.1f%%", 100 * *a->held_out_mape) << " on model families left out of the fit";
@@ -188,9 +193,7 @@ std::string summary_text(const RunResult& r) {
   for (const topo::ComputeCalibration::Check& k : s.cluster.gpu.calibration.checks) {
     // Runs of this GPU's architecture that no fit read, predicted when the calibration was written.
     if (k.architecture != topo::to_string(s.cluster.gpu.architecture)) continue;
-    std::string arch = k.architecture;
-    if (!arch.empty()) arch[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(arch[0])));
-    o << "  checked on            " << k.cases << " " << arch << " runs in no fit (" << k.suite << "): " << fmt("%.1f%%", 100 * k.mape)
+    o << "  checked on            " << k.cases << " " << capitalized(k.architecture) << " runs in no fit (" << k.suite << "): " << fmt("%.1f%%", 100 * k.mape)
       << " (largest " << fmt("%.0f%%", 100 * k.max_abs_error) << "), predictions " << fmt("%.1f%%", 100 * std::abs(k.mean_time_error))
       << (k.mean_time_error < 0 ? " fast" : " slow") << " on average\n";
   }

@@ -15,6 +15,7 @@
 #include "validate/host_fit.h"
 #include "validate/ring_fit.h"
 #include "validate/suite.h"
+#include "validate/sustained_fit.h"
 #include "validate/validation_report.h"
 
 namespace trainsim::validate {
@@ -458,15 +459,7 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
     Json checks = Json::array();
     const std::string arch = topo::to_string(out.gpu.architecture);
     for (const std::string& file : in.check_runs) {
-      const Suite all = read_suite(file);
-      Suite priced;
-      priced.file = all.file;
-      for (const Case& c : all.cases) {
-        if (c.scenario.cluster.gpu.architecture != out.gpu.architecture) continue;
-        Case copy = c;
-        copy.scenario.cluster.gpu.calibration = cal;
-        priced.cases.push_back(std::move(copy));
-      }
+      const Suite priced = with_calibration(read_suite(file), out.gpu.architecture, cal, cal.sustained_fraction);
       FitReport report;
       report.part = "check on " + base_name(file) + " (" + arch + " runs in no fit)";
       if (priced.cases.empty()) {

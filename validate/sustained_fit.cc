@@ -10,12 +10,8 @@
 
 namespace trainsim::validate {
 
-namespace {
-
-// The suite restricted to `architecture` (and to `family`, when given), every case priced with
-// `calibration` at `fraction`.
 Suite with_calibration(const Suite& suite, topo::Architecture architecture, topo::ComputeCalibration calibration,
-                       double fraction, const std::optional<std::string>& family = std::nullopt) {
+                       double fraction, const std::optional<std::string>& family) {
   calibration.sustained_fraction = fraction;
   Suite out;
   out.file = suite.file;
@@ -28,6 +24,8 @@ Suite with_calibration(const Suite& suite, topo::Architecture architecture, topo
   }
   return out;
 }
+
+namespace {
 
 // Time-like view of a case's first metric, predicted and measured.
 double predicted_time_like(const MetricResult& m) { return time_like(m.metric, m.predicted); }

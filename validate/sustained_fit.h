@@ -66,6 +66,11 @@ struct SustainedFitOptions {
 SustainedFit fit_sustained_fraction(const Suite& suite, topo::Architecture architecture,
                                     const topo::ComputeCalibration& calibration, const SustainedFitOptions& options);
 
+// The suite restricted to `architecture` (and to `family`, when given), every case priced with
+// `calibration` at `fraction`.
+Suite with_calibration(const Suite& suite, topo::Architecture architecture, topo::ComputeCalibration calibration,
+                       double fraction, const std::optional<std::string>& family = std::nullopt);
+
 // `c` with its in-training attention scale (FP8 GEMM scale) set to `scale`.
 topo::ComputeCalibration scale_attention(topo::ComputeCalibration c, double scale);
 topo::ComputeCalibration scale_fp8(topo::ComputeCalibration c, double scale);

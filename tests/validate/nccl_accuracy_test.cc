@@ -53,6 +53,23 @@ int gpus_per_thread_of(const config::Json& record) {
   return 1;
 }
 
+// A measurement record's rows (bytes and time; the in-place time where given) as an nccl-tests
+// log; rows without both numbers are skipped.
+validate::NcclTestsLog log_of(const config::Json& record) {
+  validate::NcclTestsLog log;
+  for (const config::Json& r : record["rows"]) {
+    if (!r.contains("bytes") || !r["bytes"].is_number() || !r.contains("time_us") || !r["time_us"].is_number()) continue;
+    validate::NcclTestsRow row;
+    row.bytes = r["bytes"].get<std::int64_t>();
+    row.out_of_place = validate::NcclTestsPlacement{r["time_us"].get<double>(), 0, 0};
+    if (r.contains("inplace_time_us") && r["inplace_time_us"].is_number()) {
+      row.in_place = validate::NcclTestsPlacement{r["inplace_time_us"].get<double>(), 0, 0};
+    }
+    log.rows.push_back(row);
+  }
+  return log;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -68,19 +85,7 @@ TEST_CASE(
   REQUIRE(data.is_array());
   for (const config::Json& record : data) {
     if (text_field(record, "collective") != "all_reduce" || !record.contains("rows")) continue;
-    validate::NcclTestsLog log;
-    for (const config::Json& r : record["rows"]) {
-      if (!r.contains("bytes") || !r["bytes"].is_number() || !r.contains("time_us") ||
-          !r["time_us"].is_number())
-        continue;
-      validate::NcclTestsRow row;
-      row.bytes = r["bytes"].get<std::int64_t>();
-      row.out_of_place = validate::NcclTestsPlacement{r["time_us"].get<double>(), 0, 0};
-      if (r.contains("inplace_time_us") && r["inplace_time_us"].is_number()) {
-        row.in_place = validate::NcclTestsPlacement{r["inplace_time_us"].get<double>(), 0, 0};
-      }
-      log.rows.push_back(row);
-    }
+    const validate::NcclTestsLog log = log_of(record);
     if (log.rows.empty()) continue;  // summary points, not a sweep
     const std::string id = record["id"].get<std::string>();
     const std::string preset = preset_of(record);
@@ -164,13 +169,8 @@ TEST_CASE("validate/nccl accuracy: GB200 NVL72 collectives of 4-64 GPUs in one N
     INFO("dataset " << id);
     bool p2p = false;
     const auto kind = validate::collective_of_test(record["collective"].get<std::string>(), id, &p2p);
-    validate::NcclTestsLog log;
-    for (const config::Json& r : record["rows"]) {
-      validate::NcclTestsRow row;
-      row.bytes = r["bytes"].get<std::int64_t>();
-      row.out_of_place = validate::NcclTestsPlacement{r["time_us"].get<double>(), 0, 0};
-      log.rows.push_back(row);
-    }
+    const validate::NcclTestsLog log = log_of(record);
+    REQUIRE(log.rows.size() == record["rows"].size());
     const int gpus = record["n_gpus"].get<int>();
     const topo::GroupShape shape{gpus, 1, gpus, std::min(gpus, cluster.inter_node.nics_per_node)};
     double large = 0, mid_min = 0, mid_max = 0;
