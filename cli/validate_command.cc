@@ -30,8 +30,11 @@ int run_suite(const ValidateArgs& a) {
   if (a.suite.empty()) {
     throw InputError("validate", "", "expected a suite file (trainsim validate SUITE.json) or a subcommand (see --help)");
   }
-  const validate::Suite suite = validate::read_suite(a.suite, a.only);
+  // A case that cannot be read or simulated does not hide the others: every other case is
+  // predicted and reported, the bad ones are listed, and the exit code is still 2.
+  const validate::Suite suite = validate::read_suite(a.suite, a.only, validate::OnCaseError::kRecord);
   validate::ValidateOptions options;
+  options.record_failures = true;
   options.jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (isatty(STDERR_FILENO)) {
     options.progress = [](std::size_t done, std::size_t total) {
@@ -44,7 +47,11 @@ int run_suite(const ValidateArgs& a) {
   if (!a.json.empty()) {
     write_output(a.json, [&](std::ostream& o) { o << validate::to_json(report).dump(2) << "\n"; });
   }
-  return 0;
+  if (report.failed.empty()) return 0;
+  std::cerr << "trainsim: error: " << report.failed.size() << " of " << report.failed.size() + report.cases.size()
+            << " cases could not be predicted:\n";
+  for (const validate::FailedCase& f : report.failed) std::cerr << "  " << f.error << "\n";
+  return 2;
 }
 
 struct KinetoArgs {

@@ -1,11 +1,13 @@
 #include "config/json_reader.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <vector>
 
 namespace trainsim::config {
 
@@ -307,6 +309,37 @@ void ObjectReader::fail(const std::string& key, const std::string& message) cons
 
 namespace {
 
+// Levenshtein distance, for naming the likely typo of a missing key.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+void ObjectReader::fail_missing(const std::string& key, const std::string& want) const {
+  std::string message = "missing; expected " + want;
+  for (auto it = value_->begin(); it != value_->end(); ++it) {
+    if (key.size() > 3 && edit_distance(it.key(), key) <= 2) {
+      message += " (the section has \"" + it.key() + "\": a misspelling?)";
+      break;
+    }
+  }
+  fail(key, message);
+}
+
+namespace {
+
 std::string range_text(double min, double max) {
   std::ostringstream s;
   s.precision(12);
@@ -325,7 +358,7 @@ std::int64_t ObjectReader::require_int(const std::string& key, std::int64_t min,
   used_.insert(key);
   const Json* v = lookup(key);
   const std::string want = "an integer" + range_text(static_cast<double>(min), max == INT64_MAX ? std::numeric_limits<double>::infinity() : static_cast<double>(max));
-  if (v == nullptr) fail(key, "missing; expected " + want);
+  if (v == nullptr) fail_missing(key, want);
   std::int64_t out = 0;
   if (v->is_number_integer()) {
     if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
@@ -362,7 +395,7 @@ double ObjectReader::require_double(const std::string& key, double min, double m
   used_.insert(key);
   const Json* v = lookup(key);
   const std::string want = "a number" + range_text(min, max);
-  if (v == nullptr) fail(key, "missing; expected " + want);
+  if (v == nullptr) fail_missing(key, want);
   if (!v->is_number()) fail(key, "expected " + want + ", got " + describe(*v));
   const double d = v->get<double>();
   if (!std::isfinite(d) || d < min || d > max) fail(key, "expected " + want + ", got " + describe(*v));
@@ -395,7 +428,7 @@ bool ObjectReader::get_bool(const std::string& key, bool fallback) {
 std::string ObjectReader::require_string(const std::string& key) {
   used_.insert(key);
   const Json* v = lookup(key);
-  if (v == nullptr) fail(key, "missing; expected a string");
+  if (v == nullptr) fail_missing(key, "a string");
   if (!v->is_string()) fail(key, "expected a string, got " + describe(*v));
   return v->get<std::string>();
 }

@@ -88,6 +88,8 @@ class ObjectReader {
 
  private:
   const Json* lookup(const std::string& key) const;
+  // "missing; expected WANT", naming a key of the section that looks like a misspelling of it.
+  [[noreturn]] void fail_missing(const std::string& key, const std::string& want) const;
   const Json* value_;
   std::string file_, path_;
   const Json* base_ = nullptr;

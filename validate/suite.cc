@@ -98,7 +98,7 @@ std::vector<std::string> families_of(const std::vector<Case>& cases) {
   return families;
 }
 
-Suite read_suite(const std::string& file, const std::string& only) {
+Suite read_suite(const std::string& file, const std::string& only, OnCaseError on_error) {
   const Json doc = config::read_json_file(file);
   ObjectReader r(doc, file, "");
   r.allow({"sources"});
@@ -113,13 +113,22 @@ Suite read_suite(const std::string& file, const std::string& only) {
   for (std::size_t i = 0; i < cases->size(); ++i) {
     const std::string path = config::join_path("/cases", i);
     const Json& value = (*cases)[i];
+    std::string id = path;
     // Ids are checked on every case, even those filtered out, so a suite is valid as a whole.
     if (value.is_object() && value.contains("id") && value["id"].is_string()) {
-      const std::string id = value["id"].get<std::string>();
+      id = value["id"].get<std::string>();
       if (!ids.insert(id).second) throw InputError(file, config::join_path(path, "id"), "duplicate case id \"" + id + "\"");
       if (!only.empty() && id.find(only) == std::string::npos) continue;
     }
-    s.cases.push_back(read_case(value, file, path));
+    if (on_error == OnCaseError::kThrow) {
+      s.cases.push_back(read_case(value, file, path));
+      continue;
+    }
+    try {
+      s.cases.push_back(read_case(value, file, path));
+    } catch (const InputError& e) {
+      s.failed.push_back(FailedCase{id.empty() ? path : id, e.what()});
+    }
   }
   if (const Json* excluded = r.raw("excluded")) {
     if (!excluded->is_array()) r.fail("excluded", "expected an array of {\"id\", \"reason\"} objects");
@@ -132,7 +141,7 @@ Suite read_suite(const std::string& file, const std::string& only) {
     }
   }
   r.finish();
-  if (s.cases.empty()) throw InputError(file, "/cases", "no case id contains \"" + only + "\"");
+  if (s.cases.empty() && s.failed.empty()) throw InputError(file, "/cases", "no case id contains \"" + only + "\"");
   return s;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Suite: a validation suite file (DESIGN.md): cases, each a scenario (inline or a file) with the
 // values measured on real hardware and the source they come from. Read and validated once; any
-// problem is an InputError naming the file and the JSON path.
+// problem is an InputError naming the file and the JSON path (or, on request, a failed case).
 //
 // { "description": "...",
 //   "cases": [ { "id": "...", "source": "...", "family": "gpt", "notes": ["assumption", ...],
@@ -45,17 +45,30 @@ struct ExcludedCase {
   std::string reason;
 };
 
+// A case that could not be read (or, in a validation report, predicted): its id (the JSON path of
+// the case when it has none) and the error, which names the file and the JSON path.
+struct FailedCase {
+  std::string id;
+  std::string error;
+};
+
 struct Suite {
   std::string file;
   std::string description;
   std::vector<Case> cases;
   std::vector<ExcludedCase> excluded;
+  std::vector<FailedCase> failed;  // cases that could not be read (OnCaseError::kRecord only)
 };
+
+// What read_suite does with a case it cannot read: throw its InputError (a fit needs every case),
+// or record it in Suite::failed and go on (validation reports the others). Errors in the suite
+// as a whole (not JSON, no cases, duplicate ids, bad exclusions) always throw.
+enum class OnCaseError : std::uint8_t { kThrow, kRecord };
 
 // The distinct families of `cases`, in order of first appearance.
 std::vector<std::string> families_of(const std::vector<Case>& cases);
 
 // Reads a suite. `only` keeps the cases whose id contains it (empty: all).
-Suite read_suite(const std::string& file, const std::string& only = "");
+Suite read_suite(const std::string& file, const std::string& only = "", OnCaseError on_error = OnCaseError::kThrow);
 
 }  // namespace trainsim::validate

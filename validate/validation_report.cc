@@ -10,6 +10,8 @@
 #include <sstream>
 #include <thread>
 
+#include "sim/error.h"
+
 namespace trainsim::validate {
 
 namespace {
@@ -126,6 +128,7 @@ ValidationReport validate_suite(const Suite& suite, const ValidateOptions& optio
   ValidationReport report;
   report.suite_file = suite.file;
   report.excluded = suite.excluded;
+  report.failed = suite.failed;
   const std::size_t n = suite.cases.size();
   std::vector<CaseResult> results(n);
   std::vector<std::exception_ptr> errors(n);
@@ -156,10 +159,18 @@ ValidationReport validate_suite(const Suite& suite, const ValidateOptions& optio
     for (int j = 0; j < jobs; ++j) threads.emplace_back(worker);
     for (std::thread& t : threads) t.join();
   }
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);  // the first failing case, in suite order
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!errors[i]) {
+      report.cases.push_back(std::move(results[i]));
+      continue;
+    }
+    try {
+      std::rethrow_exception(errors[i]);  // the first failing case, in suite order
+    } catch (const InputError& e) {
+      if (!options.record_failures) throw;
+      report.failed.push_back(FailedCase{suite.cases[i].id, e.what()});
+    }
   }
-  report.cases = std::move(results);
   report.summary = summarize_metrics(report.cases);
   std::map<std::string, std::vector<CaseResult>> by_family;
   for (const CaseResult& c : report.cases) by_family[c.family].push_back(c);
@@ -174,6 +185,7 @@ ValidationReport validate_suite(const Suite& suite, const ValidateOptions& optio
     e.spearman.reset();
     return e;
   };
+  if (report.cases.empty()) return report;
   report.primary.push_back(PrimarySummary{"", primary(report.cases)});
   if (by_family.size() > 1 || (by_family.size() == 1 && !by_family.begin()->first.empty())) {
     for (const auto& [family, cases] : by_family) report.primary.push_back(PrimarySummary{family, primary(cases)});
@@ -194,20 +206,23 @@ nlohmann::json to_json(const ValidationReport& r) {
   for (const FamilySummary& f : r.families) families[f.family.empty() ? "-" : f.family] = summary_json(f.metrics);
   nlohmann::json excluded = nlohmann::json::array();
   for (const ExcludedCase& e : r.excluded) excluded.push_back({{"id", e.id}, {"reason", e.reason}});
+  nlohmann::json failed = nlohmann::json::array();
+  for (const FailedCase& f : r.failed) failed.push_back({{"id", f.id}, {"error", f.error}});
   nlohmann::json primary = nlohmann::json::object();
   for (const PrimarySummary& p : r.primary) {
     primary[p.family.empty() ? "all" : p.family] = {{"n", p.errors.n}, {"mape", p.errors.mape}, {"max_abs_error", p.errors.max_abs_error}};
   }
   return {{"suite", r.suite_file}, {"cases", cases},         {"summary", summary_json(r.summary)},
-          {"families", families},  {"primary", primary},     {"excluded", excluded}};
+          {"families", families},  {"primary", primary},     {"excluded", excluded}, {"failed", failed}};
 }
 
 std::string to_text(const ValidationReport& r) {
   std::ostringstream o;
   o << "validation suite " << r.suite_file << ": " << r.cases.size() << " case" << (r.cases.size() == 1 ? "" : "s");
   if (!r.excluded.empty()) o << " (" << r.excluded.size() << " excluded)";
+  if (!r.failed.empty()) o << ", " << r.failed.size() << " more that could not be predicted (listed below)";
   o << "\n\n";
-  std::size_t id_width = 4;
+  std::size_t id_width = 6;
   std::vector<std::string> sources;  // numbered in order of first appearance
   for (const CaseResult& c : r.cases) {
     id_width = std::max(id_width, c.id.size() + 2);
@@ -241,6 +256,10 @@ std::string to_text(const ValidationReport& r) {
   for (const PrimarySummary& p : r.primary) {
     o << "  " << pad(p.family.empty() ? "all" : p.family, family_width) << pad("primary", 26) << rpad(std::to_string(p.errors.n), 5)
       << rpad(plain_percent(p.errors.mape), 9) << rpad(plain_percent(p.errors.max_abs_error), 10) << "\n";
+  }
+  if (!r.failed.empty()) {
+    o << "\n  could not be predicted (bad input; not in the summaries):\n";
+    for (const FailedCase& f : r.failed) o << "    " << f.id << ": " << f.error << "\n";
   }
   if (!r.excluded.empty()) {
     o << "\n  excluded:\n";

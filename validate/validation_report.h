@@ -58,10 +58,14 @@ struct ValidationReport {
   std::vector<FamilySummary> families;   // sorted by family name
   std::vector<PrimarySummary> primary;   // all cases first, then per family
   std::vector<ExcludedCase> excluded;
+  std::vector<FailedCase> failed;        // unreadable cases, then cases whose scenario is bad input
 };
 
 struct ValidateOptions {
   int jobs = 1;  // cases simulated at once
+  // A case whose simulation rejects its scenario (InputError) goes to ValidationReport::failed
+  // and out of the summaries instead of failing the suite.
+  bool record_failures = false;
   // Called after each case is simulated (from the calling thread), e.g. for progress.
   std::function<void(std::size_t done, std::size_t total)> progress;
 };

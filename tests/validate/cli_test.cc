@@ -31,6 +31,19 @@ TEST_CASE("cli validate: bad suites and missing arguments exit 2") {
   CHECK(contains(o.output, bad + ": /cases/0/source"));
   CHECK(run_trainsim("validate").code == 2);
   CHECK(run_trainsim("validate /nonexistent/suite.json").code == 2);
+  // One bad case does not hide the others: they are predicted and written, the bad one is named,
+  // and the exit code is 2.
+  const std::string mixed = testing::temp_file("cli_mixed_suite.json", R"({"cases": [
+    {"id": "good", "source": "s", "measured": {"mfu": 0.5}, "scenario": {"model": {"preset": "gpt3-1.7b"},
+     "training": {"micro_batch_size": 4, "global_batch_size": 32}, "cluster": {"preset": "dgx-a100-80gb", "num_nodes": 1}}},
+    {"id": "typo", "source": "s", "measured": {"mfu": 0.5}, "scenario": {"model": {"preset": "gpt3-1.7b"},
+     "training": {"micro_batch_sise": 4, "global_batch_size": 32}, "cluster": {"preset": "dgx-a100-80gb", "num_nodes": 1}}}]})");
+  const testing::Outcome m = run_trainsim("validate " + mixed + " --json -");
+  CHECK(m.code == 2);
+  CHECK(contains(m.output, mixed + ": /cases/1/scenario/training/micro_batch_size: missing; expected an integer in [1, "
+                                  "16777216] (the section has \"micro_batch_sise\": a misspelling?)"));
+  CHECK(contains(m.output, "1 of 2 cases could not be predicted"));
+  CHECK(contains(m.output, "\"id\": \"good\""));
 }
 
 TEST_CASE("cli validate kineto: compares a trace with the simulated rank; bad traces exit 2") {

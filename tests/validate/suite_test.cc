@@ -103,3 +103,31 @@ TEST_CASE("validate/ValidationReport: errors are (predicted - measured) / measur
   CHECK(j["summary"]["hardware_tflops_per_gpu"].contains("max_abs_error"));
   CHECK(contains(validate::to_text(r), "[1] test input"));
 }
+
+TEST_CASE("validate/Suite: on request, a case that cannot be read is recorded and the others kept") {
+  const std::string text = R"({"cases": [{"id": "good", "source": "s", "scenario": )" + kScenario +
+                           R"(, "measured": {"mfu": 0.5}}, {"id": "bad", "source": "s", "scenario": {"model": {"preset": "gpt3-1.7b"}},
+        "measured": {"mfu": 0.5}}, 7]})";
+  const std::string file = testing::temp_file("suite_record.json", text);
+  CHECK_THROWS_AS(validate::read_suite(file), InputError);  // the default: a fit needs every case
+  const validate::Suite s = validate::read_suite(file, "", validate::OnCaseError::kRecord);
+  REQUIRE(s.cases.size() == 1);
+  CHECK(s.cases[0].id == "good");
+  REQUIRE(s.failed.size() == 2);
+  CHECK(s.failed[0].id == "bad");
+  CHECK(contains(s.failed[0].error, file + ": /cases/1/scenario/cluster: missing"));
+  CHECK(s.failed[1].id == "/cases/2");  // no id to name it by
+  CHECK(contains(s.failed[1].error, "/cases/2"));
+  // Errors in the suite as a whole still throw.
+  CHECK_THROWS_AS(validate::read_suite(testing::temp_file("suite_record2.json", R"({"cases": 1})"), "",
+                                       validate::OnCaseError::kRecord),
+                  InputError);
+  // The report predicts the readable case, lists the other two and keeps them out of the summaries.
+  const validate::ValidationReport r = validate::validate_suite(s);
+  REQUIRE(r.cases.size() == 1);
+  REQUIRE(r.failed.size() == 2);
+  CHECK(r.summary.front().errors.n == 1);
+  const nlohmann::json j = validate::to_json(r);
+  CHECK(j["failed"][0]["id"] == "bad");
+  CHECK(contains(validate::to_text(r), "could not be predicted"));
+}
