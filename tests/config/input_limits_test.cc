@@ -117,7 +117,7 @@ TEST_CASE("config/limits: Hugging Face configs with wrong types are input errors
   CHECK(tests::contains(hf_error("[]"), "/: expected a Hugging Face config.json object"));
 }
 
-TEST_CASE("config/hf: routed experts under each family's key; architectures the lowering lacks are refused at their key") {
+TEST_CASE("config/hf: routed experts under each family's key, architectures the lowering lacks are refused at their key") {
   auto hf_model = [](const std::string& hf_text) {
     const std::string hf = temp_file("hf_moe.json", hf_text);
     return temp_file("hf_moe_model.json", "{\"hf_config\": \"" + hf + "\", \"seq_length\": 4096}");
@@ -158,7 +158,7 @@ TEST_CASE("config/hf: routed experts under each family's key; architectures the 
   CHECK(error("{" + deepseek + ", \"n_shared_experts\": 0, \"first_k_dense_replace\": 0}") == "");
 }
 
-TEST_CASE("config/hf: short windows, encoder-decoders and multimodal wrappers refused; Gemma's MLP, Falcon's heads and bias read") {
+TEST_CASE("config/hf: short windows, encoder-decoders and multimodal wrappers refused, Gemma's MLP, Falcon's heads and bias read") {
   auto model_of = [](const std::string& hf_text, int seq) {
     const std::string hf = temp_file("hf_window.json", hf_text);
     return temp_file("hf_window_model.json", "{\"hf_config\": \"" + hf + "\", \"seq_length\": " + std::to_string(seq) + "}");

@@ -98,7 +98,7 @@ TEST_CASE("validate/calibration: the shipped A100 ring is the fit to the shipped
   CHECK_FALSE(config::read_compute_calibration(testing::source_path("scenarios/calibration/h100.json")).intra_node_ring);
 }
 
-TEST_CASE("validate/read_ring_sweeps: nccl-tests logs count their devices; bad records name the row") {
+TEST_CASE("validate/read_ring_sweeps: nccl-tests logs count their devices, and bad records name the row") {
   const std::string log = testing::temp_file("ring_fit_log.txt", R"(# nThread 1 nGpus 1 minBytes 1048576 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20
 #
 # Using devices
