@@ -1,6 +1,7 @@
 #include "validate/suite.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <set>
 
@@ -28,6 +29,18 @@ std::vector<std::string> read_notes(ObjectReader& r) {
   return out;
 }
 
+// A case's family when it names none: the leading letters of its model's name, lower-cased
+// ("Llama-2 70B" -> "llama", "GPT-3 175B" -> "gpt", "Nemotron-4 340B" -> "nemotron"), so ranks are
+// still judged within a model family.
+std::string family_of_model(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    if (!std::isalpha(static_cast<unsigned char>(ch))) break;
+    out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  return out;
+}
+
 Case read_case(const Json& value, const std::string& file, const std::string& path) {
   ObjectReader r(value, file, path);
   r.allow({"description"});
@@ -51,6 +64,7 @@ Case read_case(const Json& value, const std::string& file, const std::string& pa
     if (p.is_relative()) p = std::filesystem::path(file).parent_path() / p;
     c.scenario = config::load_scenario(p.string());
   }
+  if (c.family.empty()) c.family = family_of_model(c.scenario.model.name);
   ObjectReader measured = r.object("measured");
   measured.allow({"description", "notes"});
   for (Metric m : kMetrics) {

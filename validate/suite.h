@@ -34,7 +34,8 @@ struct Measurement {
 struct Case {
   std::string id;
   std::string source;
-  std::string family;  // model family the case's ranking is judged in (may be empty)
+  std::string family;  // model family the case's ranking is judged in; when the file names none, the
+                       // leading letters of the model's name, lower-cased ("Llama-2 70B" -> "llama")
   std::vector<std::string> notes;
   config::Scenario scenario;
   std::vector<Measurement> measured;  // in kMetrics order

@@ -113,6 +113,7 @@ TEST_CASE("validate/Suite: on request, a case that cannot be read is recorded an
   const validate::Suite s = validate::read_suite(file, "", validate::OnCaseError::kRecord);
   REQUIRE(s.cases.size() == 1);
   CHECK(s.cases[0].id == "good");
+  CHECK(s.cases[0].family == "gpt");  // none given: from the model's name, "GPT 1.7B"
   REQUIRE(s.failed.size() == 2);
   CHECK(s.failed[0].id == "bad");
   CHECK(contains(s.failed[0].error, file + ": /cases/1/scenario/cluster: missing"));
