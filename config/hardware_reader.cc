@@ -408,7 +408,8 @@ topo::ClusterSpec read_cluster(const Json& section, const std::string& file, con
   // unless x86 AMD; the LL bandwidth row likewise): "arm" (Grace) behaves as "intel".
   static const char* const kVendors[] = {"intel", "amd", "arm"};
   c.cpu_vendor = kVendors[r.get_choice("cpu_vendor", 0, {"intel", "amd", "arm"})];
-  const std::string nccl = r.require_string("nccl_calibration");
+  // NCCL's own tuning constants unless the cluster names other ones.
+  const std::string nccl = r.get_string("nccl_calibration", "nccl.json");
   c.nccl = read_nccl_calibration(resolve_file(nccl, "calibration", r.file_of("nccl_calibration"), r.path_of("nccl_calibration")));
   if (r.has("calibration")) {
     const std::string cal = r.require_string("calibration");

@@ -135,3 +135,16 @@ TEST_CASE("config/Scenario: broken files are input errors, not crashes") {
     CHECK(tests::contains(e.what(), "is a directory"));
   }
 }
+
+TEST_CASE("config/Scenario: a cluster written out in full gets NCCL's own constants unless it names others") {
+  const std::string path = (std::filesystem::temp_directory_path() / "trainsim_scenario_explicit_cluster.json").string();
+  std::ofstream(path) << R"({"model": {"preset": "gpt3-1.7b"}, "training": {"micro_batch_size": 1, "global_batch_size": 8},
+    "cluster": {"gpu": "h100-sxm5-80gb", "gpus_per_node": 8, "num_nodes": 1,
+                "intra_node": {"fabric": "nvswitch", "bandwidth_GBps": 450},
+                "inter_node": {"nics_per_node": 8, "nic_bandwidth_Gbps": 400}}})";
+  const config::Scenario s = config::load_scenario(path);
+  const config::Scenario preset = config::load_scenario(tests::kDefaultScenario);  // dgx-a100-80gb: "nccl.json"
+  CHECK(s.cluster.nccl.base_latency_us == preset.cluster.nccl.base_latency_us);
+  CHECK(s.cluster.nccl.hw_latency_us == preset.cluster.nccl.hw_latency_us);
+  CHECK(s.cluster.nccl.net_overhead_us == preset.cluster.nccl.net_overhead_us);
+}
