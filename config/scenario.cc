@@ -50,6 +50,7 @@ constexpr ModelLimit kModelLimits[] = {
     {"num_experts", std::int64_t{1} << 14},          // DeepSeek-V3: 256 routed experts
     {"moe_router_topk", std::int64_t{1} << 14},
     {"moe_ffn_hidden_size", std::int64_t{1} << 22},
+    {"moe_shared_expert_intermediate_size", std::int64_t{1} << 22},
 };
 constexpr std::int64_t model_limit(const char* key) {
   for (const ModelLimit& l : kModelLimits) {
@@ -171,8 +172,17 @@ std::optional<std::int64_t> read_hf_config(const std::string& file, ModelSpec& m
       const Json* v = find(key);
       return v != nullptr && v->is_number() && v->get<double>() > 0;
     };
-    for (const char* key : {"n_shared_experts", "shared_expert_intermediate_size"}) {
-      if (positive(key)) unsupported(key, "a shared expert beside the routed ones");
+    // Shared experts: Qwen-MoE's shared_expert_intermediate_size (its sigmoid gate, one h-vector
+    // per layer, is left out), DeepSeek's n_shared_experts experts of moe_intermediate_size.
+    if (positive("shared_expert_intermediate_size")) {
+      m.moe_shared_expert_intermediate_size = num({"shared_expert_intermediate_size"}, 0, "moe_shared_expert_intermediate_size");
+    } else if (positive("n_shared_experts")) {
+      const std::int64_t n = num({"n_shared_experts"}, 0, "num_experts");
+      if (n > model_limit("moe_shared_expert_intermediate_size") / std::max<std::int64_t>(1, m.moe_ffn_hidden_size)) {
+        throw InputError(file, "/n_shared_experts", "n_shared_experts x moe_intermediate_size exceeds " +
+                                                        std::to_string(model_limit("moe_shared_expert_intermediate_size")));
+      }
+      m.moe_shared_expert_intermediate_size = n * m.moe_ffn_hidden_size;
     }
     // Every layer's MLP is the MoE one: DeepSeek's first_k_dense_replace, Qwen-MoE's
     // decoder_sparse_step and mlp_only_layers, moe_layer_freq would mix in dense layers.
@@ -249,6 +259,10 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
   integer("num_experts", m.num_experts, 0, false);
   integer("moe_router_topk", m.moe_router_topk, 1, false);
   integer("moe_ffn_hidden_size", m.moe_ffn_hidden_size, 0, false);
+  integer("moe_shared_expert_intermediate_size", m.moe_shared_expert_intermediate_size, 0, false);
+  if (m.moe_shared_expert_intermediate_size > 0 && m.num_experts == 0) {
+    origins.fail("model.moe_shared_expert_intermediate_size", "a shared expert needs a mixture-of-experts model (num_experts > 0)");
+  }
   if (m.kv_channels == 0 && m.hidden_size % m.num_attention_heads != 0) {
     origins.fail("model.num_attention_heads", "expected a divisor of hidden_size (" + std::to_string(m.hidden_size) +
                                                   ") or an explicit kv_channels, got " + std::to_string(m.num_attention_heads));
@@ -441,13 +455,14 @@ double check_magnitudes(const Scenario& s, const Origins& o) {
   const double experts = dbl(m.num_experts), topk = m.is_moe() ? dbl(m.moe_router_topk) : 1.0;
   const double ffn = dbl(m.is_moe() ? m.expert_ffn_hidden() : m.ffn_hidden_size);
   const double fc1 = m.gated() ? 2 * ffn : ffn;
+  const double shared = dbl(m.shared_expert_ffn_hidden()), shared_fc1 = m.gated() ? 2 * shared : shared;
   const double multiple = dbl(m.make_vocab_size_divisible_by) * tp;
   const double vocab = std::ceil(dbl(m.vocab_size) / multiple) * multiple;
   const double b = dbl(t.micro_batch_size), seq = dbl(m.seq_length) / cp, tokens = b * seq;
   // Per token and layer, every activation, gradient and routed copy the lowering forms (16 bytes
   // per element bounds every data type and fp32 statistics); plus the score matrix when the
   // attention is unfused.
-  const double per_token = h * (8 + 4 * topk) + 4 * (heads + 2 * groups) * d / tp + 4 * fc1 * topk / tp + 2 * vocab / tp + 4 * experts;
+  const double per_token = h * (8 + 4 * topk) + 4 * (heads + 2 * groups) * d / tp + 4 * fc1 * topk / tp + 4 * shared_fc1 / tp + 2 * vocab / tp + 4 * experts;
   const double scores = t.attention_kernel == models::AttentionKernel::kFlash ? b * heads / tp * seq : b * heads / tp * seq * seq;
   const double per_layer = 16 * (tokens * per_token + scores);
   if (per_layer > 4.5e15) {  // 4 PiB
@@ -456,7 +471,7 @@ double check_magnitudes(const Scenario& s, const Origins& o) {
                bytes_text(per_layer) + ", beyond what trainsim models (4 PiB)");
   }
   const double experts_or_one = m.is_moe() ? experts : 1.0;
-  const double layer_params = h * (heads + 2 * groups) * d + heads * d * h + (h * fc1 + ffn * h) * experts_or_one + h * experts + 8 * h;
+  const double layer_params = h * (heads + 2 * groups) * d + heads * d * h + (h * fc1 + ffn * h) * experts_or_one + h * experts + (h * shared_fc1 + shared * h) + 8 * h;
   const double params = dbl(m.num_layers) * layer_params + 2 * vocab * h + dbl(m.seq_length) * h;
   if (params > 1.1e15) {
     o.fail("model.hidden_size", "the model would have about " + approx(params) + " parameters; trainsim models up to 1.1e15");
@@ -698,6 +713,10 @@ void validate_plan(const Scenario& s, const Origins& o) {
   if (m.is_moe() && m.expert_ffn_hidden() % etp != 0) {
     o.fail(m.moe_ffn_hidden_size > 0 ? "model.moe_ffn_hidden_size" : "model.ffn_hidden_size",
            "expected the expert hidden size to be a multiple of expert_tensor_parallel_size (" + std::to_string(etp) + ")");
+  }
+  if (m.shared_expert_ffn_hidden() % tp != 0) {
+    o.fail("model.moe_shared_expert_intermediate_size",
+           "expected a multiple of tensor_model_parallel_size (" + std::to_string(tp) + "): the shared expert is tensor-parallel");
   }
   if (m.is_moe() && tp > 1 && !p.sequence_parallel) {
     o.fail("parallelism.sequence_parallel", "a mixture-of-experts model with tensor parallelism needs sequence_parallel "

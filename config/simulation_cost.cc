@@ -23,6 +23,7 @@ SimulationCost estimate_simulation_cost(const models::ModelSpec& m, const models
   if (t.recompute_granularity == models::RecomputeGranularity::kSelective) per_layer += flash ? 2 * cp : 4;
   if (t.recompute_granularity == models::RecomputeGranularity::kFull) per_layer += 16 + 4 * cp;
   if (m.num_experts > 0) per_layer += p.expert_model_parallel_size > 1 ? 14 : 10;
+  if (m.shared_expert_ffn_hidden() > 0) per_layer += tp > 1 ? 14 : 8;
   if (p.zero_stage >= 3) per_layer += 2;
   // Per micro-batch: the pipeline's send/receive batches of every model chunk, the embedding and
   // the loss; per stage: gradient buckets, norm and optimizer.

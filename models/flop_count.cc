@@ -17,7 +17,10 @@ double layer_terms(const ModelSpec& m) {
   const double routed = m.is_moe() ? static_cast<double>(m.moe_router_topk) : 1.0;
   const double gated = m.gated() ? 1.5 : 1.0;
   const double ffn = static_cast<double>(m.is_moe() ? m.expert_ffn_hidden() : m.ffn_hidden_size);
-  return (1 + groups + s / h) * q_ratio + (ffn / h) * routed * gated;
+  // Shared experts: Megatron's formula adds (shared hidden size / h) x the gated multiplier
+  // (training.py, num_floating_point_operations).
+  const double shared = static_cast<double>(m.shared_expert_ffn_hidden());
+  return (1 + groups + s / h) * q_ratio + (ffn / h) * routed * gated + (shared / h) * gated;
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ struct LayerDims {
   std::int64_t ep = 1;
   std::int64_t etp = 1;            // expert-tensor-parallel size
   std::int64_t ef = 0;             // expert MLP hidden size per expert-tensor-parallel rank
+  std::int64_t sf = 0;             // shared-expert MLP hidden size per tensor-parallel rank (0: none)
 
   std::int64_t tokens() const { return b * s; }                // tokens of a micro-batch on this rank
   std::int64_t sharded_tokens() const { return sp ? b * s / t : b * s; }  // in norm/dropout regions
@@ -45,6 +46,7 @@ struct LayerDims {
   std::int64_t qkv_width() const { return (a + 2 * g) * d; }
   std::int64_t fc1_width() const { return gated ? 2 * f : f; }
   std::int64_t expert_fc1_width() const { return gated ? 2 * ef : ef; }
+  std::int64_t shared_fc1_width() const { return gated ? 2 * sf : sf; }
   bool fp8() const { return gemm == sim::DataType::kFp8; }
   // Bytes per element of activations all-gathered before a GEMM: Transformer Engine casts to FP8
   // before gathering (distributed.py, gather_along_first_dim with a Float8 quantizer).
@@ -64,8 +66,9 @@ struct LayerParams {
   std::int64_t norm = 0;  // each of the two normalisations
   std::int64_t qkv = 0, proj = 0, fc1 = 0, fc2 = 0;  // dense MLP (0 for MoE)
   std::int64_t router = 0, expert_fc1 = 0, expert_fc2 = 0;  // all local experts together
+  std::int64_t shared_fc1 = 0, shared_fc2 = 0;             // the shared expert (dense, tensor-parallel)
   std::int64_t gemm_weights = 0;  // weights of GEMMs in Transformer Engine modules (FP8-capable)
-  std::int64_t dense() const { return 2 * norm + qkv + proj + fc1 + fc2 + router; }
+  std::int64_t dense() const { return 2 * norm + qkv + proj + fc1 + fc2 + router + shared_fc1 + shared_fc2; }
   std::int64_t expert() const { return expert_fc1 + expert_fc2; }
 };
 
@@ -84,6 +87,11 @@ inline LayerParams layer_params(const LayerDims& d) {
     p.expert_fc1 = d.local_experts * (d.h * d.expert_fc1_width() + bias * d.expert_fc1_width());
     p.expert_fc2 = d.local_experts * (d.ef * d.h + bias * d.h);
     p.gemm_weights = d.h * (d.qkv_width() + d.a * d.d) + d.local_experts * d.h * (d.expert_fc1_width() + d.ef);
+    if (d.sf > 0) {
+      p.shared_fc1 = d.h * d.shared_fc1_width() + bias * d.shared_fc1_width();
+      p.shared_fc2 = d.sf * d.h + bias * d.h;
+      p.gemm_weights += d.h * (d.shared_fc1_width() + d.sf);
+    }
   }
   return p;
 }

@@ -36,6 +36,7 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
     d.local_experts = m.num_experts / p.expert_model_parallel_size;
     d.topk = m.moe_router_topk;
     d.ef = m.expert_ffn_hidden() / d.etp;
+    d.sf = m.shared_expert_ffn_hidden() / tp;
   }
   return d;
 }
@@ -75,6 +76,9 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
     const std::int64_t R = d.routed_tokens();
     mlp = dt * Ts * d.h + 4 * Ts * d.experts + lin * R * d.h + dt * R * d.expert_fc1_width() + lin * R * d.ef +
           dt * Ts * d.topk * d.h;
+    // The shared expert keeps what a dense MLP of its size keeps; its fc1 input is the router's
+    // input, plus Transformer Engine's FP8 copy of it under FP8.
+    if (d.sf > 0) mlp += (d.fp8() ? Ts * d.h : 0) + dt * T * d.shared_fc1_width() + lin * T * d.sf;
   }
   if (d.hidden_dropout) mlp += Ts * d.h;
   // Two normalisations keep their inputs.

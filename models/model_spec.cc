@@ -35,6 +35,10 @@ std::int64_t ModelSpec::layer_parameters() const {
   const std::int64_t up = gated() ? 2 * f : f;
   std::int64_t mlp = h * up + bias * up + f * h + bias * h;
   if (is_moe()) mlp = mlp * num_experts + h * num_experts;  // experts + router
+  if (const std::int64_t sf = shared_expert_ffn_hidden(); sf > 0) {
+    const std::int64_t sup = gated() ? 2 * sf : sf;
+    mlp += h * sup + bias * sup + sf * h + bias * h;  // the shared expert
+  }
   return attn + mlp + 2 * norm;
 }
 

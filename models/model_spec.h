@@ -37,11 +37,15 @@ struct ModelSpec {
   std::int64_t num_experts = 0;
   std::int64_t moe_router_topk = 2;
   std::int64_t moe_ffn_hidden_size = 0;  // 0 = ffn_hidden_size
+  // Shared experts (Megatron-Core SharedExpertMLP): a dense MLP of this hidden size every token
+  // also goes through, beside its routed experts (0: none; MoE only).
+  std::int64_t moe_shared_expert_intermediate_size = 0;
 
   std::int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
   std::int64_t expert_ffn_hidden() const { return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn_hidden_size; }
   bool gated() const { return activation == Activation::kSwiglu; }
   bool is_moe() const { return num_experts > 0; }
+  std::int64_t shared_expert_ffn_hidden() const { return is_moe() ? moe_shared_expert_intermediate_size : 0; }
   // Vocabulary padded as Megatron pads it: to a multiple of make_vocab_size_divisible_by * tp.
   std::int64_t padded_vocab(std::int64_t tp) const;
   // Parameters of one decoder layer (all experts included), of the embedding, of the whole model.

@@ -221,6 +221,8 @@ class StageBuilder {
   void mlp_backward();
   void moe_forward(std::uint8_t cat);
   void moe_backward();
+  void shared_expert_forward(std::uint8_t cat);
+  void shared_expert_backward();
   void norm(const std::string& name, std::uint8_t cat, std::int64_t alloc = 0);
   void norm_backward(const std::string& name, std::int64_t free = 0);
 
@@ -602,12 +604,34 @@ void StageBuilder::moe_forward(std::uint8_t cat) {
                     kEpComm));
   }
   compute("unpermute", memory_op(dt() * Ts * k * d_.h + dt() * Ts * d_.h), cat);
+  if (d_.sf > 0) shared_expert_forward(cat);
   compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), cat);
+}
+
+// Shared experts (Megatron-Core SharedExpertMLP, moe_shared_expert_overlap off): after the
+// routed experts' output is unpermuted, the layer's input also goes through a dense
+// tensor-parallel MLP whose output is added to it (MoELayer.forward).
+void StageBuilder::shared_expert_forward(std::uint8_t cat) {
+  const std::int64_t T = d_.tokens();
+  column_forward("shared_fc1", d_.shared_fc1_width(), cat, true);
+  compute(d_.gated ? "shared_swiglu" : "shared_activation", memory_op(dt() * T * (d_.shared_fc1_width() + d_.sf)), cat);
+  row_forward("shared_fc2", d_.sf, cat);
+  compute("shared_expert_add", memory_op(3 * sharded_hidden_bytes()), cat);
+}
+
+// Autograd reaches the shared expert first: its ops were recorded after the routed experts'.
+void StageBuilder::shared_expert_backward() {
+  const std::int64_t T = d_.tokens();
+  row_backward("shared_fc2", d_.sf, lp_.shared_fc2);
+  compute(d_.gated ? "shared_swiglu_bwd" : "shared_activation_bwd", memory_op(dt() * T * (2 * d_.shared_fc1_width() + d_.sf)),
+          kBackward);
+  column_backward("shared_fc1", d_.shared_fc1_width(), lp_.shared_fc1, true);
 }
 
 void StageBuilder::moe_backward() {
   const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk, E = d_.experts;
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
+  if (d_.sf > 0) shared_expert_backward();
   compute("unpermute_bwd", memory_op(2 * dt() * Ts * k * d_.h + dt() * Ts * d_.h), kBackward);
   if (d_.ep > 1) {
     wait(collective("moe_combine_bwd_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, dt() * Ts * k * d_.h,
@@ -889,6 +913,8 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
   }
   for (std::int64_t l = first + count - 1; l >= first; --l) {
     if (d_.experts > 0) {
+      add(lp_.shared_fc2, false, l);
+      add(lp_.shared_fc1, false, l);
       add(lp_.expert_fc2, true, l);
       add(lp_.expert_fc1, true, l);
       add(lp_.router, false, l);

@@ -117,7 +117,7 @@ TEST_CASE("config/limits: Hugging Face configs with wrong types are input errors
   CHECK(tests::contains(hf_error("[]"), "/: expected a Hugging Face config.json object"));
 }
 
-TEST_CASE("config/hf: routed experts under each family's key, architectures the lowering lacks are refused at their key") {
+TEST_CASE("config/hf: routed and shared experts under each family's key, architectures the lowering lacks are refused at their key") {
   auto hf_model = [](const std::string& hf_text) {
     const std::string hf = temp_file("hf_moe.json", hf_text);
     return temp_file("hf_moe_model.json", "{\"hf_config\": \"" + hf + "\", \"seq_length\": 4096}");
@@ -141,8 +141,18 @@ TEST_CASE("config/hf: routed experts under each family's key, architectures the 
   auto error = [&](const std::string& text) { return error_of([&] { config::load_model(hf_model(text)); }); };
   CHECK(tests::contains(error("{" + qwen3 + ", \"decoder_sparse_step\": 2}"), "/decoder_sparse_step: a mix of dense and MoE layers is not modelled"));
   CHECK(tests::contains(error("{" + qwen3 + ", \"mlp_only_layers\": [0, 1]}"), "/mlp_only_layers: a mix of dense and MoE layers"));
-  CHECK(tests::contains(error("{" + qwen3 + ", \"shared_expert_intermediate_size\": 5632}"),
-                        "/shared_expert_intermediate_size: a shared expert beside the routed ones is not modelled"));
+  CHECK(config::load_model(hf_model("{" + qwen3 + ", \"shared_expert_intermediate_size\": 5632}")).moe_shared_expert_intermediate_size ==
+        5632);
+  // Qwen2-57B-A14B's config.json (values as published): 64 experts, top 8, a shared expert of
+  // 20,480; 57.4B parameters (its model card), the shared expert's gate (one h-vector per
+  // layer, 100k parameters in all) left out.
+  const models::ModelSpec qwen2 = config::load_model(hf_model(
+      "{\"hidden_size\": 3584, \"num_hidden_layers\": 28, \"num_attention_heads\": 28, \"num_key_value_heads\": 4, "
+      "\"intermediate_size\": 18944, \"moe_intermediate_size\": 2560, \"shared_expert_intermediate_size\": 20480, "
+      "\"num_experts\": 64, \"num_experts_per_tok\": 8, \"vocab_size\": 151936, \"hidden_act\": \"silu\", "
+      "\"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"tie_word_embeddings\": false, \"decoder_sparse_step\": 1}"));
+  CHECK(qwen2.moe_shared_expert_intermediate_size == 20480);
+  CHECK(static_cast<double>(qwen2.total_parameters(1)) == doctest::Approx(57.4e9).epsilon(0.005));
   // DeepSeek-V3's config.json: latent attention, a shared expert and three dense layers.
   const std::string deepseek =
       "\"hidden_size\": 7168, \"num_hidden_layers\": 61, \"num_attention_heads\": 128, \"num_key_value_heads\": 128, "
@@ -152,10 +162,13 @@ TEST_CASE("config/hf: routed experts under each family's key, architectures the 
   const std::string v3 = deepseek + ", \"n_shared_experts\": 1, \"first_k_dense_replace\": 3";
   CHECK(tests::contains(error("{" + v3 + ", \"q_lora_rank\": 1536, \"kv_lora_rank\": 512}"),
                         "/q_lora_rank: multi-head latent attention (DeepSeek-V2/V3) is not modelled"));
-  CHECK(tests::contains(error("{" + v3 + "}"), "/n_shared_experts: a shared expert"));
+  CHECK(tests::contains(error("{" + v3 + "}"), "/first_k_dense_replace: a mix of dense and MoE layers"));
   CHECK(tests::contains(error("{" + deepseek + ", \"n_shared_experts\": 0, \"first_k_dense_replace\": 3}"),
                         "/first_k_dense_replace: a mix of dense and MoE layers"));
   CHECK(error("{" + deepseek + ", \"n_shared_experts\": 0, \"first_k_dense_replace\": 0}") == "");
+  // DeepSeek's shared experts: n_shared_experts experts of moe_intermediate_size.
+  CHECK(config::load_model(hf_model("{" + deepseek + ", \"n_shared_experts\": 2, \"first_k_dense_replace\": 0}"))
+            .moe_shared_expert_intermediate_size == 4096);
 }
 
 TEST_CASE("config/hf: short windows, encoder-decoders and multimodal wrappers refused, Gemma's MLP, Falcon's heads and bias read") {

@@ -148,3 +148,12 @@ TEST_CASE("config/Scenario: a cluster written out in full gets NCCL's own consta
   CHECK(s.cluster.nccl.hw_latency_us == preset.cluster.nccl.hw_latency_us);
   CHECK(s.cluster.nccl.net_overhead_us == preset.cluster.nccl.net_overhead_us);
 }
+
+TEST_CASE("config/Scenario: a shared expert needs a mixture-of-experts model and a tensor-parallel split") {
+  CHECK(tests::contains(error_of({"model.moe_shared_expert_intermediate_size=4096"}),
+                        "/model/moe_shared_expert_intermediate_size: a shared expert needs a mixture-of-experts model"));
+  const std::vector<std::string> moe = {"model={\"preset\": \"mixtral-8x7b\", \"moe_shared_expert_intermediate_size\": 4100}",
+                                        "parallelism={\"tensor_model_parallel_size\": 8, \"pipeline_model_parallel_size\": 4, "
+                                        "\"sequence_parallel\": true}"};
+  CHECK(tests::contains(error_of(moe), "/model/moe_shared_expert_intermediate_size: expected a multiple of tensor_model_parallel_size (8)"));
+}

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/scenario.h"
+#include "models/flop_count.h"
 #include "models/graph_vocabulary.h"
 #include "models/lowering.h"
 #include "models/memory_model.h"
@@ -78,6 +79,9 @@ TEST_CASE("models/parallelism: symmetric and full fidelity agree for CP, EP, ZeR
   SUBCASE("expert parallelism 4 with expert tensor parallelism 2") { check_fidelities_agree(kGpt, kMoe); }
   SUBCASE("expert parallelism 4 without expert tensor parallelism") {
     check_fidelities_agree(kGpt, with(kMoe, {"parallelism.expert_tensor_parallel_size=1"}));
+  }
+  SUBCASE("shared experts beside the routed ones") {
+    check_fidelities_agree(kGpt, with(kMoe, {"model.moe_shared_expert_intermediate_size=4096"}));
   }
   SUBCASE("expert parallelism folded over context parallelism") {
     check_fidelities_agree(kGpt, with(kMoe, {"parallelism.context_parallel_size=2"}));
@@ -194,6 +198,38 @@ TEST_CASE("models/parallelism: MoE dispatch, expert GEMMs and expert gradients f
   const auto ep4 = tests::simulate_file(kGpt, kMoe);
   CHECK(ep4.workload->stages[0].params.expert * 4 == no_ep.workload->stages[0].params.expert);
   CHECK(ep4.stages[0].static_memory.weights < no_ep.stages[0].static_memory.weights);
+}
+
+TEST_CASE("models/parallelism: a shared expert is a tensor-parallel dense MLP beside the routed experts") {
+  const std::vector<std::string> shared = with(kMoe, {"model.moe_shared_expert_intermediate_size=4096"});
+  const config::Scenario s = config::load_scenario(kGpt, shared);
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  const models::LayerDims& d = w.dims;
+  CHECK(d.sf == 4096 / 2);
+  // Megatron's SharedExpertMLP on the layer's input: column-parallel fc1 over the all-gathered
+  // sequence (SwiGLU: 2 x 2,048 per TP rank), row-parallel fc2 reduce-scattered, once per layer.
+  const auto fc1 = tasks_named(w, 0, "shared_fc1");
+  REQUIRE(!fc1.empty());
+  CHECK(fc1.size() == tasks_named(w, 0, "expert_fc1").size());
+  const sim::Kernel& k = w.graph.rank_class(0).kernels[fc1.front()->payload];
+  CHECK(k.m == d.tokens());
+  CHECK(k.n == 2 * 2048);
+  CHECK(k.k == 4096);
+  CHECK(tasks_named(w, 0, "shared_fc2_reduce_scatter").size() == fc1.size());
+  CHECK(tasks_named(w, 0, "shared_fc1_wgrad").size() == fc1.size());
+  // Its weights are dense (data-parallel gradients, not expert ones): 3 x 4,096 x 4,096 / TP per layer.
+  const auto with_shared = tests::simulate_file(kGpt, shared);
+  const auto without = tests::simulate_file(kGpt, kMoe);
+  std::int64_t layers = 0;
+  for (const auto& chunk : w.stages[0].chunks) layers += chunk.second;
+  CHECK(with_shared.workload->stages[0].params.dense - without.workload->stages[0].params.dense == layers * 3 * 4096 * 4096 / 2);
+  CHECK(with_shared.workload->stages[0].params.expert == without.workload->stages[0].params.expert);
+  CHECK(with_shared.stages[0].activation_peak_bytes > without.stages[0].activation_peak_bytes);
+  // Megatron's FLOP formula: + (shared / h) x 3/2 (gated) per layer, in units of 12 B s L h^2.
+  const double h = 4096, seq = static_cast<double>(s.model.seq_length), L = static_cast<double>(s.model.num_layers);
+  CHECK(models::model_flops(s.model, 1) - models::model_flops(config::load_scenario(kGpt, kMoe).model, 1) ==
+        doctest::Approx(12 * seq * L * h * h * (4096 / h) * 1.5));
+  CHECK(with_shared.iteration_time_s > without.iteration_time_s);
 }
 
 TEST_CASE("models/parallelism: ZeRO-3 gathers every layer in forward and backward and reduce-scatters its gradients") {
