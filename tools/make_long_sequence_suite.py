@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Builds validate/suites/nemo_long_sequence.json from validate/data/nemo_long_sequence.json.
+
+NeMo's long-sequence tables (Llama 2 7B on DGX H100, Llama 3 8B on DGX B200, FP8, sequences of
+4K to 1M tokens with context parallelism) become one validation case per row: the model preset at
+the row's sequence length, the row's TP/PP/CP/DP and global batch, NeMo's defaults for what the
+tables do not state (each assumption in the case's notes), and the published model TFLOP/s per
+GPU. No fit reads these cases: they check the attention and context-parallel model.
+
+Usage: tools/make_long_sequence_suite.py [nemo_long_sequence.json] [nemo_long_sequence_suite.json]
+"""
+
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+CLUSTERS = {"H100": "dgx-h100", "B200": "dgx-b200"}
+FAMILIES = {"H100": "llama2-h100", "B200": "llama3-b200"}
+
+
+def case(run, sources, common_notes):
+    gpus = run["num_gpus"]
+    cluster = {"preset": CLUSTERS[run["gpu"]], "num_gpus": gpus}
+    notes = list(common_notes)
+    if gpus < 8:
+        # A run on part of one node: the node's NVSwitch domain holds only the run's GPUs.
+        cluster["gpus_per_node"] = gpus
+        notes.append("%d GPUs of one node, modelled as a node of %d" % (gpus, gpus))
+    tp = run["tp"]
+    parallelism = {
+        "tensor_model_parallel_size": tp,
+        "pipeline_model_parallel_size": run["pp"],
+        "context_parallel_size": run["cp"],
+        "sequence_parallel": tp > 1,
+        "use_distributed_optimizer": True,
+    }
+    training = {
+        "micro_batch_size": 1,
+        "global_batch_size": run["global_batch_size"],
+        "precision": "fp8",
+        "recompute_granularity": "none",
+        "overlap_grad_reduce": True,
+        "overlap_param_gather": True,
+    }
+    notes += [
+        "micro-batch 1, no recomputation, distributed optimizer with overlapped gradient reduction and parameter gather, "
+        "sequence parallelism with TP > 1 (not stated: NeMo's Llama recipe defaults)",
+        "FP8 (Transformer Engine) linear layers, attention in BF16 with the GPU calibration's own flash attention",
+    ]
+    return {
+        "id": run["id"],
+        "family": FAMILIES[run["gpu"]],
+        "source": sources[run["gpu"]],
+        "notes": notes,
+        "scenario": {
+            "name": run["id"],
+            "model": {"preset": run["model"], "seq_length": run["seq_length"]},
+            "parallelism": parallelism,
+            "training": training,
+            "cluster": cluster,
+        },
+        "measured": {"model_tflops_per_gpu": run["model_tflops_per_gpu"]},
+    }
+
+
+def main():
+    src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "validate/data/nemo_long_sequence.json")
+    out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "validate/suites/nemo_long_sequence.json")
+    with open(src) as f:
+        data = json.load(f)
+    suite = {
+        "description": "NeMo long-sequence runs (context parallelism, 4K-1M tokens) in no fit; built by "
+                       "tools/make_long_sequence_suite.py from validate/data/nemo_long_sequence.json",
+        "cases": [case(r, data["sources"], data["notes"]) for r in data["runs"]],
+    }
+    with open(out, "w") as f:
+        json.dump(suite, f, indent=1)
+        f.write("\n")
+    print("%d cases written to %s" % (len(suite["cases"]), out))
+
+
+if __name__ == "__main__":
+    main()
