@@ -184,15 +184,35 @@ std::optional<std::int64_t> read_hf_config(const std::string& file, ModelSpec& m
       }
       m.moe_shared_expert_intermediate_size = n * m.moe_ffn_hidden_size;
     }
-    // Every layer's MLP is the MoE one: DeepSeek's first_k_dense_replace, Qwen-MoE's
-    // decoder_sparse_step and mlp_only_layers, moe_layer_freq would mix in dense layers.
-    if (positive("first_k_dense_replace")) unsupported("first_k_dense_replace", "a mix of dense and MoE layers");
-    for (const char* key : {"decoder_sparse_step", "moe_layer_freq"}) {
-      const Json* v = find(key);
-      if (v != nullptr && !(v->is_number_integer() && v->get<std::int64_t>() == 1)) unsupported(key, "a mix of dense and MoE layers");
+    // Dense layers among the MoE ones: DeepSeek's and GLM's first_k_dense_replace and
+    // moe_layer_freq (MoE from layer k on, every freq-th), Qwen-MoE's decoder_sparse_step (layer
+    // i is MoE when (i + 1) % step == 0) and mlp_only_layers (dense whatever the step).
+    std::int64_t first_dense = 0;  // 0 is allowed here: no dense first layers
+    if (const Json* v = find("first_k_dense_replace"); v != nullptr) {
+      if (!v->is_number_integer() || v->get<std::int64_t>() < 0 || v->get<std::int64_t>() > m.num_layers) {
+        throw InputError(file, "/first_k_dense_replace", "expected an integer in [0, " + std::to_string(m.num_layers) + "], got " + describe(*v));
+      }
+      first_dense = v->get<std::int64_t>();
     }
-    const Json* dense = find("mlp_only_layers");
-    if (dense != nullptr && !(dense->is_array() && dense->empty())) unsupported("mlp_only_layers", "a mix of dense and MoE layers");
+    const std::int64_t every = std::max<std::int64_t>(1, num({"moe_layer_freq"}, 1, "num_layers"));
+    const std::int64_t step = std::max<std::int64_t>(1, num({"decoder_sparse_step"}, 1, "num_layers"));
+    std::vector<std::uint8_t> pattern(static_cast<std::size_t>(std::max<std::int64_t>(0, m.num_layers)), 1);
+    for (std::int64_t i = 0; i < m.num_layers; ++i) {
+      const bool moe = i >= first_dense && i % every == 0 && (i + 1) % step == 0;
+      pattern[static_cast<std::size_t>(i)] = moe ? 1 : 0;
+    }
+    if (const Json* dense = find("mlp_only_layers"); dense != nullptr) {
+      if (!dense->is_array()) throw InputError(file, "/mlp_only_layers", "expected an array of layer indices, got " + describe(*dense));
+      for (std::size_t i = 0; i < dense->size(); ++i) {
+        const Json& v = (*dense)[i];
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= m.num_layers) {
+          throw InputError(file, join_path("/mlp_only_layers", i),
+                           "expected a layer index in [0, " + std::to_string(m.num_layers) + "), got " + describe(v));
+        }
+        pattern[static_cast<std::size_t>(v.get<std::int64_t>())] = 0;
+      }
+    }
+    if (std::find(pattern.begin(), pattern.end(), 0) != pattern.end()) m.moe_layer_pattern = pattern;
   }
   if (find("sliding_window") == nullptr || !flag("use_sliding_window", true)) return std::nullopt;
   return num({"sliding_window"}, 0, "seq_length");
@@ -260,6 +280,36 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
   integer("moe_router_topk", m.moe_router_topk, 1, false);
   integer("moe_ffn_hidden_size", m.moe_ffn_hidden_size, 0, false);
   integer("moe_shared_expert_intermediate_size", m.moe_shared_expert_intermediate_size, 0, false);
+  // Megatron's moe_layer_freq: an integer N (layer i is an MoE layer when i % N == 0) or a list
+  // of 0/1, one per layer.
+  if (const Json* freq = r.raw("moe_layer_freq"); freq != nullptr && !freq->is_null()) {
+    if (m.num_experts == 0) r.fail("moe_layer_freq", "dense layers among MoE ones need a mixture-of-experts model (num_experts > 0)");
+    std::vector<std::uint8_t> pattern(static_cast<std::size_t>(m.num_layers), 1);
+    if (freq->is_number_integer()) {
+      const std::int64_t n = freq->get<std::int64_t>();
+      if (n < 1 || n > m.num_layers) r.fail("moe_layer_freq", "expected an integer in [1, num_layers] or a list of 0/1, got " + describe(*freq));
+      for (std::int64_t i = 0; i < m.num_layers; ++i) pattern[static_cast<std::size_t>(i)] = i % n == 0 ? 1 : 0;
+    } else if (freq->is_array()) {
+      if (static_cast<std::int64_t>(freq->size()) != m.num_layers) {
+        r.fail("moe_layer_freq", "expected one 0/1 entry per layer (" + std::to_string(m.num_layers) + "), got " + std::to_string(freq->size()));
+      }
+      for (std::size_t i = 0; i < freq->size(); ++i) {
+        const Json& v = (*freq)[i];
+        if (!v.is_number_integer() || (v.get<std::int64_t>() != 0 && v.get<std::int64_t>() != 1)) {
+          throw InputError(r.file_of("moe_layer_freq"), join_path(r.path_of("moe_layer_freq"), i), "expected 0 (dense) or 1 (MoE), got " + describe(v));
+        }
+        pattern[i] = static_cast<std::uint8_t>(v.get<std::int64_t>());
+      }
+    } else {
+      r.fail("moe_layer_freq", "expected an integer N (every N-th layer MoE) or a list of 0/1 per layer, got " + describe(*freq));
+    }
+    if (std::find(pattern.begin(), pattern.end(), 1) == pattern.end()) r.fail("moe_layer_freq", "expected at least one MoE layer");
+    m.moe_layer_pattern = std::find(pattern.begin(), pattern.end(), 0) != pattern.end() ? pattern : std::vector<std::uint8_t>{};
+  } else if (!m.moe_layer_pattern.empty() && static_cast<std::int64_t>(m.moe_layer_pattern.size()) != m.num_layers) {
+    // A Hugging Face config's pattern, then num_layers changed next to it.
+    r.fail("num_layers", "the Hugging Face config's dense/MoE layer pattern has " + std::to_string(m.moe_layer_pattern.size()) +
+                             " layers; give moe_layer_freq for " + std::to_string(m.num_layers));
+  }
   if (m.moe_shared_expert_intermediate_size > 0 && m.num_experts == 0) {
     origins.fail("model.moe_shared_expert_intermediate_size", "a shared expert needs a mixture-of-experts model (num_experts > 0)");
   }

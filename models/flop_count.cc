@@ -8,19 +8,27 @@ namespace trainsim::models {
 
 namespace {
 
-// The bracket of Megatron's formula without the logits term, per layer, in units of h^2.
-double layer_terms(const ModelSpec& m) {
+// The bracket of Megatron's formula without the logits term, per layer, in units of h^2: of an
+// MoE layer or of a dense one.
+double layer_terms(const ModelSpec& m, bool moe) {
   const double h = static_cast<double>(m.hidden_size);
   const double s = static_cast<double>(m.seq_length);
   const double q_ratio = static_cast<double>(m.head_dim() * m.num_attention_heads) / h;
   const double groups = static_cast<double>(m.num_query_groups) / static_cast<double>(m.num_attention_heads);
-  const double routed = m.is_moe() ? static_cast<double>(m.moe_router_topk) : 1.0;
+  const double routed = moe ? static_cast<double>(m.moe_router_topk) : 1.0;
   const double gated = m.gated() ? 1.5 : 1.0;
-  const double ffn = static_cast<double>(m.is_moe() ? m.expert_ffn_hidden() : m.ffn_hidden_size);
+  const double ffn = static_cast<double>(moe ? m.expert_ffn_hidden() : m.ffn_hidden_size);
   // Shared experts: Megatron's formula adds (shared hidden size / h) x the gated multiplier
   // (training.py, num_floating_point_operations).
-  const double shared = static_cast<double>(m.shared_expert_ffn_hidden());
+  const double shared = static_cast<double>(moe ? m.shared_expert_ffn_hidden() : 0);
   return (1 + groups + s / h) * q_ratio + (ffn / h) * routed * gated + (shared / h) * gated;
+}
+
+// The layers' mean bracket: MoE and dense layers counted apart, as Megatron's formula does when
+// moe_layer_freq mixes them.
+double mean_layer_terms(const ModelSpec& m) {
+  const double moe = static_cast<double>(m.num_moe_layers()), layers = static_cast<double>(m.num_layers);
+  return (moe * layer_terms(m, true) + (layers - moe) * layer_terms(m, false)) / layers;
 }
 
 }  // namespace
@@ -31,13 +39,13 @@ double model_flops(const ModelSpec& m, double samples, std::int64_t tp) {
   const double L = static_cast<double>(m.num_layers);
   const double v = static_cast<double>(m.padded_vocab(tp));
   // 12 = 3 passes x 2 FLOPs/MAC x 2 (each term counts two h x h products per unit).
-  return 12.0 * samples * s * L * h * h * (layer_terms(m) + v / (2.0 * L * h));
+  return 12.0 * samples * s * L * h * h * (mean_layer_terms(m) + v / (2.0 * L * h));
 }
 
 double layer_forward_flops(const ModelSpec& m) {
   const double h = static_cast<double>(m.hidden_size);
   const double s = static_cast<double>(m.seq_length);
-  return 4.0 * s * h * h * layer_terms(m);
+  return 4.0 * s * h * h * mean_layer_terms(m);
 }
 
 double attention_core_forward_flops(const ModelSpec& m) {

@@ -21,7 +21,8 @@ struct FlopCount {
 // Model FLOPs of `samples` sequences of the model's sequence length (vocabulary padded for
 // tensor-parallel size `tp`, as Megatron pads it).
 double model_flops(const ModelSpec& m, double samples, std::int64_t tp = 1);
-// Forward FLOPs of one layer for one sequence, and of its attention core alone.
+// Forward FLOPs of one layer for one sequence (the mean layer when MoE and dense layers mix), and
+// of its attention core alone.
 double layer_forward_flops(const ModelSpec& m);
 double attention_core_forward_flops(const ModelSpec& m);
 

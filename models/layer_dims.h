@@ -72,6 +72,17 @@ struct LayerParams {
   std::int64_t expert() const { return expert_fc1 + expert_fc2; }
 };
 
+// The dims of a dense layer of the same model: an MoE model's layers without experts
+// (moe_layer_freq) have the dense MLP of ffn_hidden_size.
+inline LayerDims dense_layer_dims(LayerDims d) {
+  d.experts = 0;
+  d.local_experts = 0;
+  d.topk = 0;
+  d.ef = 0;
+  d.sf = 0;
+  return d;
+}
+
 inline LayerParams layer_params(const LayerDims& d) {
   LayerParams p;
   const std::int64_t bias = d.bias ? 1 : 0;

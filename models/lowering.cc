@@ -89,18 +89,22 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
 
   const auto layers = split_layers(model, parallel);
   const LayerDims& d = w.dims;
-  const LayerParams lp = layer_params(d);
+  const LayerParams lp = layer_params(d), dense_lp = layer_params(dense_layer_dims(d));
   for (std::int64_t s = 0; s < pp; ++s) {
     StageInfo info;
     info.stage = s;
     info.chunks = layers[static_cast<std::size_t>(s)];
     info.has_embedding = s == 0;
     info.has_output = s == pp - 1;
-    std::int64_t layer_count = 0;
-    for (const auto& c : info.chunks) layer_count += c.second;
-    info.params.dense = layer_count * lp.dense();
-    info.params.expert = layer_count * lp.expert();
-    info.params.fp8_gemm = training.precision == Precision::kFp8 ? layer_count * lp.gemm_weights : 0;
+    std::int64_t moe_layers = 0, dense_layers = 0;
+    for (const auto& [first, count] : info.chunks) {
+      for (std::int64_t l = first; l < first + count; ++l) (model.is_moe_layer(l) ? moe_layers : dense_layers) += 1;
+    }
+    info.moe_layers = moe_layers;
+    info.params.dense = moe_layers * lp.dense() + dense_layers * dense_lp.dense();
+    info.params.expert = moe_layers * lp.expert();
+    info.params.fp8_gemm =
+        training.precision == Precision::kFp8 ? moe_layers * lp.gemm_weights + dense_layers * dense_lp.gemm_weights : 0;
     if (info.has_embedding) info.params.dense += embedding_params(model, d);
     if (info.has_output) info.params.dense += output_params(model, parallel, d);
     info.parameters = info.params.total();
@@ -224,7 +228,7 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
   const LayerDims& d = w.dims;
   const bool selective = training.recompute_granularity == RecomputeGranularity::kSelective;
   const bool full = training.recompute_granularity == RecomputeGranularity::kFull;
-  const std::int64_t per_layer = layer_activation_bytes(d, selective);
+  const LayerDims dense = dense_layer_dims(d);
   const std::int64_t checkpoint = layer_checkpoint_bytes(d);
   const std::int64_t group = std::max<std::int64_t>(1, training.recompute_num_layers);
   std::int64_t peak = 0;
@@ -246,17 +250,23 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
     }
     std::int64_t layers = 0;
     for (const auto& c : st.chunks) layers += c.second;
+    // A layer's activations, averaged over the stage's MoE and dense layers.
+    const auto mean_layer_bytes = [&](bool sel) {
+      const std::int64_t moe = st.moe_layers, plain = layers - st.moe_layers;
+      return (moe * layer_activation_bytes(d, sel) + plain * layer_activation_bytes(dense, sel)) / std::max<std::int64_t>(1, layers);
+    };
+    const std::int64_t per_layer = mean_layer_bytes(selective);
     // The stage's chunks hold layers / V each, or under a custom layout up to one more.
     const std::int64_t layers_per_chunk = std::max<std::int64_t>(1, (layers + V - 1) / std::max<std::int64_t>(1, V));
     std::int64_t chunk_bytes;  // activations one model chunk keeps for one micro-batch
     std::int64_t transient = 0;  // recomputed group during a backward pass
     if (full && training.recompute_method == RecomputeMethod::kUniform) {
       chunk_bytes = (layers_per_chunk + group - 1) / group * checkpoint;
-      transient = std::min(group, layers_per_chunk) * layer_activation_bytes(d, false);
+      transient = std::min(group, layers_per_chunk) * mean_layer_bytes(false);
     } else if (full) {
       const std::int64_t recomputed = std::min(training.recompute_num_layers, layers_per_chunk);
-      chunk_bytes = recomputed * checkpoint + (layers_per_chunk - recomputed) * layer_activation_bytes(d, false);
-      transient = layer_activation_bytes(d, false);
+      chunk_bytes = recomputed * checkpoint + (layers_per_chunk - recomputed) * mean_layer_bytes(false);
+      transient = mean_layer_bytes(false);
     } else {
       chunk_bytes = layers_per_chunk * per_layer;
     }

@@ -28,6 +28,7 @@ struct StageInfo {
   std::vector<std::pair<std::int64_t, std::int64_t>> chunks;  // per model chunk: first layer, count
   bool has_embedding = false;
   bool has_output = false;
+  std::int64_t moe_layers = 0;  // of its layers, those that route to experts
   std::int64_t parameters = 0;  // per GPU
   StageParameters params;       // the same, split by sharding group
   StaticMemory static_memory;

@@ -25,17 +25,24 @@ std::int64_t ModelSpec::padded_vocab(std::int64_t tp) const {
   return (vocab_size + multiple - 1) / multiple * multiple;
 }
 
-std::int64_t ModelSpec::layer_parameters() const {
+std::int64_t ModelSpec::num_moe_layers() const {
+  std::int64_t n = 0;
+  for (std::int64_t l = 0; l < num_layers; ++l) n += is_moe_layer(l) ? 1 : 0;
+  return n;
+}
+
+std::int64_t ModelSpec::layer_parameters(bool moe_layer) const {
+  const bool moe = moe_layer && is_moe();
   const std::int64_t h = hidden_size, d = head_dim();
   const std::int64_t q = num_attention_heads * d, kv = num_query_groups * d;
   const std::int64_t bias = add_bias_linear ? 1 : 0;
   const std::int64_t norm = normalization == Normalization::kLayerNorm ? 2 * h : h;
   std::int64_t attn = h * (q + 2 * kv) + bias * (q + 2 * kv) + q * h + bias * h;
-  const std::int64_t f = is_moe() ? expert_ffn_hidden() : ffn_hidden_size;
+  const std::int64_t f = moe ? expert_ffn_hidden() : ffn_hidden_size;
   const std::int64_t up = gated() ? 2 * f : f;
   std::int64_t mlp = h * up + bias * up + f * h + bias * h;
-  if (is_moe()) mlp = mlp * num_experts + h * num_experts;  // experts + router
-  if (const std::int64_t sf = shared_expert_ffn_hidden(); sf > 0) {
+  if (moe) mlp = mlp * num_experts + h * num_experts;  // experts + router
+  if (const std::int64_t sf = moe ? shared_expert_ffn_hidden() : 0; sf > 0) {
     const std::int64_t sup = gated() ? 2 * sf : sf;
     mlp += h * sup + bias * sup + sf * h + bias * h;  // the shared expert
   }
@@ -50,7 +57,9 @@ std::int64_t ModelSpec::embedding_parameters(std::int64_t tp) const {
 
 std::int64_t ModelSpec::total_parameters(std::int64_t tp) const {
   const std::int64_t final_norm = normalization == Normalization::kLayerNorm ? 2 * hidden_size : hidden_size;
-  std::int64_t p = num_layers * layer_parameters() + embedding_parameters(tp) + final_norm;
+  const std::int64_t moe_layers = num_moe_layers();
+  std::int64_t p = moe_layers * layer_parameters(true) + (num_layers - moe_layers) * layer_parameters(false) +
+                   embedding_parameters(tp) + final_norm;
   if (untie_embeddings_and_output_weights) p += padded_vocab(tp) * hidden_size;
   return p;
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace trainsim::models {
 
@@ -40,16 +41,26 @@ struct ModelSpec {
   // Shared experts (Megatron-Core SharedExpertMLP): a dense MLP of this hidden size every token
   // also goes through, beside its routed experts (0: none; MoE only).
   std::int64_t moe_shared_expert_intermediate_size = 0;
+  // Which layers are MoE ones (Megatron's moe_layer_freq as a per-layer list of 0/1); empty: all.
+  std::vector<std::uint8_t> moe_layer_pattern;
 
   std::int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
   std::int64_t expert_ffn_hidden() const { return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn_hidden_size; }
   bool gated() const { return activation == Activation::kSwiglu; }
   bool is_moe() const { return num_experts > 0; }
   std::int64_t shared_expert_ffn_hidden() const { return is_moe() ? moe_shared_expert_intermediate_size : 0; }
+  // Whether decoder layer `layer` (0-based) routes to experts; the others have the dense MLP.
+  bool is_moe_layer(std::int64_t layer) const {
+    if (!is_moe()) return false;
+    const auto i = static_cast<std::size_t>(layer);
+    return moe_layer_pattern.empty() || i >= moe_layer_pattern.size() || moe_layer_pattern[i] != 0;
+  }
+  std::int64_t num_moe_layers() const;
   // Vocabulary padded as Megatron pads it: to a multiple of make_vocab_size_divisible_by * tp.
   std::int64_t padded_vocab(std::int64_t tp) const;
-  // Parameters of one decoder layer (all experts included), of the embedding, of the whole model.
-  std::int64_t layer_parameters() const;
+  // Parameters of one decoder layer (an MoE layer with all its experts, or a dense one), of the
+  // embedding, of the whole model.
+  std::int64_t layer_parameters(bool moe_layer = true) const;
   std::int64_t embedding_parameters(std::int64_t tp) const;
   std::int64_t total_parameters(std::int64_t tp = 1) const;
 };

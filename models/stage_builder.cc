@@ -103,7 +103,9 @@ class StageBuilder {
         microbatches_(c.microbatches),
         dp_cp_(c.dp * c.dims.cp),
         edp_(c.expert_dp),
-        lp_(layer_params(c.dims)) {}
+        dense_dims_(dense_layer_dims(c.dims)),
+        lp_(layer_params(c.dims)),
+        dense_lp_(layer_params(dense_dims_)) {}
 
   void build();
 
@@ -261,7 +263,14 @@ class StageBuilder {
   std::int64_t microbatches_;
   std::int64_t dp_cp_;
   std::int64_t edp_;
-  LayerParams lp_;
+  LayerDims dense_dims_;  // a layer without experts (the only kind in a dense model)
+  LayerParams lp_;        // an MoE model's MoE layer, or a dense model's layer
+  LayerParams dense_lp_;  // a layer without experts
+  bool moe_layer_ = false;  // the layer being emitted routes to experts
+
+  // Dims and parameters of decoder layer `layer` (MoE layers and dense ones may mix).
+  const LayerDims& dims_of(std::int64_t layer) const { return m_.is_moe_layer(layer) ? d_ : dense_dims_; }
+  const LayerParams& params_of(std::int64_t layer) const { return m_.is_moe_layer(layer) ? lp_ : dense_lp_; }
 
   std::vector<TaskIndex> pending_;  // tasks the next compute task waits for
   std::int64_t pending_alloc_ = 0;  // bytes the next compute task allocates
@@ -539,7 +548,7 @@ void StageBuilder::attention_backward() {
 }
 
 void StageBuilder::mlp_forward(std::uint8_t cat) {
-  if (d_.experts > 0) {
+  if (moe_layer_) {
     moe_forward(cat);
     return;
   }
@@ -552,15 +561,15 @@ void StageBuilder::mlp_forward(std::uint8_t cat) {
 }
 
 void StageBuilder::mlp_backward() {
-  if (d_.experts > 0) {
+  if (moe_layer_) {
     moe_backward();
     return;
   }
   const std::int64_t T = d_.tokens();
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
-  row_backward("fc2", d_.f, lp_.fc2);
+  row_backward("fc2", d_.f, dense_lp_.fc2);
   compute(d_.gated ? "swiglu_bwd" : "activation_bwd", memory_op(dt() * T * (2 * d_.fc1_width() + d_.f)), kBackward);
-  column_backward("fc1", d_.fc1_width(), lp_.fc1, true);
+  column_backward("fc1", d_.fc1_width(), dense_lp_.fc1, true);
   norm_backward("pre_mlp_norm");
 }
 
@@ -667,12 +676,13 @@ void StageBuilder::moe_backward() {
 
 void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int64_t alloc) {
   layer_ = layer;
+  moe_layer_ = m_.is_moe_layer(layer);
   if (p_.zero_stage >= 3 && cat != kRecompute) fsdp_acquire(layer, false);
   if (!bucket_gathers_.empty() && cat != kRecompute) distributed_optimizer_gathers(layer);
   if (d_.fp8() && (p_.zero_stage >= 3 || !forwarded_chunks_.contains(chunk_)) && cat != kRecompute) {
     // Weights cast to FP8 (row- and column-wise) once per iteration and cached, or after every
     // gather under ZeRO-3.
-    compute("fp8_weight_cast", memory_op(lp_.gemm_weights * (2 + 2)), cat);
+    compute("fp8_weight_cast", memory_op(params_of(layer).gemm_weights * (2 + 2)), cat);
   }
   pending_alloc_ += alloc;  // the layer's saved activations, allocated as its forward starts
   attention_forward(cat);
@@ -682,6 +692,7 @@ void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int6
 
 void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
   layer_ = layer;
+  moe_layer_ = m_.is_moe_layer(layer);
   if (p_.zero_stage >= 3) {
     fsdp_acquire(layer, true);
     // The layer's full gradients, reduce-scattered once it is done.
@@ -787,10 +798,10 @@ void StageBuilder::chunk_forward(std::int64_t mb, std::int64_t chunk) {
   gate_forward_.clear();
   const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk)];
   if (chunk == 0 && info_.has_embedding) embedding_forward();
-  const std::int64_t full_act = layer_activation_bytes(d_, t_.recompute_granularity == RecomputeGranularity::kSelective);
+  const bool selective = t_.recompute_granularity == RecomputeGranularity::kSelective;
   const std::int64_t group = std::max<std::int64_t>(1, t_.recompute_num_layers);
   for (std::int64_t i = 0; i < count; ++i) {
-    std::int64_t alloc = full_act;
+    std::int64_t alloc = layer_activation_bytes(dims_of(first + i), selective);
     if (full_recompute_layer(i)) {
       // Uniform: one checkpoint per group of recompute_num_layers layers; block: per layer.
       const bool group_start = t_.recompute_method == RecomputeMethod::kBlock || i % group == 0;
@@ -828,10 +839,9 @@ void StageBuilder::chunk_backward(std::int64_t mb, std::int64_t chunk) {
     if (chunk == 0 && info_.has_embedding) backward_units_.push_back(kEmbeddingUnit);
   }
   if (last_chunk && info_.has_output) output_backward();
-  const std::int64_t full_act = layer_activation_bytes(d_, false);
   const std::int64_t group = std::max<std::int64_t>(1, t_.recompute_num_layers);
   for (std::int64_t i = count - 1; i >= 0; --i) {
-    std::int64_t free = layer_activation_bytes(d_, t_.recompute_granularity == RecomputeGranularity::kSelective);
+    std::int64_t free = layer_activation_bytes(dims_of(first + i), t_.recompute_granularity == RecomputeGranularity::kSelective);
     if (full_recompute_layer(i)) {
       const bool block = t_.recompute_method == RecomputeMethod::kBlock;
       const std::int64_t group_start = block ? i : (i / group) * group;
@@ -843,10 +853,10 @@ void StageBuilder::chunk_backward(std::int64_t mb, std::int64_t chunk) {
             layer_ = first + j;
             fsdp_acquire(first + j, true);
           }
-          layer_forward(first + j, kRecompute, full_act);
+          layer_forward(first + j, kRecompute, layer_activation_bytes(dims_of(first + j), false));
         }
       }
-      free = full_act + (i == group_start ? layer_checkpoint_bytes(d_) : 0);
+      free = layer_activation_bytes(dims_of(first + i), false) + (i == group_start ? layer_checkpoint_bytes(d_) : 0);
     }
     layer_backward(first + i, free);
   }
@@ -912,15 +922,15 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
     add(lp_.norm, false, output_unit());
   }
   for (std::int64_t l = first + count - 1; l >= first; --l) {
-    if (d_.experts > 0) {
+    if (m_.is_moe_layer(l)) {
       add(lp_.shared_fc2, false, l);
       add(lp_.shared_fc1, false, l);
       add(lp_.expert_fc2, true, l);
       add(lp_.expert_fc1, true, l);
       add(lp_.router, false, l);
     } else {
-      add(lp_.fc2, false, l);
-      add(lp_.fc1, false, l);
+      add(dense_lp_.fc2, false, l);
+      add(dense_lp_.fc1, false, l);
     }
     add(lp_.norm, false, l);
     add(lp_.proj, false, l);
@@ -1063,11 +1073,11 @@ void StageBuilder::distributed_optimizer_gathers(std::int64_t unit) {
 std::int64_t StageBuilder::unit_dense(std::int64_t unit) const {
   if (unit == kEmbeddingUnit) return embedding_params(m_, d_);
   if (unit == output_unit()) return output_params(m_, p_, d_);
-  return lp_.dense();
+  return params_of(unit).dense();
 }
 
 std::int64_t StageBuilder::unit_expert(std::int64_t unit) const {
-  return (unit == kEmbeddingUnit || unit == output_unit()) ? 0 : lp_.expert();
+  return (unit == kEmbeddingUnit || unit == output_unit()) ? 0 : params_of(unit).expert();
 }
 
 // ZeRO-3 / FSDP (Megatron-FSDP's runtime schedule, fsdp/src/docs/runtime_schedule.md): each

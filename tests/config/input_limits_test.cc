@@ -117,7 +117,7 @@ TEST_CASE("config/limits: Hugging Face configs with wrong types are input errors
   CHECK(tests::contains(hf_error("[]"), "/: expected a Hugging Face config.json object"));
 }
 
-TEST_CASE("config/hf: routed and shared experts under each family's key, architectures the lowering lacks are refused at their key") {
+TEST_CASE("config/hf: routed and shared experts and dense layers among them under each family's key, architectures the lowering lacks are refused at their key") {
   auto hf_model = [](const std::string& hf_text) {
     const std::string hf = temp_file("hf_moe.json", hf_text);
     return temp_file("hf_moe_model.json", "{\"hf_config\": \"" + hf + "\", \"seq_length\": 4096}");
@@ -139,8 +139,14 @@ TEST_CASE("config/hf: routed and shared experts under each family's key, archite
   CHECK_FALSE(config::load_model(hf_model("{\"hidden_size\": 1024, \"num_hidden_layers\": 4, \"num_attention_heads\": 16, "
                                           "\"vocab_size\": 32000, \"num_experts\": 0}")).is_moe());
   auto error = [&](const std::string& text) { return error_of([&] { config::load_model(hf_model(text)); }); };
-  CHECK(tests::contains(error("{" + qwen3 + ", \"decoder_sparse_step\": 2}"), "/decoder_sparse_step: a mix of dense and MoE layers is not modelled"));
-  CHECK(tests::contains(error("{" + qwen3 + ", \"mlp_only_layers\": [0, 1]}"), "/mlp_only_layers: a mix of dense and MoE layers"));
+  // Dense layers among the MoE ones: Qwen's decoder_sparse_step (layer i MoE when (i + 1) %
+  // step == 0) and mlp_only_layers.
+  const models::ModelSpec stepped = config::load_model(hf_model("{" + qwen3 + ", \"decoder_sparse_step\": 2, \"mlp_only_layers\": [1]}"));
+  CHECK_FALSE(stepped.is_moe_layer(0));
+  CHECK_FALSE(stepped.is_moe_layer(1));  // (1 + 1) % 2 == 0, but listed dense
+  CHECK(stepped.is_moe_layer(3));
+  CHECK(stepped.num_moe_layers() == 23);
+  CHECK(tests::contains(error("{" + qwen3 + ", \"mlp_only_layers\": [48]}"), "/mlp_only_layers/0: expected a layer index in [0, 48)"));
   CHECK(config::load_model(hf_model("{" + qwen3 + ", \"shared_expert_intermediate_size\": 5632}")).moe_shared_expert_intermediate_size ==
         5632);
   // Qwen2-57B-A14B's config.json (values as published): 64 experts, top 8, a shared expert of
@@ -162,9 +168,23 @@ TEST_CASE("config/hf: routed and shared experts under each family's key, archite
   const std::string v3 = deepseek + ", \"n_shared_experts\": 1, \"first_k_dense_replace\": 3";
   CHECK(tests::contains(error("{" + v3 + ", \"q_lora_rank\": 1536, \"kv_lora_rank\": 512}"),
                         "/q_lora_rank: multi-head latent attention (DeepSeek-V2/V3) is not modelled"));
-  CHECK(tests::contains(error("{" + v3 + "}"), "/first_k_dense_replace: a mix of dense and MoE layers"));
-  CHECK(tests::contains(error("{" + deepseek + ", \"n_shared_experts\": 0, \"first_k_dense_replace\": 3}"),
-                        "/first_k_dense_replace: a mix of dense and MoE layers"));
+  // DeepSeek-MoE without latent attention: three dense layers, then MoE ones with a shared expert.
+  const models::ModelSpec v3_mha = config::load_model(hf_model("{" + v3 + "}"));
+  CHECK(v3_mha.num_moe_layers() == 58);
+  CHECK_FALSE(v3_mha.is_moe_layer(2));
+  CHECK(v3_mha.is_moe_layer(3));
+  CHECK(tests::contains(error("{" + deepseek + ", \"first_k_dense_replace\": 62}"), "/first_k_dense_replace: expected an integer in [0, 61]"));
+  // GLM-4.5-Air's config.json (values as published): one dense layer, 128 routed experts and a
+  // shared one; 106B parameters (its model card), within the 1.5% of what trainsim leaves out
+  // (the multi-token-prediction layer's weights are in the checkpoint, not in a forward pass).
+  const models::ModelSpec glm = config::load_model(hf_model(
+      "{\"attention_bias\": true, \"first_k_dense_replace\": 1, \"head_dim\": 128, \"hidden_act\": \"silu\", \"hidden_size\": 4096, "
+      "\"intermediate_size\": 10944, \"moe_intermediate_size\": 1408, \"n_routed_experts\": 128, \"n_shared_experts\": 1, "
+      "\"num_attention_heads\": 96, \"num_experts_per_tok\": 8, \"num_hidden_layers\": 46, \"num_key_value_heads\": 8, "
+      "\"rms_norm_eps\": 1e-05, \"rope_theta\": 1000000, \"tie_word_embeddings\": false, \"vocab_size\": 151552}"));
+  CHECK(glm.num_moe_layers() == 45);
+  CHECK(glm.moe_shared_expert_intermediate_size == 1408);
+  CHECK(static_cast<double>(glm.total_parameters(1)) == doctest::Approx(106e9).epsilon(0.015));
   CHECK(error("{" + deepseek + ", \"n_shared_experts\": 0, \"first_k_dense_replace\": 0}") == "");
   // DeepSeek's shared experts: n_shared_experts experts of moe_intermediate_size.
   CHECK(config::load_model(hf_model("{" + deepseek + ", \"n_shared_experts\": 2, \"first_k_dense_replace\": 0}"))

@@ -157,3 +157,25 @@ TEST_CASE("config/Scenario: a shared expert needs a mixture-of-experts model and
                                         "\"sequence_parallel\": true}"};
   CHECK(tests::contains(error_of(moe), "/model/moe_shared_expert_intermediate_size: expected a multiple of tensor_model_parallel_size (8)"));
 }
+
+TEST_CASE("config/Scenario: moe_layer_freq takes Megatron's integer or per-layer list") {
+  const std::string moe = "model={\"preset\": \"mixtral-8x7b\", \"num_layers\": 8, ";
+  const std::vector<std::string> base = {"parallelism={\"tensor_model_parallel_size\": 8, \"pipeline_model_parallel_size\": 1, "
+                                         "\"sequence_parallel\": true}"};
+  auto scenario = [&](const std::string& freq) {
+    std::vector<std::string> o = base;
+    o.push_back(moe + "\"moe_layer_freq\": " + freq + "}");
+    return o;
+  };
+  const config::Scenario every2 = config::load_scenario(tests::kDefaultScenario, scenario("2"));
+  CHECK(every2.model.num_moe_layers() == 4);
+  CHECK(every2.model.is_moe_layer(0));
+  CHECK_FALSE(every2.model.is_moe_layer(1));
+  const config::Scenario listed = config::load_scenario(tests::kDefaultScenario, scenario("[0, 0, 1, 1, 1, 1, 1, 1]"));
+  CHECK(listed.model.num_moe_layers() == 6);
+  CHECK(tests::contains(error_of(scenario("[1, 0]")), "/model/moe_layer_freq: expected one 0/1 entry per layer (8), got 2"));
+  CHECK(tests::contains(error_of(scenario("[0, 0, 2, 1, 1, 1, 1, 1]")), "/model/moe_layer_freq/2: expected 0 (dense) or 1 (MoE), got a number 2"));
+  CHECK(tests::contains(error_of(scenario("[0, 0, 0, 0, 0, 0, 0, 0]")), "/model/moe_layer_freq: expected at least one MoE layer"));
+  CHECK(tests::contains(error_of(scenario("0")), "/model/moe_layer_freq: expected an integer in [1, num_layers]"));
+  CHECK(tests::contains(error_of({"model.moe_layer_freq=2"}), "/model/moe_layer_freq: dense layers among MoE ones need a mixture-of-experts model"));
+}

@@ -83,6 +83,9 @@ TEST_CASE("models/parallelism: symmetric and full fidelity agree for CP, EP, ZeR
   SUBCASE("shared experts beside the routed ones") {
     check_fidelities_agree(kGpt, with(kMoe, {"model.moe_shared_expert_intermediate_size=4096"}));
   }
+  SUBCASE("dense layers among MoE ones (moe_layer_freq)") {
+    check_fidelities_agree(kGpt, with(kMoe, {"model.moe_layer_freq=[0, 1, 1, 0, 1, 1, 1, 1]"}));
+  }
   SUBCASE("expert parallelism folded over context parallelism") {
     check_fidelities_agree(kGpt, with(kMoe, {"parallelism.context_parallel_size=2"}));
   }
@@ -230,6 +233,30 @@ TEST_CASE("models/parallelism: a shared expert is a tensor-parallel dense MLP be
   CHECK(models::model_flops(s.model, 1) - models::model_flops(config::load_scenario(kGpt, kMoe).model, 1) ==
         doctest::Approx(12 * seq * L * h * h * (4096 / h) * 1.5));
   CHECK(with_shared.iteration_time_s > without.iteration_time_s);
+}
+
+TEST_CASE("models/parallelism: moe_layer_freq puts the dense MLP in the layers it names dense") {
+  // Layers 0 and 3 dense: stage 0 holds layers 0-3 (two dense), stage 1 layers 4-7 (none).
+  const std::vector<std::string> mixed = with(kMoe, {"model.moe_layer_freq=[0, 1, 1, 0, 1, 1, 1, 1]"});
+  const config::Scenario s = config::load_scenario(kGpt, mixed);
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  CHECK(w.stages[0].moe_layers == 2);
+  CHECK(w.stages[1].moe_layers == 4);
+  const std::int64_t mbs = w.microbatches;
+  CHECK(static_cast<std::int64_t>(tasks_named(w, 0, "fc1").size()) == 2 * mbs);
+  CHECK(static_cast<std::int64_t>(tasks_named(w, 0, "expert_fc1").size()) == 2 * mbs);
+  CHECK(tasks_named(w, 1, "fc1").empty());
+  // A dense layer's parameters replace an MoE layer's: dense MLP in, experts and router out.
+  const models::LayerParams moe_lp = models::layer_params(w.dims);
+  const models::LayerParams dense_lp = models::layer_params(models::dense_layer_dims(w.dims));
+  const models::Workload all = models::lower(config::load_scenario(kGpt, kMoe).model, s.parallel, s.training, s.num_gpus());
+  CHECK(all.stages[0].params.expert - w.stages[0].params.expert == 2 * moe_lp.expert());
+  CHECK(w.stages[0].params.dense - all.stages[0].params.dense == 2 * (dense_lp.dense() - moe_lp.dense()));
+  CHECK(w.stages[1].params.total() == all.stages[1].params.total());
+  // Megatron's formula counts the two kinds of layers apart.
+  const double dense_layer = models::model_flops(config::load_scenario(kGpt, {"model={\"preset\": \"mixtral-8x7b\", \"num_layers\": 8, \"num_experts\": 0}"}).model, 1);
+  const double moe_layer = models::model_flops(config::load_scenario(kGpt, kMoe).model, 1);
+  CHECK(models::model_flops(s.model, 1) == doctest::Approx((2 * dense_layer + 6 * moe_layer) / 8));
 }
 
 TEST_CASE("models/parallelism: ZeRO-3 gathers every layer in forward and backward and reduce-scatters its gradients") {
