@@ -60,14 +60,19 @@ TEST_CASE("models/flops: GQA and SwiGLU follow Megatron's formula") {
   CHECK(models::model_flops(m, 1) == doctest::Approx(expected).epsilon(1e-9));
 }
 
-TEST_CASE("models/presets: Llama 2 and Nemotron-4 presets have their published parameter counts") {
-  // Hugging Face model cards / safetensors totals (Llama 2: 6.74B, 13.0B, 69.0B) and the
-  // Nemotron-4 reports (15B: 3.2B embedding + 12.5B non-embedding; 340B: 341B).
+TEST_CASE("models/presets: Llama 2, Nemotron-4 and GLM-4.5 presets have their published parameter counts") {
+  // Hugging Face model cards / safetensors totals (Llama 2: 6.74B, 13.0B, 69.0B), the
+  // Nemotron-4 reports (15B: 3.2B embedding + 12.5B non-embedding; 340B: 341B) and the GLM-4.5
+  // report (106B and 355B; its multi-token-prediction layer is not in the presets).
   const std::vector<std::pair<const char*, double>> published{
-      {"llama2-7b", 6.738e9}, {"llama2-13b", 13.016e9}, {"llama2-70b", 68.977e9}, {"nemotron4-15b", 15.7e9}, {"nemotron4-340b", 341e9}};
+      {"llama2-7b", 6.738e9}, {"llama2-13b", 13.016e9}, {"llama2-70b", 68.977e9}, {"nemotron4-15b", 15.7e9},
+      {"nemotron4-340b", 341e9}, {"glm4.5-air", 106e9},     {"glm4.5", 355e9}};
   for (const auto& [preset, count] : published) {
     CAPTURE(preset);
     const models::ModelSpec m = config::load_model(preset);
     CHECK(static_cast<double>(m.total_parameters(1)) == doctest::Approx(count).epsilon(0.01));
   }
+  const models::ModelSpec glm = config::load_model("glm4.5");
+  CHECK(glm.num_moe_layers() == 89);
+  CHECK_FALSE(glm.is_moe_layer(2));
 }
