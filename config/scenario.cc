@@ -51,6 +51,11 @@ constexpr ModelLimit kModelLimits[] = {
     {"moe_router_topk", std::int64_t{1} << 14},
     {"moe_ffn_hidden_size", std::int64_t{1} << 22},
     {"moe_shared_expert_intermediate_size", std::int64_t{1} << 22},
+    {"q_lora_rank", std::int64_t{1} << 20},  // DeepSeek-V3: 1,536
+    {"kv_lora_rank", std::int64_t{1} << 20},  // DeepSeek-V3: 512
+    {"qk_head_dim", std::int64_t{1} << 16},
+    {"qk_pos_emb_head_dim", std::int64_t{1} << 16},
+    {"v_head_dim", std::int64_t{1} << 16},
 };
 constexpr std::int64_t model_limit(const char* key) {
   for (const ModelLimit& l : kModelLimits) {
@@ -153,12 +158,16 @@ std::optional<std::int64_t> read_hf_config(const std::string& file, ModelSpec& m
   m.add_bias_linear = flag("attention_bias", flag("bias", !rms)) || flag("mlp_bias", false);  // "bias": Falcon
   m.hidden_dropout = fraction("hidden_dropout", fraction("resid_pdrop", 0.0));
   m.attention_dropout = fraction("attention_dropout", fraction("attn_pdrop", 0.0));
-  // Parts of an architecture the lowering has no tasks for: refused, not priced as something else.
-  auto unsupported = [&](const char* key, const std::string& what) {
-    throw InputError(file, join_path("", key), what + " is not modelled by trainsim (its config sets \"" + key + "\")");
-  };
-  for (const char* key : {"q_lora_rank", "kv_lora_rank"}) {
-    if (find(key) != nullptr) unsupported(key, "multi-head latent attention (DeepSeek-V2/V3)");
+  // Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): q_lora_rank null means no q bottleneck.
+  if (find("kv_lora_rank") != nullptr) {
+    m.multi_latent_attention = true;
+    m.q_lora_rank = find("q_lora_rank") != nullptr ? num({"q_lora_rank"}, 0, "q_lora_rank") : 0;
+    m.kv_lora_rank = num({"kv_lora_rank"}, 0, "kv_lora_rank");
+    m.qk_head_dim = num({"qk_nope_head_dim"}, m.qk_head_dim, "qk_head_dim");
+    m.qk_pos_emb_head_dim = num({"qk_rope_head_dim"}, m.qk_pos_emb_head_dim, "qk_pos_emb_head_dim");
+    m.v_head_dim = num({"v_head_dim"}, m.v_head_dim, "v_head_dim");
+  } else if (find("q_lora_rank") != nullptr) {
+    throw InputError(file, "/q_lora_rank", "q_lora_rank without kv_lora_rank: not a multi-head latent attention config trainsim knows");
   }
   // Routed experts: Mixtral's num_local_experts, DeepSeek's n_routed_experts, Qwen-MoE's and
   // OLMoE's num_experts (0 in some dense configs).
@@ -280,6 +289,26 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
   integer("moe_router_topk", m.moe_router_topk, 1, false);
   integer("moe_ffn_hidden_size", m.moe_ffn_hidden_size, 0, false);
   integer("moe_shared_expert_intermediate_size", m.moe_shared_expert_intermediate_size, 0, false);
+  m.multi_latent_attention = r.get_bool("multi_latent_attention", m.multi_latent_attention);
+  origins.note("model.multi_latent_attention", r, "multi_latent_attention");
+  integer("q_lora_rank", m.q_lora_rank, 0, false);
+  integer("kv_lora_rank", m.kv_lora_rank, 0, false);
+  integer("qk_head_dim", m.qk_head_dim, 1, false);
+  integer("qk_pos_emb_head_dim", m.qk_pos_emb_head_dim, 0, false);
+  integer("v_head_dim", m.v_head_dim, 1, false);
+  if (m.multi_latent_attention) {
+    if (m.kv_lora_rank == 0) origins.fail("model.kv_lora_rank", "multi-head latent attention needs kv_lora_rank > 0");
+    // Every head has its own key and value (Megatron asserts MLA without group-query attention).
+    if (r.has("num_query_groups") && m.num_query_groups != m.num_attention_heads) {
+      origins.fail("model.num_query_groups", "multi-head latent attention has a key and value per head: expected " +
+                                                 std::to_string(m.num_attention_heads) + " (num_attention_heads)");
+    }
+    m.num_query_groups = m.num_attention_heads;
+  } else {
+    for (const char* key : {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"}) {
+      if (r.has(key)) origins.fail(std::string("model.") + key, "applies to multi-head latent attention only (set multi_latent_attention)");
+    }
+  }
   // Megatron's moe_layer_freq: an integer N (layer i is an MoE layer when i % N == 0) or a list
   // of 0/1, one per layer.
   if (const Json* freq = r.raw("moe_layer_freq"); freq != nullptr && !freq->is_null()) {

@@ -21,7 +21,19 @@ double layer_terms(const ModelSpec& m, bool moe) {
   // Shared experts: Megatron's formula adds (shared hidden size / h) x the gated multiplier
   // (training.py, num_floating_point_operations).
   const double shared = static_cast<double>(moe ? m.shared_expert_ffn_hidden() : 0);
-  return (1 + groups + s / h) * q_ratio + (ffn / h) * routed * gated + (shared / h) * gated;
+  double attention = (1 + groups + s / h) * q_ratio;
+  if (m.multi_latent_attention) {
+    // Megatron's MLA term (training.py, num_floating_point_operations): projections with their
+    // norms, and the core attention at half the s x s scores (causal), per token and FMA; in
+    // units of 2 h^2 here.
+    const double a = static_cast<double>(m.num_attention_heads), dn = static_cast<double>(m.qk_head_dim);
+    const double dr = static_cast<double>(m.qk_pos_emb_head_dim), dv = static_cast<double>(m.v_head_dim);
+    const double ql = static_cast<double>(m.q_lora_rank), kl = static_cast<double>(m.kv_lora_rank);
+    const double q_term = m.q_lora_rank > 0 ? ql * (h + a * (dn + dr) + 1) : h * a * (dn + dr);
+    const double per_token = q_term + kl * (h + a * (dn + dv) + 1) + h * dr + a * dv * h + s * a * (dn + dr) / 2 + s * a * dv / 2;
+    attention = per_token / (2 * h * h);
+  }
+  return attention + (ffn / h) * routed * gated + (shared / h) * gated;
 }
 
 // The layers' mean bracket: MoE and dense layers counted apart, as Megatron's formula does when
@@ -52,6 +64,10 @@ double attention_core_forward_flops(const ModelSpec& m) {
   // Scores (Q K^T) and values (P V): 2 GEMMs of 2 s^2 (a d) FLOPs each, causal mask not
   // subtracted (Megatron's convention).
   const double s = static_cast<double>(m.seq_length);
+  if (m.multi_latent_attention) {
+    // Megatron's MLA term counts the causal half of the scores.
+    return s * s * static_cast<double>(m.num_attention_heads * (m.qk_head_dim + m.qk_pos_emb_head_dim + m.v_head_dim));
+  }
   return 4.0 * s * s * static_cast<double>(m.num_attention_heads * m.head_dim());
 }
 

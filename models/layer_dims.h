@@ -16,7 +16,13 @@ struct LayerDims {
   std::int64_t h = 1;   // hidden size
   std::int64_t a = 1;   // attention heads per tensor-parallel rank
   std::int64_t g = 1;   // query groups (key/value heads) per tensor-parallel rank
-  std::int64_t d = 1;   // head dimension
+  std::int64_t d = 1;   // head dimension (MLA: the mean of the score and value head dimensions,
+                        // which prices Q K^T plus P V and the Q/K/V/O bytes exactly)
+  std::int64_t dv = 1;  // value head dimension (= d but under MLA)
+  // Multi-head latent attention (mla): q and kv latent ranks (ql = 0: no q bottleneck), score
+  // head dimensions without and with rotary embedding.
+  bool mla = false;
+  std::int64_t ql = 0, kl = 0, dn = 0, dr = 0;
   std::int64_t f = 1;   // dense MLP hidden size per tensor-parallel rank
   std::int64_t v = 1;   // padded vocabulary per tensor-parallel rank
   std::int64_t t = 1;   // tensor-parallel size
@@ -44,6 +50,8 @@ struct LayerDims {
   std::int64_t sharded_tokens() const { return sp ? b * s / t : b * s; }  // in norm/dropout regions
   std::int64_t act_bytes() const { return sim::size_of(act); }
   std::int64_t qkv_width() const { return (a + 2 * g) * d; }
+  std::int64_t q_width() const { return a * (dn + dr); }   // MLA: q projection output per TP rank
+  std::int64_t kv_up_width() const { return a * (dn + dv); }  // MLA: kv up projection output per TP rank
   std::int64_t fc1_width() const { return gated ? 2 * f : f; }
   std::int64_t expert_fc1_width() const { return gated ? 2 * ef : ef; }
   std::int64_t shared_fc1_width() const { return gated ? 2 * sf : sf; }
@@ -65,10 +73,16 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
 struct LayerParams {
   std::int64_t norm = 0;  // each of the two normalisations
   std::int64_t qkv = 0, proj = 0, fc1 = 0, fc2 = 0;  // dense MLP (0 for MoE)
+  // MLA projections (qkv = 0): the down projections with their norms, replicated over TP ranks
+  // (q_down = 0 without a q bottleneck), and the column-parallel up projections (q_up: the q
+  // projection without a bottleneck).
+  std::int64_t q_down = 0, q_up = 0, kv_down = 0, kv_up = 0;
   std::int64_t router = 0, expert_fc1 = 0, expert_fc2 = 0;  // all local experts together
   std::int64_t shared_fc1 = 0, shared_fc2 = 0;             // the shared expert (dense, tensor-parallel)
   std::int64_t gemm_weights = 0;  // weights of GEMMs in Transformer Engine modules (FP8-capable)
-  std::int64_t dense() const { return 2 * norm + qkv + proj + fc1 + fc2 + router + shared_fc1 + shared_fc2; }
+  std::int64_t dense() const {
+    return 2 * norm + qkv + q_down + q_up + kv_down + kv_up + proj + fc1 + fc2 + router + shared_fc1 + shared_fc2;
+  }
   std::int64_t expert() const { return expert_fc1 + expert_fc2; }
 };
 
@@ -88,16 +102,25 @@ inline LayerParams layer_params(const LayerDims& d) {
   const std::int64_t bias = d.bias ? 1 : 0;
   p.norm = d.layernorm ? 2 * d.h : d.h;
   p.qkv = d.h * d.qkv_width() + bias * d.qkv_width();
-  p.proj = d.a * d.d * d.h + bias * d.h;
+  p.proj = d.a * d.dv * d.h + bias * d.h;
+  std::int64_t attention_gemm = d.h * (d.qkv_width() + d.a * d.d);
+  if (d.mla) {
+    p.qkv = 0;
+    p.q_down = d.ql > 0 ? d.h * d.ql + d.ql : 0;
+    p.q_up = d.ql > 0 ? d.ql * d.q_width() : d.h * d.q_width();
+    p.kv_down = d.h * (d.kl + d.dr) + d.kl;
+    p.kv_up = d.kl * d.kv_up_width();
+    attention_gemm = p.q_down + p.q_up + p.kv_down + p.kv_up + d.a * d.dv * d.h;
+  }
   if (d.experts == 0) {
     p.fc1 = d.h * d.fc1_width() + bias * d.fc1_width();
     p.fc2 = d.f * d.h + bias * d.h;
-    p.gemm_weights = d.h * (d.qkv_width() + d.a * d.d + d.fc1_width() + d.f);
+    p.gemm_weights = attention_gemm + d.h * (d.fc1_width() + d.f);
   } else {
     p.router = d.h * d.experts;
     p.expert_fc1 = d.local_experts * (d.h * d.expert_fc1_width() + bias * d.expert_fc1_width());
     p.expert_fc2 = d.local_experts * (d.ef * d.h + bias * d.h);
-    p.gemm_weights = d.h * (d.qkv_width() + d.a * d.d) + d.local_experts * d.h * (d.expert_fc1_width() + d.ef);
+    p.gemm_weights = attention_gemm + d.local_experts * d.h * (d.expert_fc1_width() + d.ef);
     if (d.sf > 0) {
       p.shared_fc1 = d.h * d.shared_fc1_width() + bias * d.shared_fc1_width();
       p.shared_fc2 = d.sf * d.h + bias * d.h;

@@ -15,6 +15,16 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
   d.a = m.num_attention_heads / tp;
   d.g = m.num_query_groups / tp;
   d.d = m.head_dim();
+  d.dv = d.d;
+  if (m.multi_latent_attention) {
+    d.mla = true;
+    d.ql = m.q_lora_rank;
+    d.kl = m.kv_lora_rank;
+    d.dn = m.qk_head_dim;
+    d.dr = m.qk_pos_emb_head_dim;
+    d.dv = m.v_head_dim;
+    d.d = (d.dn + d.dr + d.dv) / 2;
+  }
   d.f = m.ffn_hidden_size / tp;
   d.v = m.padded_vocab(tp) / tp;
   d.t = tp;
@@ -52,13 +62,21 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
   // g key/value heads instead of a.
   std::int64_t attention = lin * Ts * d.h                  // QKV GEMM input (sharded under SP)
                            + dt * T * (d.a + 2 * d.g) * d.d  // Q, K, V
-                           + lin * T * d.a * d.d;            // output-projection input
+                           + lin * T * d.a * d.dv;           // output-projection input
+  if (d.mla) {
+    // MLA: the down projections' input (sharded under SP), each latent's norm input and up
+    // projection input (sharded, re-gathered in backward), the shared rotary key, then Q and K
+    // of qk + rope dimensions and V of the value dimension.
+    const std::int64_t latents = (d.ql > 0 ? d.ql : 0) + d.kl;
+    attention = lin * Ts * d.h + (dt + lin) * Ts * latents + dt * T * d.dr + dt * T * d.a * (2 * (d.dn + d.dr) + d.dv) +
+                lin * T * d.a * d.dv;
+  }
   if (d.hidden_dropout) attention += Ts * d.h;              // dropout mask, 1 byte
   if (!selective) {
     if (d.flash) {
       // Flash attention keeps the fp32 log-sum-exp per query row (Dao et al. 2022, Alg. 2) and its
       // output O, which is the output projection's input unless that was cast to FP8.
-      attention += 4 * d.b * d.a * d.s + (d.fp8() ? dt * T * d.a * d.d : 0);
+      attention += 4 * d.b * d.a * d.s + (d.fp8() ? dt * T * d.a * d.dv : 0);
     } else {
       attention += dt * d.b * d.a * d.s * d.s;  // softmax output
       if (d.attention_dropout) attention += d.b * d.a * d.s * d.s + dt * d.b * d.a * d.s * d.s;

@@ -38,6 +38,14 @@ std::int64_t ModelSpec::layer_parameters(bool moe_layer) const {
   const std::int64_t bias = add_bias_linear ? 1 : 0;
   const std::int64_t norm = normalization == Normalization::kLayerNorm ? 2 * h : h;
   std::int64_t attn = h * (q + 2 * kv) + bias * (q + 2 * kv) + q * h + bias * h;
+  if (multi_latent_attention) {
+    // Megatron-Core's MLA: q down/up projections with a norm between (or one q projection), kv
+    // down projection (latent plus the shared rotary key) with a norm, kv up projection, output.
+    const std::int64_t a = num_attention_heads, qk = qk_head_dim + qk_pos_emb_head_dim;
+    const std::int64_t q_params = q_lora_rank > 0 ? h * q_lora_rank + q_lora_rank + q_lora_rank * a * qk : h * a * qk;
+    attn = q_params + h * (kv_lora_rank + qk_pos_emb_head_dim) + kv_lora_rank + kv_lora_rank * a * (qk_head_dim + v_head_dim) +
+           a * v_head_dim * h + bias * h;
+  }
   const std::int64_t f = moe ? expert_ffn_hidden() : ffn_hidden_size;
   const std::int64_t up = gated() ? 2 * f : f;
   std::int64_t mlp = h * up + bias * up + f * h + bias * h;

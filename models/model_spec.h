@@ -34,6 +34,16 @@ struct ModelSpec {
   bool add_bias_linear = true;
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
+  // Multi-head latent attention (DeepSeek-V2/V3; Megatron-Core MLASelfAttention): queries
+  // through a rank-q_lora_rank bottleneck (0: a plain projection), keys and values through a
+  // shared rank-kv_lora_rank latent; heads of qk_head_dim + qk_pos_emb_head_dim for scores and
+  // v_head_dim for values. num_query_groups is the head count.
+  bool multi_latent_attention = false;
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_head_dim = 128;
+  std::int64_t qk_pos_emb_head_dim = 64;
+  std::int64_t v_head_dim = 128;
   // Mixture of experts (num_experts = 0: dense MLP).
   std::int64_t num_experts = 0;
   std::int64_t moe_router_topk = 2;

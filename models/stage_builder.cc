@@ -202,9 +202,10 @@ class StageBuilder {
   template <typename ChunkKernel>
   TaskIndex ring_exchange_gemm(const std::string& exchange_name, const std::string& gemm_name, std::int64_t gathered,
                                std::uint8_t cat, ChunkKernel chunk_kernel);
-  void column_forward(const std::string& name, std::int64_t n, std::uint8_t cat, bool fp8);
+  // `k`: the input width, h unless given (MLA's up projections read a latent).
+  void column_forward(const std::string& name, std::int64_t n, std::uint8_t cat, bool fp8, std::int64_t k = 0);
   void row_forward(const std::string& name, std::int64_t k, std::uint8_t cat);
-  void column_backward(const std::string& name, std::int64_t n, std::int64_t params, bool fp8);
+  void column_backward(const std::string& name, std::int64_t n, std::int64_t params, bool fp8, std::int64_t k = 0);
   void row_backward(const std::string& name, std::int64_t k, std::int64_t params);
   void expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params);
 
@@ -224,6 +225,8 @@ class StageBuilder {
   void moe_forward(std::uint8_t cat);
   void moe_backward();
   void shared_expert_forward(std::uint8_t cat);
+  void mla_projections_forward(std::uint8_t cat);
+  void mla_projections_backward();
   void shared_expert_backward();
   void norm(const std::string& name, std::uint8_t cat, std::int64_t alloc = 0);
   void norm_backward(const std::string& name, std::int64_t free = 0);
@@ -333,25 +336,25 @@ void StageBuilder::fp8_cast(const std::string& name, std::int64_t elements, std:
 // parallelism the input is all-gathered first (blocking, as Megatron's and TE's Linear do), or,
 // with tp_comm_overlap, gathered chunk by chunk around the ring while the GEMM computes the
 // chunks it has (TE userbuffers "ring_exchange" for qkv_fprop / fc1_fprop).
-void StageBuilder::column_forward(const std::string& name, std::int64_t n, std::uint8_t cat, bool fp8) {
-  const std::int64_t T = d_.tokens();
+void StageBuilder::column_forward(const std::string& name, std::int64_t n, std::uint8_t cat, bool fp8, std::int64_t k) {
+  const std::int64_t T = d_.tokens(), K = k > 0 ? k : d_.h;
   const DataType in = fp8 ? d_.gemm : d_.act;
   const std::int64_t elem = fp8 && d_.fp8() ? 1 : dt();
-  if (fp8 && d_.fp8()) fp8_cast(name + "_input_cast", d_.sharded_tokens() * d_.h, cat);
+  if (fp8 && d_.fp8()) fp8_cast(name + "_input_cast", d_.sharded_tokens() * K, cat);
   if (!d_.sp) {
-    compute(name, gemm(T, n, d_.h, 1, in), cat);
+    compute(name, gemm(T, n, K, 1, in), cat);
     return;
   }
-  const std::int64_t gathered = elem * T * d_.h;
+  const std::int64_t gathered = elem * T * K;
   const DataType gdt = elem == 1 ? DataType::kFp8 : d_.act;
   if (tp_overlap()) {
     const TaskIndex last = ring_exchange_gemm(name + "_ring_exchange", name + "_chunk", gathered, cat,
-                                              [&](std::int64_t rows) { return gemm(rows, n, d_.h, 1, in); });
+                                              [&](std::int64_t rows) { return gemm(rows, n, K, 1, in); });
     free_at(last, gathered);
     return;
   }
   tp_collective(name + "_all_gather", CollectiveKind::kAllGather, gathered, true, gdt, gathered);
-  const TaskIndex c = compute(name, gemm(T, n, d_.h, 1, in), cat);
+  const TaskIndex c = compute(name, gemm(T, n, K, 1, in), cat);
   free_at(c, gathered);
 }
 
@@ -380,27 +383,27 @@ void StageBuilder::row_forward(const std::string& name, std::int64_t k, std::uin
 // overlap does the same): the sequence-sharded input is re-gathered while the data gradient
 // computes; the input gradient is reduce-scattered (or all-reduced) while the weight gradient
 // computes.
-void StageBuilder::column_backward(const std::string& name, std::int64_t n, std::int64_t params, bool fp8) {
-  const std::int64_t T = d_.tokens();
+void StageBuilder::column_backward(const std::string& name, std::int64_t n, std::int64_t params, bool fp8, std::int64_t k) {
+  const std::int64_t T = d_.tokens(), K = k > 0 ? k : d_.h;
   const bool q = fp8 && d_.fp8();
   const DataType in = q ? d_.gemm : d_.act;
   if (q) fp8_cast(name + "_grad_cast", T * n, kBackward);
   TaskIndex gather = kNoTask;
-  const std::int64_t gathered = (q ? 1 : dt()) * T * d_.h;
+  const std::int64_t gathered = (q ? 1 : dt()) * T * K;
   if (d_.sp) {
     gather = tp_collective(name + "_input_all_gather", CollectiveKind::kAllGather, gathered, false,
                            q ? DataType::kFp8 : d_.act, gathered);
   }
-  compute(name + "_dgrad", gemm(T, d_.h, n, 1, in), kBackward);
+  compute(name + "_dgrad", gemm(T, K, n, 1, in), kBackward);
   const TaskIndex reduce = tp_collective(d_.sp ? name + "_grad_reduce_scatter" : name + "_grad_all_reduce",
-                                         d_.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, hidden_bytes(),
+                                         d_.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, dt() * T * K,
                                          false);
   // Without the asynchronous all-reduce the compute stream waits for it before the weight
   // gradient (Megatron-LM before --async-tensor-model-parallel-allreduce).
   const bool blocking = !d_.sp && !t_.async_tensor_model_parallel_allreduce;
   if (blocking) wait(reduce);
   wait(gather);
-  const TaskIndex wgrad = compute(name + "_wgrad", gemm(d_.h, n, T, 1, in), kBackward);
+  const TaskIndex wgrad = compute(name + "_wgrad", gemm(K, n, T, 1, in), kBackward);
   if (gather != kNoTask) free_at(wgrad, gathered);
   if (!blocking) wait(reduce);
   gradient_ready(params, false, wgrad);
@@ -530,21 +533,72 @@ void StageBuilder::attention_core_backward() {
 void StageBuilder::attention_forward(std::uint8_t cat) {
   const std::int64_t T = d_.tokens();
   norm("input_norm", cat);
-  column_forward("qkv_proj", d_.qkv_width(), cat, true);
-  if (d_.rope) compute("rotary_embedding", memory_op(2 * dt() * T * (d_.a + d_.g) * d_.d), cat);
+  if (d_.mla) {
+    mla_projections_forward(cat);
+  } else {
+    column_forward("qkv_proj", d_.qkv_width(), cat, true);
+    if (d_.rope) compute("rotary_embedding", memory_op(2 * dt() * T * (d_.a + d_.g) * d_.d), cat);
+  }
   attention_core_forward(cat);
-  row_forward("out_proj", d_.a * d_.d, cat);
+  row_forward("out_proj", d_.a * d_.dv, cat);
   compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), cat);
 }
 
 void StageBuilder::attention_backward() {
   const std::int64_t T = d_.tokens();
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
-  row_backward("out_proj", d_.a * d_.d, lp_.proj);
+  row_backward("out_proj", d_.a * d_.dv, lp_.proj);
   if (t_.recompute_granularity == RecomputeGranularity::kSelective) attention_core_forward(kRecompute);
   attention_core_backward();
+  if (d_.mla) {
+    mla_projections_backward();
+    return;
+  }
   if (d_.rope) compute("rotary_embedding_bwd", memory_op(2 * dt() * T * (d_.a + d_.g) * d_.d), kBackward);
   column_backward("qkv_proj", d_.qkv_width(), lp_.qkv, true);
+}
+
+// Multi-head latent attention's projections (Megatron-Core MLASelfAttention with its default
+// spec): the down projections are replicated linears applied to each rank's sequence shard; the
+// q latent goes through its norm into a column-parallel up projection (which all-gathers the
+// latent, not the hidden state, under sequence parallelism), as do the kv latent and, beside it,
+// the rotary key (all-gathered from the sequence shards); rotary embedding on the rope parts.
+void StageBuilder::mla_projections_forward(std::uint8_t cat) {
+  const std::int64_t T = d_.tokens(), Ts = d_.sharded_tokens();
+  if (d_.fp8()) fp8_cast("mla_down_proj_input_cast", Ts * d_.h, cat);
+  if (d_.ql > 0) {
+    compute("q_down_proj", gemm(Ts, d_.ql, d_.h, 1, d_.gemm), cat);
+    compute("q_norm", memory_op(2 * dt() * Ts * d_.ql), cat);
+    column_forward("q_up_proj", d_.q_width(), cat, true, d_.ql);
+  } else {
+    column_forward("q_proj", d_.q_width(), cat, true);
+  }
+  compute("kv_down_proj", gemm(Ts, d_.kl + d_.dr, d_.h, 1, d_.gemm), cat);
+  if (d_.sp) tp_collective("k_rope_all_gather", CollectiveKind::kAllGather, dt() * T * d_.dr);
+  compute("kv_norm", memory_op(2 * dt() * Ts * d_.kl), cat);
+  column_forward("kv_up_proj", d_.kv_up_width(), cat, true, d_.kl);
+  if (d_.rope) compute("rotary_embedding", memory_op(2 * dt() * T * (d_.a + 1) * d_.dr), cat);
+}
+
+// Reverse order: the kv path's gradients first (its ops were recorded last), then the q path's.
+// The down projections' weight gradients are partial sums over the sequence shards under
+// sequence parallelism (all-reduced with the norms' at the end of the step).
+void StageBuilder::mla_projections_backward() {
+  const std::int64_t T = d_.tokens(), Ts = d_.sharded_tokens();
+  if (d_.rope) compute("rotary_embedding_bwd", memory_op(2 * dt() * T * (d_.a + 1) * d_.dr), kBackward);
+  column_backward("kv_up_proj", d_.kv_up_width(), lp_.kv_up, true, d_.kl);
+  compute("kv_norm_bwd", memory_op(4 * dt() * Ts * d_.kl), kBackward);
+  if (d_.sp) tp_collective("k_rope_grad_reduce_scatter", CollectiveKind::kReduceScatter, dt() * T * d_.dr, false);
+  compute("kv_down_proj_dgrad", gemm(Ts, d_.h, d_.kl + d_.dr, 1, d_.gemm), kBackward);
+  gradient_ready(lp_.kv_down, false, compute("kv_down_proj_wgrad", gemm(d_.h, d_.kl + d_.dr, Ts, 1, d_.gemm), kBackward));
+  if (d_.ql > 0) {
+    column_backward("q_up_proj", d_.q_width(), lp_.q_up, true, d_.ql);
+    compute("q_norm_bwd", memory_op(4 * dt() * Ts * d_.ql), kBackward);
+    compute("q_down_proj_dgrad", gemm(Ts, d_.h, d_.ql, 1, d_.gemm), kBackward);
+    gradient_ready(lp_.q_down, false, compute("q_down_proj_wgrad", gemm(d_.h, d_.ql, Ts, 1, d_.gemm), kBackward));
+  } else {
+    column_backward("q_proj", d_.q_width(), lp_.q_up, true);
+  }
 }
 
 void StageBuilder::mlp_forward(std::uint8_t cat) {
@@ -912,11 +966,12 @@ void StageBuilder::communicate(const PipelineStep& step) {
 // Parameter groups of one chunk in the order the backward pass produces their gradients; the
 // backward emission calls gradient_ready() in exactly this order.
 std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
+  const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk)];
   std::vector<ParamGroup> out;
+  out.reserve(static_cast<std::size_t>(12 * count + 3));  // at most 11 groups a layer
   auto add = [&](std::int64_t params, bool expert, std::int64_t unit) {
     if (params > 0) out.push_back(ParamGroup{params, expert, unit});
   };
-  const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk)];
   if (chunk == static_cast<std::int64_t>(info_.chunks.size()) - 1 && info_.has_output) {
     add(output_params(m_, p_, d_) - lp_.norm, false, output_unit());
     add(lp_.norm, false, output_unit());
@@ -934,7 +989,11 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
     }
     add(lp_.norm, false, l);
     add(lp_.proj, false, l);
-    add(lp_.qkv, false, l);
+    add(lp_.qkv, false, l);  // 0 under MLA, whose projections follow
+    add(lp_.kv_up, false, l);
+    add(lp_.kv_down, false, l);
+    add(lp_.q_up, false, l);
+    add(lp_.q_down, false, l);
     add(lp_.norm, false, l);
   }
   if (chunk == 0 && info_.has_embedding) add(embedding_params(m_, d_), false, kEmbeddingUnit);
@@ -1184,8 +1243,9 @@ void StageBuilder::finalize() {
   if (d_.sp) {
     std::int64_t layers = 0;
     for (const auto& c : info_.chunks) layers += c.second;
+    // MLA's down projections (with their norms) are replicated too.
     const std::int64_t replicated =
-        layers * (2 * lp_.norm + (d_.bias ? 2 * d_.h : 0)) + (info_.has_output ? lp_.norm : 0);
+        layers * (2 * lp_.norm + (d_.bias ? 2 * d_.h : 0) + lp_.q_down + lp_.kv_down) + (info_.has_output ? lp_.norm : 0);
     wait(collective("layernorm_grad_all_reduce", kTpSlot, kTpStream, CollectiveKind::kAllReduce, grad_bytes() * replicated,
                     grad_dtype(), kTpComm));
   }

@@ -166,8 +166,19 @@ TEST_CASE("config/hf: routed and shared experts and dense layers among them unde
       "\"moe_layer_freq\": 1, \"vocab_size\": 129280, "
       "\"hidden_act\": \"silu\", \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000";
   const std::string v3 = deepseek + ", \"n_shared_experts\": 1, \"first_k_dense_replace\": 3";
-  CHECK(tests::contains(error("{" + v3 + ", \"q_lora_rank\": 1536, \"kv_lora_rank\": 512}"),
-                        "/q_lora_rank: multi-head latent attention (DeepSeek-V2/V3) is not modelled"));
+  // With its latent attention: DeepSeek-V3's 671B parameters (its model card; the
+  // multi-token-prediction module's 14B are not in a forward pass of the main model).
+  const models::ModelSpec v3_mla = config::load_model(hf_model(
+      "{" + v3 + ", \"q_lora_rank\": 1536, \"kv_lora_rank\": 512, \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64, "
+                 "\"v_head_dim\": 128, \"tie_word_embeddings\": false}"));
+  CHECK(v3_mla.multi_latent_attention);
+  CHECK(v3_mla.q_lora_rank == 1536);
+  CHECK(v3_mla.kv_lora_rank == 512);
+  CHECK(v3_mla.qk_pos_emb_head_dim == 64);
+  CHECK(static_cast<double>(v3_mla.total_parameters(1)) == doctest::Approx(671e9).epsilon(0.005));
+  // DeepSeek-V2-Lite has no q bottleneck (q_lora_rank null).
+  CHECK(config::load_model(hf_model("{" + v3 + ", \"q_lora_rank\": null, \"kv_lora_rank\": 512}")).q_lora_rank == 0);
+  CHECK(tests::contains(error("{" + v3 + ", \"q_lora_rank\": 1536}"), "/q_lora_rank: q_lora_rank without kv_lora_rank"));
   // DeepSeek-MoE without latent attention: three dense layers, then MoE ones with a shared expert.
   const models::ModelSpec v3_mha = config::load_model(hf_model("{" + v3 + "}"));
   CHECK(v3_mha.num_moe_layers() == 58);

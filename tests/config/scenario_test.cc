@@ -179,3 +179,12 @@ TEST_CASE("config/Scenario: moe_layer_freq takes Megatron's integer or per-layer
   CHECK(tests::contains(error_of(scenario("0")), "/model/moe_layer_freq: expected an integer in [1, num_layers]"));
   CHECK(tests::contains(error_of({"model.moe_layer_freq=2"}), "/model/moe_layer_freq: dense layers among MoE ones need a mixture-of-experts model"));
 }
+
+TEST_CASE("config/Scenario: multi-head latent attention keys are checked") {
+  const std::string mla = "model={\"preset\": \"gpt3-175b\", \"multi_latent_attention\": true, ";
+  CHECK(error_of({mla + "\"kv_lora_rank\": 512}"}) == "");
+  CHECK(tests::contains(error_of({mla + "\"q_lora_rank\": 512}"}), "/model/kv_lora_rank: multi-head latent attention needs kv_lora_rank > 0"));
+  CHECK(tests::contains(error_of({mla + "\"kv_lora_rank\": 512, \"num_query_groups\": 4}"}),
+                        "/model/num_query_groups: multi-head latent attention has a key and value per head: expected 96"));
+  CHECK(tests::contains(error_of({"model.kv_lora_rank=512"}), "/model/kv_lora_rank: applies to multi-head latent attention only"));
+}

@@ -33,6 +33,16 @@ const std::vector<std::string> kMoe = {
     "training={\"micro_batch_size\": 1, \"global_batch_size\": 32, \"overlap_param_gather\": true}",
     "cluster={\"preset\": \"dgx-h100\", \"num_nodes\": 2}"};
 
+// Mixtral's shape with DeepSeek-V3's latent attention (q rank 1,536, kv rank 512, heads of
+// 128 + 64 for scores and 128 for values), on kMoe's plan.
+const std::vector<std::string> kMla = {
+    "model={\"preset\": \"mixtral-8x7b\", \"num_layers\": 8, \"num_query_groups\": 32, \"multi_latent_attention\": true, \"q_lora_rank\": 1536, "
+    "\"kv_lora_rank\": 512, \"qk_head_dim\": 128, \"qk_pos_emb_head_dim\": 64, \"v_head_dim\": 128}",
+    "parallelism={\"tensor_model_parallel_size\": 2, \"pipeline_model_parallel_size\": 2, \"expert_model_parallel_size\": 4, "
+    "\"sequence_parallel\": true, \"use_distributed_optimizer\": true}",
+    "training={\"micro_batch_size\": 1, \"global_batch_size\": 32, \"overlap_param_gather\": true}",
+    "cluster={\"preset\": \"dgx-h100\", \"num_nodes\": 2}"};
+
 std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& more) {
   base.insert(base.end(), more.begin(), more.end());
   return base;
@@ -85,6 +95,10 @@ TEST_CASE("models/parallelism: symmetric and full fidelity agree for CP, EP, ZeR
   }
   SUBCASE("dense layers among MoE ones (moe_layer_freq)") {
     check_fidelities_agree(kGpt, with(kMoe, {"model.moe_layer_freq=[0, 1, 1, 0, 1, 1, 1, 1]"}));
+  }
+  SUBCASE("multi-head latent attention") { check_fidelities_agree(kGpt, kMla); }
+  SUBCASE("multi-head latent attention with context parallelism and FP8") {
+    check_fidelities_agree(kGpt, with(kMla, {"parallelism.context_parallel_size=2", "training.precision=\"fp8\""}));
   }
   SUBCASE("expert parallelism folded over context parallelism") {
     check_fidelities_agree(kGpt, with(kMoe, {"parallelism.context_parallel_size=2"}));
@@ -257,6 +271,53 @@ TEST_CASE("models/parallelism: moe_layer_freq puts the dense MLP in the layers i
   const double dense_layer = models::model_flops(config::load_scenario(kGpt, {"model={\"preset\": \"mixtral-8x7b\", \"num_layers\": 8, \"num_experts\": 0}"}).model, 1);
   const double moe_layer = models::model_flops(config::load_scenario(kGpt, kMoe).model, 1);
   CHECK(models::model_flops(s.model, 1) == doctest::Approx((2 * dense_layer + 6 * moe_layer) / 8));
+}
+
+TEST_CASE("models/parallelism: multi-head latent attention follows Megatron-Core's MLASelfAttention") {
+  const config::Scenario s = config::load_scenario(kGpt, kMla);
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  const models::LayerDims& d = w.dims;
+  REQUIRE(d.mla);
+  CHECK(d.a == 16);
+  CHECK(d.g == d.a);          // a key and a value per head
+  CHECK(d.d == 160);          // (128 + 64 + 128) / 2: Q K^T and P V priced exactly
+  CHECK(d.dv == 128);
+  CHECK(tasks_named(w, 0, "qkv_proj").empty());
+  const std::int64_t T = d.tokens(), Ts = d.sharded_tokens();
+  auto kernel = [&](const char* name) { return w.graph.rank_class(0).kernels[tasks_named(w, 0, name).front()->payload]; };
+  // Down projections: replicated weights on the sequence shard.
+  CHECK(kernel("q_down_proj").m == Ts);
+  CHECK(kernel("q_down_proj").n == 1536);
+  CHECK(kernel("q_down_proj").k == 4096);
+  CHECK(kernel("kv_down_proj").n == 512 + 64);
+  // Up projections: column-parallel over the all-gathered latent, not the hidden state.
+  CHECK(kernel("q_up_proj").m == T);
+  CHECK(kernel("q_up_proj").n == 16 * 192);
+  CHECK(kernel("q_up_proj").k == 1536);
+  CHECK(kernel("kv_up_proj").n == 16 * 256);
+  CHECK(collective_bytes(w, 0, *tasks_named(w, 0, "kv_up_proj_all_gather").front()) == 2 * T * 512);
+  CHECK(collective_bytes(w, 0, *tasks_named(w, 0, "k_rope_all_gather").front()) == 2 * T * 64);
+  // The output projection reads the value heads.
+  CHECK(kernel("out_proj").k == 16 * 128);
+  // Parameters per TP rank, and the replicated ones summed over the TP group with the norms'.
+  const models::LayerParams lp = models::layer_params(d);
+  CHECK(lp.qkv == 0);
+  CHECK(lp.q_down == 4096 * 1536 + 1536);
+  CHECK(lp.q_up == 1536 * 16 * 192);
+  CHECK(lp.kv_down == 4096 * (512 + 64) + 512);
+  CHECK(lp.kv_up == 512 * 16 * 256);
+  CHECK(lp.proj == 16 * 128 * 4096);
+  const auto reduce = tasks_named(w, 0, "layernorm_grad_all_reduce");
+  REQUIRE(reduce.size() == 1);
+  CHECK(collective_bytes(w, 0, *reduce.front()) == 4 * 4 * (2 * lp.norm + lp.q_down + lp.kv_down));  // fp32 grads, 4 layers
+  // Megatron's MLA FLOP term, per token and layer (FMA x 3 passes), causal half of the scores.
+  const double h = 4096, a = 32, seq = static_cast<double>(s.model.seq_length);
+  const double mla = 1536 * (h + a * 192 + 1) + 512 * (h + a * 256 + 1) + h * 64 + a * 128 * h + seq * a * 192 / 2 + seq * a * 128 / 2;
+  models::ModelSpec plain = s.model;
+  plain.multi_latent_attention = false;
+  plain.num_query_groups = 8;
+  const double gqa = 12 * seq * h * h * (1 + 8 / a + seq / h);  // Megatron's GQA attention term, per layer
+  CHECK(models::model_flops(s.model, 1) - models::model_flops(plain, 1) == doctest::Approx(8 * (6 * seq * mla - gqa)).epsilon(1e-9));
 }
 
 TEST_CASE("models/parallelism: ZeRO-3 gathers every layer in forward and backward and reduce-scatters its gradients") {
