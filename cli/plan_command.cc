@@ -182,7 +182,7 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--csv", a->csv, "Write every feasible plan as CSV to FILE");
   cmd->add_option("--svg", a->svg, "Plot time to train against GPUs to FILE");
   cmd->add_option("--tp", a->tp, "Tensor-parallel sizes to try (default: powers of two up to a node)")->delimiter(',');
-  cmd->add_option("--pp", a->pp, "Pipeline-parallel sizes to try (default: divisors of the layer count, or of the layer count + 2 with the embedding and the loss counted as layers)")->delimiter(',');
+  cmd->add_option("--pp", a->pp, "Pipeline-parallel sizes to try (default: divisors of the layer count, or of the layer count + 2 with the embedding and the loss counted as layers, and powers of two with uneven first and last stages)")->delimiter(',');
   cmd->add_option("--vp", a->vp, "Virtual stages to try (default: all that split the layers)")->delimiter(',');
   cmd->add_option("--cp", a->cp, "Context-parallel sizes to try")->delimiter(',');
   cmd->add_option("--ep", a->ep, "Expert-parallel sizes to try (MoE)")->delimiter(',');

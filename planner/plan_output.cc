@@ -27,6 +27,12 @@ const char* sharding_name(const models::ParallelSpec& p) {
   return p.use_distributed_optimizer ? "dist-opt" : "-";
 }
 
+// The PP column's mark: * embedding and loss counted in the split, ~ an uneven split.
+const char* split_mark(const models::ParallelSpec& p) {
+  if (p.accounts_in_split()) return "*";
+  return p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers ? "~" : "";
+}
+
 std::int64_t dp_of(const PlanResult& r) {
   const models::ParallelSpec& p = r.parallel;
   return r.gpus / (p.tensor_model_parallel_size * p.pipeline_model_parallel_size * p.context_parallel_size);
@@ -37,7 +43,7 @@ std::int64_t dp_of(const PlanResult& r) {
 std::string describe_plan(const PlanResult& r) {
   const models::ParallelSpec& p = r.parallel;
   std::ostringstream o;
-  o << "TP " << p.tensor_model_parallel_size << " PP " << p.pipeline_model_parallel_size << (p.accounts_in_split() ? "*" : "");
+  o << "TP " << p.tensor_model_parallel_size << " PP " << p.pipeline_model_parallel_size << split_mark(p);
   if (p.virtual_pipeline_model_parallel_size > 1) o << " (x" << p.virtual_pipeline_model_parallel_size << ")";
   if (p.context_parallel_size > 1) o << " CP " << p.context_parallel_size;
   if (p.expert_model_parallel_size > 1) o << " EP " << p.expert_model_parallel_size;
@@ -64,7 +70,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     const PlanResult& r = report.plans[i];
     const models::ParallelSpec& p = r.parallel;
     char line[256];
-    const std::string pp = std::to_string(p.pipeline_model_parallel_size) + (p.accounts_in_split() ? "*" : "");
+    const std::string pp = std::to_string(p.pipeline_model_parallel_size) + split_mark(p);
     std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3s %3lld %3lld %3lld %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %8.1f", i + 1,
                   static_cast<long long>(r.gpus), static_cast<long long>(p.tensor_model_parallel_size), pp.c_str(),
                   static_cast<long long>(p.virtual_pipeline_model_parallel_size),
@@ -78,8 +84,15 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     o << "\n";
   }
   if (report.plans.empty()) o << "  (no plan fits: more GPUs, a smaller batch per GPU or more recomputation are needed)\n";
-  bool accounted = false;
-  for (std::size_t i = 0; i < n; ++i) accounted = accounted || report.plans[i].parallel.accounts_in_split();
+  bool accounted = false, uneven = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    accounted = accounted || report.plans[i].parallel.accounts_in_split();
+    uneven = uneven || std::string(split_mark(report.plans[i].parallel)) == "~";
+  }
+  if (uneven) {
+    o << "  PP~: the layers do not split evenly: the middle stages hold ceil(layers / PP), the first and last\n"
+         "       share the rest (decoder_first/last_pipeline_num_layers; --json gives them per plan)\n";
+  }
   if (accounted) {
     o << "  PP*: the embedding and the loss count as one layer each in the pipeline split, the first and last\n"
          "       virtual stage hold one transformer layer fewer (account_for_embedding/loss_in_pipeline_split)\n";
@@ -112,7 +125,8 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
   out << "rank,gpus,tensor_model_parallel_size,pipeline_model_parallel_size,virtual_pipeline_model_parallel_size,"
          "context_parallel_size,expert_model_parallel_size,data_parallel_size,micro_batch_size,recompute_granularity,"
          "use_distributed_optimizer,zero_stage,iteration_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,time_to_train_days,"
-         "gpu_hours,cost,account_for_embedding_in_pipeline_split,account_for_loss_in_pipeline_split\n";
+         "gpu_hours,cost,account_for_embedding_in_pipeline_split,account_for_loss_in_pipeline_split,"
+         "decoder_first_pipeline_num_layers,decoder_last_pipeline_num_layers\n";
   for (std::size_t i = 0; i < report.plans.size(); ++i) {
     const PlanResult& r = report.plans[i];
     const models::ParallelSpec& p = r.parallel;
@@ -125,7 +139,9 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
         << (r.time_to_train_days ? fmt("%.6g", *r.time_to_train_days) : "") << ','
         << (r.gpu_hours ? fmt("%.6g", *r.gpu_hours) : "") << ',' << (r.cost ? fmt("%.6g", *r.cost) : "") << ','
         << (p.account_for_embedding_in_pipeline_split ? "true" : "false") << ','
-        << (p.account_for_loss_in_pipeline_split ? "true" : "false") << "\n";
+        << (p.account_for_loss_in_pipeline_split ? "true" : "false") << ','
+        << (p.decoder_first_pipeline_num_layers ? std::to_string(*p.decoder_first_pipeline_num_layers) : "") << ','
+        << (p.decoder_last_pipeline_num_layers ? std::to_string(*p.decoder_last_pipeline_num_layers) : "") << "\n";
   }
 }
 
@@ -149,6 +165,8 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
                                {"zero_stage", p.zero_stage}};
     if (p.account_for_embedding_in_pipeline_split) plan["parallelism"]["account_for_embedding_in_pipeline_split"] = true;
     if (p.account_for_loss_in_pipeline_split) plan["parallelism"]["account_for_loss_in_pipeline_split"] = true;
+    if (p.decoder_first_pipeline_num_layers) plan["parallelism"]["decoder_first_pipeline_num_layers"] = *p.decoder_first_pipeline_num_layers;
+    if (p.decoder_last_pipeline_num_layers) plan["parallelism"]["decoder_last_pipeline_num_layers"] = *p.decoder_last_pipeline_num_layers;
     plan["training"] = Json{{"micro_batch_size", r.training.micro_batch_size},
                             {"global_batch_size", r.training.global_batch_size},
                             {"recompute_granularity", models::to_string(r.training.recompute_granularity)},

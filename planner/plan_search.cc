@@ -6,7 +6,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "config/scenario.h"
 #include "models/flop_count.h"
@@ -34,6 +36,32 @@ std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t limit) {
 // alone do not split evenly over the stages but do with those two.
 bool accounts_in_split(const models::ModelSpec& m, std::int64_t pp) {
   return m.num_layers % pp != 0 && (m.num_layers + 2) % pp == 0;
+}
+
+// Where neither splits evenly: Megatron-Core's uneven split (decoder_first/last_pipeline_num_
+// layers). Middle stages hold ceil(L / P) layers, the first and last stage share the rest, the
+// first one more when it is odd: NeMo's DeepSeek-V3 splits of 61 layers over 4, 8 and 16 stages
+// (15/14, 7/6 and 3/2 around 16, 8 and 4; scripts/performance/llm/pretrain_deepseek_v3.py).
+// None when the last stage would be left empty.
+std::optional<std::pair<std::int64_t, std::int64_t>> uneven_split(const models::ModelSpec& m, std::int64_t pp) {
+  if (pp < 2 || m.num_layers % pp == 0 || accounts_in_split(m, pp)) return std::nullopt;
+  const std::int64_t middle = (m.num_layers + pp - 1) / pp;
+  const std::int64_t rest = m.num_layers - (pp - 2) * middle;
+  const std::int64_t first = (rest + 1) / 2, last = rest / 2;
+  if (last < 1 || first > middle) return std::nullopt;
+  return std::make_pair(first, last);
+}
+
+// A plan's pipeline split for `pp` stages: even, with the embedding and loss counted, or uneven.
+void set_pipeline(models::ParallelSpec& p, const models::ModelSpec& m, std::int64_t pp) {
+  p.pipeline_model_parallel_size = pp;
+  p.account_for_embedding_in_pipeline_split = p.account_for_loss_in_pipeline_split = accounts_in_split(m, pp);
+  p.decoder_first_pipeline_num_layers.reset();
+  p.decoder_last_pipeline_num_layers.reset();
+  if (const auto split = uneven_split(m, pp)) {
+    p.decoder_first_pipeline_num_layers = split->first;
+    p.decoder_last_pipeline_num_layers = split->second;
+  }
 }
 
 struct Candidate {
@@ -83,6 +111,10 @@ Axes axes_of(const PlanRequest& req) {
     for (std::int64_t p : divisors(m.num_layers + 2, 128)) {
       if (std::find(ax.pipeline.begin(), ax.pipeline.end(), p) == ax.pipeline.end()) ax.pipeline.push_back(p);
     }
+    // Powers of two that split neither way, split unevenly (DeepSeek-V3's 61 layers).
+    for (std::int64_t p = 2; p <= std::min<std::int64_t>(m.num_layers, 64); p *= 2) {
+      if (std::find(ax.pipeline.begin(), ax.pipeline.end(), p) == ax.pipeline.end() && uneven_split(m, p)) ax.pipeline.push_back(p);
+    }
     std::sort(ax.pipeline.begin(), ax.pipeline.end());
   }
   ax.expert = sp.expert;
@@ -110,9 +142,7 @@ bool admits_plan(const PlanRequest& req, std::int64_t gpus) {
           for (std::int64_t mbs : ax.micro_batch) {
             s.parallel = models::ParallelSpec{};
             s.parallel.tensor_model_parallel_size = tp;
-            s.parallel.pipeline_model_parallel_size = pp;
-            s.parallel.account_for_embedding_in_pipeline_split = s.parallel.account_for_loss_in_pipeline_split =
-                accounts_in_split(req.model, pp);
+            set_pipeline(s.parallel, req.model, pp);
             s.parallel.context_parallel_size = cp;
             s.parallel.expert_model_parallel_size = ep;
             s.parallel.sequence_parallel = tp > 1 && req.space.sequence_parallel;
@@ -173,7 +203,7 @@ void Searcher::enumerate(std::int64_t gpus) {
         std::vector<std::int64_t> vps = sp.virtual_stages;
         if (vps.empty()) {
           vps.push_back(1);
-          if (pp > 1 && units % pp == 0) {
+          if (pp > 1 && units % pp == 0 && !uneven_split(m, pp)) {
             for (std::int64_t v : divisors(units / pp, 16)) {
               if (v > 1) vps.push_back(v);
             }
@@ -195,9 +225,8 @@ void Searcher::enumerate(std::int64_t gpus) {
                 s.cluster = cluster;
                 models::ParallelSpec& p = s.parallel;
                 p.tensor_model_parallel_size = tp;
-                p.pipeline_model_parallel_size = pp;
+                set_pipeline(p, m, pp);
                 p.virtual_pipeline_model_parallel_size = vp;
-                p.account_for_embedding_in_pipeline_split = p.account_for_loss_in_pipeline_split = accounted;
                 p.context_parallel_size = cp;
                 p.expert_model_parallel_size = ep;
                 p.sequence_parallel = tp > 1 && sp.sequence_parallel;

@@ -41,6 +41,38 @@ TEST_CASE("planner/search: every considered plan is pruned (with a reason) or ra
   }
 }
 
+TEST_CASE("planner/search: layer counts that split neither way get NeMo's uneven first and last stages") {
+  // DeepSeek-V3's 61 layers: 16 stages of 4 with 3 on the first and 2 on the last, 8 of 8 with 7
+  // and 6 (NeMo's performance recipe for it).
+  planner::PlanRequest r = request("deepseek-v3", "dgx-h100", 1024, 8192);
+  r.space.tensor = {2};
+  r.space.expert = {32};  // expert TP follows TP: 2 x 32 must divide TP x DP (64 on 16 stages)
+  r.space.micro_batch = {1};
+  r.space.recompute = {models::RecomputeGranularity::kFull};
+  const planner::PlanReport rep = planner::search(r);
+  REQUIRE(!rep.plans.empty());
+  std::set<std::int64_t> stages;
+  for (const planner::PlanResult& p : rep.plans) {
+    const std::int64_t pp = p.parallel.pipeline_model_parallel_size;
+    stages.insert(pp);
+    if (pp == 16) {
+      CHECK(p.parallel.decoder_first_pipeline_num_layers == 3);
+      CHECK(p.parallel.decoder_last_pipeline_num_layers == 2);
+      CHECK(p.parallel.virtual_pipeline_model_parallel_size == 1);
+    }
+    if (pp == 8) CHECK(p.parallel.decoder_first_pipeline_num_layers == 7);
+  }
+  CHECK(stages.count(16) == 1);
+  CHECK(stages.count(8) == 1);
+  const std::string table = planner::plan_table(r, rep, rep.plans.size());
+  CHECK(table.find("16~") != std::string::npos);
+  CHECK(table.find("PP~: the layers do not split evenly") != std::string::npos);
+  const auto json = planner::plan_json(r, rep, rep.plans.size());
+  bool listed = false;
+  for (const auto& p : json["plans"]) listed = listed || p["parallelism"].contains("decoder_first_pipeline_num_layers");
+  CHECK(listed);
+}
+
 TEST_CASE("planner/search: layer counts that do not split evenly get the embedding and the loss counted as layers") {
   // Llama-3.1 405B: 126 layers divide over no power-of-two stage count above 2; with the
   // embedding and the loss counted, 128 split over 8 or 16 stages (Megatron-Core's
@@ -63,7 +95,7 @@ TEST_CASE("planner/search: layer counts that do not split evenly get the embeddi
   CHECK(planner::describe_plan(rep.plans.front()).find("PP 16*") != std::string::npos);
   std::ostringstream csv;
   planner::write_plan_csv(rep, csv);
-  CHECK(csv.str().find(",true,true\n") != std::string::npos);
+  CHECK(csv.str().find(",true,true,,\n") != std::string::npos);
   CHECK(planner::plan_table(r, rep, 5).find("PP*: the embedding and the loss count as one layer each") != std::string::npos);
   // Where the layers split evenly the flags stay off.
   planner::PlanRequest even = request("gpt3-7.5b", "dgx-a100-80gb", 64, 256);
