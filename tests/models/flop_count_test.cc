@@ -68,10 +68,11 @@ TEST_CASE("models/presets: Llama 2, Nemotron-4, GLM-4.5 and DeepSeek-V3 presets 
   const std::vector<std::pair<const char*, double>> published{
       {"llama2-7b", 6.738e9}, {"llama2-13b", 13.016e9}, {"llama2-70b", 68.977e9}, {"nemotron4-15b", 15.7e9},
       {"nemotron4-340b", 341e9}, {"glm4.5-air", 106e9},     {"glm4.5", 355e9}, {"deepseek-v3", 671e9}};
-  for (const auto& [preset, count] : published) {
+  for (const auto& entry : published) {
+    const char* preset = entry.first;
     CAPTURE(preset);
     const models::ModelSpec m = config::load_model(preset);
-    CHECK(static_cast<double>(m.total_parameters(1)) == doctest::Approx(count).epsilon(0.01));
+    CHECK(static_cast<double>(m.total_parameters(1)) == doctest::Approx(entry.second).epsilon(0.01));
   }
   const models::ModelSpec glm = config::load_model("glm4.5");
   CHECK(glm.num_moe_layers() == 89);
