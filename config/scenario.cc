@@ -424,6 +424,27 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   t.recompute_granularity =
       static_cast<models::RecomputeGranularity>(r.get_choice("recompute_granularity", 0, {"none", "selective", "full"}));
   note("recompute_granularity");
+  if (const Json* modules = r.raw("recompute_modules"); modules != nullptr && !modules->is_null()) {
+    // Megatron-Core's recompute_modules: the ones trainsim has tasks for.
+    if (!modules->is_array() || modules->empty()) r.fail("recompute_modules", "expected a non-empty list, e.g. [\"core_attn\"]");
+    if (t.recompute_granularity != models::RecomputeGranularity::kSelective) {
+      r.fail("recompute_modules", "applies with recompute_granularity \"selective\" (Megatron-Core's recompute_modules)");
+    }
+    t.recompute_core_attn = false;
+    for (std::size_t i = 0; i < modules->size(); ++i) {
+      const Json& m = (*modules)[i];
+      const std::string name = m.is_string() ? m.get<std::string>() : "";
+      if (name == "core_attn") {
+        t.recompute_core_attn = true;
+      } else if (name == "mla_up_proj") {
+        t.recompute_mla_up_proj = true;
+      } else {
+        throw InputError(r.file_of("recompute_modules"), join_path(r.path_of("recompute_modules"), i),
+                         "expected \"core_attn\" or \"mla_up_proj\" (the recompute modules trainsim models), got " + describe(m));
+      }
+    }
+  }
+  note("recompute_modules");
   t.recompute_method = static_cast<models::RecomputeMethod>(r.get_choice("recompute_method", 0, {"uniform", "block"}));
   t.recompute_num_layers = r.get_int("recompute_num_layers", 1, 1, model_limit("num_layers"));
   note("recompute_num_layers");
@@ -800,6 +821,9 @@ void validate_plan(const Scenario& s, const Origins& o) {
   if (m.is_moe() && tp > 1 && !p.sequence_parallel) {
     o.fail("parallelism.sequence_parallel", "a mixture-of-experts model with tensor parallelism needs sequence_parallel "
                                             "(Megatron's MoELayer refuses to train without it)");
+  }
+  if (t.recompute_mla_up_proj && !m.multi_latent_attention) {
+    o.fail("training.recompute_modules", "mla_up_proj needs a model with multi_latent_attention");
   }
   // Optimizer sharding and overlap options.
   if (t.overlap_param_gather && !p.use_distributed_optimizer && p.zero_stage == 0) {

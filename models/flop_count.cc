@@ -79,9 +79,19 @@ FlopCount count_flops(const ModelSpec& m, const ParallelSpec& p, const TrainingS
   switch (t.recompute_granularity) {
     case RecomputeGranularity::kNone:
       break;
-    case RecomputeGranularity::kSelective:
-      recomputed = static_cast<double>(m.num_layers) * attention_core_forward_flops(m);
+    case RecomputeGranularity::kSelective: {
+      const double layers = static_cast<double>(m.num_layers);
+      if (t.recomputes_core_attention()) recomputed += layers * attention_core_forward_flops(m);
+      if (t.recomputes_mla_up_proj()) {
+        // MLA's up projections (or the plain q projection), forward again.
+        const double s = static_cast<double>(m.seq_length), a = static_cast<double>(m.num_attention_heads);
+        const double q_in = static_cast<double>(m.q_lora_rank > 0 ? m.q_lora_rank : m.hidden_size);
+        recomputed += layers * 2 * s * a *
+                      (q_in * static_cast<double>(m.qk_head_dim + m.qk_pos_emb_head_dim) +
+                       static_cast<double>(m.kv_lora_rank * (m.qk_head_dim + m.v_head_dim)));
+      }
       break;
+    }
     case RecomputeGranularity::kFull: {
       double layers = static_cast<double>(m.num_layers);
       if (t.recompute_method == RecomputeMethod::kBlock) {

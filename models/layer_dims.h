@@ -22,6 +22,7 @@ struct LayerDims {
   // Multi-head latent attention (mla): q and kv latent ranks (ql = 0: no q bottleneck), score
   // head dimensions without and with rotary embedding.
   bool mla = false;
+  bool mla_up_recomputed = false;  // recompute_modules mla_up_proj: Q, K, V not kept for backward
   std::int64_t ql = 0, kl = 0, dn = 0, dr = 0;
   std::int64_t f = 1;   // dense MLP hidden size per tensor-parallel rank
   std::int64_t v = 1;   // padded vocabulary per tensor-parallel rank

@@ -226,7 +226,7 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
   const std::int64_t V = static_cast<std::int64_t>(w.stages.empty() ? 1 : w.stages.front().chunks.size());
   const std::int64_t m = w.microbatches;
   const LayerDims& d = w.dims;
-  const bool selective = training.recompute_granularity == RecomputeGranularity::kSelective;
+  const bool selective = training.recomputes_core_attention();
   const bool full = training.recompute_granularity == RecomputeGranularity::kFull;
   const LayerDims dense = dense_layer_dims(d);
   const std::int64_t checkpoint = layer_checkpoint_bytes(d);

@@ -24,6 +24,7 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
     d.dr = m.qk_pos_emb_head_dim;
     d.dv = m.v_head_dim;
     d.d = (d.dn + d.dr + d.dv) / 2;
+    d.mla_up_recomputed = t.recomputes_mla_up_proj();
   }
   d.f = m.ffn_hidden_size / tp;
   d.v = m.padded_vocab(tp) / tp;
@@ -68,8 +69,9 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
     // projection input (sharded, re-gathered in backward), the shared rotary key, then Q and K
     // of qk + rope dimensions and V of the value dimension.
     const std::int64_t latents = (d.ql > 0 ? d.ql : 0) + d.kl;
-    attention = lin * Ts * d.h + (dt + lin) * Ts * latents + dt * T * d.dr + dt * T * d.a * (2 * (d.dn + d.dr) + d.dv) +
-                lin * T * d.a * d.dv;
+    attention = lin * Ts * d.h + (dt + lin) * Ts * latents + dt * T * d.dr + lin * T * d.a * d.dv;
+    // Q, K and V for the attention backward, unless recomputed from the latents.
+    if (!d.mla_up_recomputed) attention += dt * T * d.a * (2 * (d.dn + d.dr) + d.dv);
   }
   if (d.hidden_dropout) attention += Ts * d.h;              // dropout mask, 1 byte
   if (!selective) {

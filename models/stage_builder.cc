@@ -226,6 +226,7 @@ class StageBuilder {
   void moe_backward();
   void shared_expert_forward(std::uint8_t cat);
   void mla_projections_forward(std::uint8_t cat);
+  void mla_up_projections(std::uint8_t cat);
   void mla_projections_backward();
   void shared_expert_backward();
   void norm(const std::string& name, std::uint8_t cat, std::int64_t alloc = 0);
@@ -548,7 +549,8 @@ void StageBuilder::attention_backward() {
   const std::int64_t T = d_.tokens();
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
   row_backward("out_proj", d_.a * d_.dv, lp_.proj);
-  if (t_.recompute_granularity == RecomputeGranularity::kSelective) attention_core_forward(kRecompute);
+  if (t_.recomputes_mla_up_proj()) mla_up_projections(kRecompute);
+  if (t_.recomputes_core_attention()) attention_core_forward(kRecompute);
   attention_core_backward();
   if (d_.mla) {
     mla_projections_backward();
@@ -569,13 +571,22 @@ void StageBuilder::mla_projections_forward(std::uint8_t cat) {
   if (d_.ql > 0) {
     compute("q_down_proj", gemm(Ts, d_.ql, d_.h, 1, d_.gemm), cat);
     compute("q_norm", memory_op(2 * dt() * Ts * d_.ql), cat);
-    column_forward("q_up_proj", d_.q_width(), cat, true, d_.ql);
-  } else {
-    column_forward("q_proj", d_.q_width(), cat, true);
   }
   compute("kv_down_proj", gemm(Ts, d_.kl + d_.dr, d_.h, 1, d_.gemm), cat);
   if (d_.sp) tp_collective("k_rope_all_gather", CollectiveKind::kAllGather, dt() * T * d_.dr);
   compute("kv_norm", memory_op(2 * dt() * Ts * d_.kl), cat);
+  mla_up_projections(cat);
+}
+
+// The up projections and the rotary embedding: what recompute_modules mla_up_proj runs again
+// before the attention backward (Megatron-Core checkpoints them and drops Q, K and V).
+void StageBuilder::mla_up_projections(std::uint8_t cat) {
+  const std::int64_t T = d_.tokens();
+  if (d_.ql > 0) {
+    column_forward("q_up_proj", d_.q_width(), cat, true, d_.ql);
+  } else {
+    column_forward("q_proj", d_.q_width(), cat, true);
+  }
   column_forward("kv_up_proj", d_.kv_up_width(), cat, true, d_.kl);
   if (d_.rope) compute("rotary_embedding", memory_op(2 * dt() * T * (d_.a + 1) * d_.dr), cat);
 }
@@ -852,7 +863,7 @@ void StageBuilder::chunk_forward(std::int64_t mb, std::int64_t chunk) {
   gate_forward_.clear();
   const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk)];
   if (chunk == 0 && info_.has_embedding) embedding_forward();
-  const bool selective = t_.recompute_granularity == RecomputeGranularity::kSelective;
+  const bool selective = t_.recomputes_core_attention();
   const std::int64_t group = std::max<std::int64_t>(1, t_.recompute_num_layers);
   for (std::int64_t i = 0; i < count; ++i) {
     std::int64_t alloc = layer_activation_bytes(dims_of(first + i), selective);
@@ -895,7 +906,7 @@ void StageBuilder::chunk_backward(std::int64_t mb, std::int64_t chunk) {
   if (last_chunk && info_.has_output) output_backward();
   const std::int64_t group = std::max<std::int64_t>(1, t_.recompute_num_layers);
   for (std::int64_t i = count - 1; i >= 0; --i) {
-    std::int64_t free = layer_activation_bytes(dims_of(first + i), t_.recompute_granularity == RecomputeGranularity::kSelective);
+    std::int64_t free = layer_activation_bytes(dims_of(first + i), t_.recomputes_core_attention());
     if (full_recompute_layer(i)) {
       const bool block = t_.recompute_method == RecomputeMethod::kBlock;
       const std::int64_t group_start = block ? i : (i / group) * group;

@@ -77,6 +77,17 @@ struct TrainingSpec {
   RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   std::int64_t recompute_num_layers = 1;
+  // Megatron-Core's recompute_modules under selective granularity: the attention core
+  // ("core_attn", the default) and MLA's up projections with their rotary embedding
+  // ("mla_up_proj").
+  bool recompute_core_attn = true;
+  bool recompute_mla_up_proj = false;
+  bool recomputes_core_attention() const {
+    return recompute_granularity == RecomputeGranularity::kSelective && recompute_core_attn;
+  }
+  bool recomputes_mla_up_proj() const {
+    return recompute_granularity == RecomputeGranularity::kSelective && recompute_mla_up_proj;
+  }
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
   // Which fused-attention implementation's calibration prices the flash kernels: empty = the GPU
   // calibration's own (cuDNN on H100, FlashAttention-2 on A100); otherwise one of its

@@ -188,3 +188,13 @@ TEST_CASE("config/Scenario: multi-head latent attention keys are checked") {
                         "/model/num_query_groups: multi-head latent attention has a key and value per head: expected 96"));
   CHECK(tests::contains(error_of({"model.kv_lora_rank=512"}), "/model/kv_lora_rank: applies to multi-head latent attention only"));
 }
+
+TEST_CASE("config/Scenario: recompute_modules are Megatron-Core's, under selective recomputation") {
+  CHECK(tests::contains(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"moe_act\"]"}),
+                        "/training/recompute_modules/0: expected \"core_attn\" or \"mla_up_proj\""));
+  CHECK(tests::contains(error_of({"training.recompute_granularity=\"none\"", "training.recompute_modules=[\"core_attn\"]"}),
+                        "/training/recompute_modules: applies with recompute_granularity \"selective\""));
+  CHECK(tests::contains(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"mla_up_proj\"]"}),
+                        "/training/recompute_modules: mla_up_proj needs a model with multi_latent_attention"));
+  CHECK(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"core_attn\"]"}) == "");
+}

@@ -320,6 +320,27 @@ TEST_CASE("models/parallelism: multi-head latent attention follows Megatron-Core
   CHECK(models::model_flops(s.model, 1) - models::model_flops(plain, 1) == doctest::Approx(8 * (6 * seq * mla - gqa)).epsilon(1e-9));
 }
 
+TEST_CASE("models/parallelism: recompute_modules mla_up_proj runs MLA's up projections again and keeps no Q, K, V") {
+  const std::vector<std::string> up = with(kMla, {"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"mla_up_proj\"]"});
+  const config::Scenario s = config::load_scenario(kGpt, up);
+  CHECK_FALSE(s.training.recomputes_core_attention());
+  CHECK(s.training.recomputes_mla_up_proj());
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  // Forward and recomputation: twice the up projections of a plain run, no second attention.
+  const models::Workload plain = models::lower(config::load_scenario(kGpt, kMla).model, s.parallel,
+                                               config::load_scenario(kGpt, kMla).training, s.num_gpus());
+  CHECK(tasks_named(w, 0, "q_up_proj").size() == 2 * tasks_named(plain, 0, "q_up_proj").size());
+  CHECK(tasks_named(w, 0, "kv_up_proj").size() == 2 * tasks_named(plain, 0, "kv_up_proj").size());
+  CHECK(tasks_named(w, 0, "flash_attention_fwd").size() == tasks_named(plain, 0, "flash_attention_fwd").size());
+  // Q, K and V (16 heads of 192 + 192 + 128, 2 bytes) are not kept.
+  const models::LayerDims& d = w.dims;
+  CHECK(models::layer_activation_bytes(plain.dims, false) - models::layer_activation_bytes(d, false) == 2 * d.tokens() * 16 * 512);
+  // Hardware FLOPs add the up projections' forward once per layer.
+  const double seq = static_cast<double>(s.model.seq_length);
+  CHECK(w.flops.hardware - w.flops.model ==
+        doctest::Approx(32.0 * 8 * 2 * seq * 32 * (1536 * 192 + 512 * 256)).epsilon(1e-9));  // batch 32, 8 layers, 32 heads
+}
+
 TEST_CASE("models/parallelism: ZeRO-3 gathers every layer in forward and backward and reduce-scatters its gradients") {
   const config::Scenario s = config::load_scenario(kGpt, {"parallelism.zero_stage=3"});
   const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
