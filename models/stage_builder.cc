@@ -270,7 +270,6 @@ class StageBuilder {
   LayerDims dense_dims_;  // a layer without experts (the only kind in a dense model)
   LayerParams lp_;        // an MoE model's MoE layer, or a dense model's layer
   LayerParams dense_lp_;  // a layer without experts
-  bool moe_layer_ = false;  // the layer being emitted routes to experts
 
   // Dims and parameters of decoder layer `layer` (MoE layers and dense ones may mix).
   const LayerDims& dims_of(std::int64_t layer) const { return m_.is_moe_layer(layer) ? d_ : dense_dims_; }
@@ -613,7 +612,7 @@ void StageBuilder::mla_projections_backward() {
 }
 
 void StageBuilder::mlp_forward(std::uint8_t cat) {
-  if (moe_layer_) {
+  if (m_.is_moe_layer(layer_)) {
     moe_forward(cat);
     return;
   }
@@ -626,7 +625,7 @@ void StageBuilder::mlp_forward(std::uint8_t cat) {
 }
 
 void StageBuilder::mlp_backward() {
-  if (moe_layer_) {
+  if (m_.is_moe_layer(layer_)) {
     moe_backward();
     return;
   }
@@ -741,7 +740,6 @@ void StageBuilder::moe_backward() {
 
 void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int64_t alloc) {
   layer_ = layer;
-  moe_layer_ = m_.is_moe_layer(layer);
   if (p_.zero_stage >= 3 && cat != kRecompute) fsdp_acquire(layer, false);
   if (!bucket_gathers_.empty() && cat != kRecompute) distributed_optimizer_gathers(layer);
   if (d_.fp8() && (p_.zero_stage >= 3 || !forwarded_chunks_.contains(chunk_)) && cat != kRecompute) {
@@ -757,7 +755,6 @@ void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int6
 
 void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
   layer_ = layer;
-  moe_layer_ = m_.is_moe_layer(layer);
   if (p_.zero_stage >= 3) {
     fsdp_acquire(layer, true);
     // The layer's full gradients, reduce-scattered once it is done.

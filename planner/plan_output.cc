@@ -27,10 +27,14 @@ const char* sharding_name(const models::ParallelSpec& p) {
   return p.use_distributed_optimizer ? "dist-opt" : "-";
 }
 
+bool uneven_split(const models::ParallelSpec& p) {
+  return p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers;
+}
+
 // The PP column's mark: * embedding and loss counted in the split, ~ an uneven split.
 const char* split_mark(const models::ParallelSpec& p) {
   if (p.accounts_in_split()) return "*";
-  return p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers ? "~" : "";
+  return uneven_split(p) ? "~" : "";
 }
 
 std::int64_t dp_of(const PlanResult& r) {
@@ -87,7 +91,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   bool accounted = false, uneven = false;
   for (std::size_t i = 0; i < n; ++i) {
     accounted = accounted || report.plans[i].parallel.accounts_in_split();
-    uneven = uneven || std::string(split_mark(report.plans[i].parallel)) == "~";
+    uneven = uneven || uneven_split(report.plans[i].parallel);
   }
   if (uneven) {
     o << "  PP~: the layers do not split evenly: the middle stages hold ceil(layers / PP), the first and last\n"

@@ -203,7 +203,7 @@ void Searcher::enumerate(std::int64_t gpus) {
         std::vector<std::int64_t> vps = sp.virtual_stages;
         if (vps.empty()) {
           vps.push_back(1);
-          if (pp > 1 && units % pp == 0 && !uneven_split(m, pp)) {
+          if (pp > 1 && units % pp == 0) {
             for (std::int64_t v : divisors(units / pp, 16)) {
               if (v > 1) vps.push_back(v);
             }
