@@ -547,11 +547,16 @@ double check_magnitudes(const Scenario& s, const Origins& o) {
   const auto dbl = [](std::int64_t v) { return static_cast<double>(v); };
   const double tp = dbl(p.tensor_model_parallel_size), cp = dbl(p.context_parallel_size);
   const double h = dbl(m.hidden_size), heads = dbl(m.num_attention_heads), groups = dbl(m.num_query_groups);
-  const double d = m.kv_channels > 0 ? dbl(m.kv_channels) : h / heads;
+  // Under latent attention the heads are qk + rope wide for the scores and v wide for the values
+  // (and num_query_groups = heads), fed from latents of q_lora_rank and kv_lora_rank.
+  const bool mla = m.multi_latent_attention;
+  const double d = mla ? std::max(dbl(m.qk_head_dim + m.qk_pos_emb_head_dim), dbl(m.v_head_dim))
+                       : (m.kv_channels > 0 ? dbl(m.kv_channels) : h / heads);
   if (heads * d > 4194304.0) {
-    o.fail(m.kv_channels > 0 ? "model.kv_channels" : "model.num_attention_heads",
+    o.fail(mla ? "model.qk_head_dim" : (m.kv_channels > 0 ? "model.kv_channels" : "model.num_attention_heads"),
            "num_attention_heads x head dimension (" + approx(heads * d) + ") exceeds 4,194,304");
   }
+  const double latents = mla ? dbl(m.q_lora_rank + m.kv_lora_rank) : 0.0;
   const double experts = dbl(m.num_experts), topk = m.is_moe() ? dbl(m.moe_router_topk) : 1.0;
   const double ffn = dbl(m.is_moe() ? m.expert_ffn_hidden() : m.ffn_hidden_size);
   const double fc1 = m.gated() ? 2 * ffn : ffn;
@@ -562,7 +567,8 @@ double check_magnitudes(const Scenario& s, const Origins& o) {
   // Per token and layer, every activation, gradient and routed copy the lowering forms (16 bytes
   // per element bounds every data type and fp32 statistics); plus the score matrix when the
   // attention is unfused.
-  const double per_token = h * (8 + 4 * topk) + 4 * (heads + 2 * groups) * d / tp + 4 * fc1 * topk / tp + 4 * shared_fc1 / tp + 2 * vocab / tp + 4 * experts;
+  const double per_token = h * (8 + 4 * topk) + 4 * (heads + 2 * groups) * d / tp + 4 * fc1 * topk / tp + 4 * shared_fc1 / tp + 2 * vocab / tp + 4 * experts +
+                           8 * latents;
   const double scores = t.attention_kernel == models::AttentionKernel::kFlash ? b * heads / tp * seq : b * heads / tp * seq * seq;
   const double per_layer = 16 * (tokens * per_token + scores);
   if (per_layer > 4.5e15) {  // 4 PiB
@@ -571,7 +577,8 @@ double check_magnitudes(const Scenario& s, const Origins& o) {
                bytes_text(per_layer) + ", beyond what trainsim models (4 PiB)");
   }
   const double experts_or_one = m.is_moe() ? experts : 1.0;
-  const double layer_params = h * (heads + 2 * groups) * d + heads * d * h + (h * fc1 + ffn * h) * experts_or_one + h * experts + (h * shared_fc1 + shared * h) + 8 * h;
+  const double layer_params = h * (heads + 2 * groups) * d + heads * d * h + (h * fc1 + ffn * h) * experts_or_one + h * experts + (h * shared_fc1 + shared * h) + 8 * h +
+                              (h + 2 * heads * d) * latents;
   const double params = dbl(m.num_layers) * layer_params + 2 * vocab * h + dbl(m.seq_length) * h;
   if (params > 1.1e15) {
     o.fail("model.hidden_size", "the model would have about " + approx(params) + " parameters; trainsim models up to 1.1e15");
