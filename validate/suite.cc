@@ -134,13 +134,10 @@ Suite read_suite(const std::string& file, const std::string& only, OnCaseError o
       if (!ids.insert(id).second) throw InputError(file, config::join_path(path, "id"), "duplicate case id \"" + id + "\"");
       if (!only.empty() && id.find(only) == std::string::npos) continue;
     }
-    if (on_error == OnCaseError::kThrow) {
-      s.cases.push_back(read_case(value, file, path));
-      continue;
-    }
     try {
       s.cases.push_back(read_case(value, file, path));
     } catch (const InputError& e) {
+      if (on_error == OnCaseError::kThrow) throw;
       s.failed.push_back(FailedCase{id.empty() ? path : id, e.what()});
     }
   }

@@ -165,7 +165,7 @@ ValidationReport validate_suite(const Suite& suite, const ValidateOptions& optio
       continue;
     }
     try {
-      std::rethrow_exception(errors[i]);  // the first failing case, in suite order
+      std::rethrow_exception(errors[i]);  // unless recorded, the first failing case in suite order ends it
     } catch (const InputError& e) {
       if (!options.record_failures) throw;
       report.failed.push_back(FailedCase{suite.cases[i].id, e.what()});
