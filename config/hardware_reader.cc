@@ -153,6 +153,7 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
     c.sustained_fraction = training.require_double("sustained_fraction", 0.05, 1.0);
     c.attention_scale = training.get_double("attention_scale", 1.0, 0.05, 2.0);
     c.fp8_gemm_scale = training.get_double("fp8_gemm_scale", 1.0, 0.05, 2.0);
+    c.speed_spread = training.get_double("speed_spread", topo::ComputeCalibration::kDefaultSpeedSpread, 0.0, 0.2);
     c.host_issue = Duration::from_seconds(training.get_double("host_issue_us", 0.0, 0.0, 1e5) * 1e-6);
     training.finish();
   }
@@ -471,7 +472,8 @@ Json to_json(const topo::ComputeCalibration& c) {
   out["training"] = Json{{"sustained_fraction", c.sustained_fraction},
                          {"attention_scale", c.attention_scale},
                          {"fp8_gemm_scale", c.fp8_gemm_scale},
-                         {"host_issue_us", c.host_issue.microseconds()}};
+                         {"host_issue_us", c.host_issue.microseconds()},
+                         {"speed_spread", c.speed_spread}};
   return out;
 }
 

@@ -15,7 +15,7 @@ ClusterTiming::ClusterTiming(const Cluster& cluster, const sim::TaskGraph& graph
                              std::vector<double> slowdown)
     : cluster_(cluster),
       graph_(graph),
-      compute_(cluster.spec().gpu),
+      compute_(cluster.spec().gpu, /*in_training=*/true, graph.num_ranks()),
       collective_(cluster.spec()),
       slowdown_(std::move(slowdown)) {
   TRAINSIM_CHECK(static_cast<int>(graph_.num_ranks()) <= cluster_.num_gpus(),

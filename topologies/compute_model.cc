@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 namespace trainsim::topo {
 
@@ -15,6 +16,30 @@ double ceil_div(std::int64_t a, std::int64_t b) {
 }
 
 }  // namespace
+
+double expected_max_of_normals(std::int64_t n) {
+  if (n <= 1) return 0.0;
+  // Simpson's rule; the integrand is smooth and negligible beyond |x| = 12 for any n below 2^40.
+  constexpr int kIntervals = 4800;
+  constexpr double kLow = -12.0, kHigh = 12.0;
+  const double h = (kHigh - kLow) / kIntervals;
+  const double count = static_cast<double>(n);
+  auto f = [&](double x) {
+    const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    return cdf <= 0.0 ? 0.0 : x * count * pdf * std::exp((count - 1.0) * std::log(cdf));
+  };
+  double sum = f(kLow) + f(kHigh);
+  for (int i = 1; i < kIntervals; ++i) sum += f(kLow + i * h) * (i % 2 == 1 ? 4.0 : 2.0);
+  return sum * h / 3.0;
+}
+
+ComputeModel::ComputeModel(const GpuSpec& gpu, bool in_training, std::int64_t job_gpus)
+    : gpu_(gpu), in_training_(in_training) {
+  if (in_training_ && gpu_.calibration.speed_spread > 0) {
+    slowest_factor_ = 1.0 + gpu_.calibration.speed_spread * expected_max_of_normals(job_gpus);
+  }
+}
 
 const GemmCalibration& ComputeModel::gemm_calibration(DataType t) const {
   switch (t) {
@@ -32,11 +57,11 @@ double ComputeModel::gemm_fraction(DataType t) const {
   if (!in_training_) return 1.0;
   const ComputeCalibration& c = gpu_.calibration;
   const bool fp8 = t == DataType::kFp8 && gpu_.dense_fp8.per_second() > 0;
-  return c.sustained_fraction * (fp8 ? c.fp8_gemm_scale : 1.0);
+  return c.sustained_fraction * (fp8 ? c.fp8_gemm_scale : 1.0) / slowest_factor_;
 }
 
 double ComputeModel::attention_fraction() const {
-  return in_training_ ? gpu_.calibration.sustained_fraction * gpu_.calibration.attention_scale : 1.0;
+  return in_training_ ? gpu_.calibration.sustained_fraction * gpu_.calibration.attention_scale / slowest_factor_ : 1.0;
 }
 
 double ComputeModel::memory_seconds(const sim::Kernel& k, double efficiency) const {

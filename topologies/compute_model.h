@@ -12,15 +12,29 @@
 // (`in_training`) tensor-core work runs at the calibration's sustained fraction of its isolated
 // speed (times its attention or FP8 scale); `in_training = false` prices kernels as a benchmark
 // measures them one at a time.
+// A synchronous iteration waits for its slowest GPU. GPUs of one SKU differ in sustained speed
+// (manufacturing and power management: Sinha et al., "Not All GPUs Are Created Equal", SC'22,
+// arXiv:2208.11035: 8% average variation across a cluster's identical GPUs, max 22%). With
+// the calibration's speed_spread s (the spread's standard deviation as a fraction of the
+// mean), a job of N GPUs runs its tensor-core work at the speed of the expected slowest of N
+// normal draws: slower by the factor 1 + s E[max of N standard normals] (0 for one GPU,
+// 1.42 for 8, 3.44 for 2,048).
+
+#include <cstdint>
 
 #include "sim/task_graph.h"
 #include "topologies/hardware.h"
 
 namespace trainsim::topo {
 
+// E[max of n independent standard normal draws] (0 for n <= 1), by numerical integration of
+// n x phi(x) Phi(x)^(n-1) over [-12, 12].
+double expected_max_of_normals(std::int64_t n);
+
 class ComputeModel {
  public:
-  explicit ComputeModel(const GpuSpec& gpu, bool in_training = true) : gpu_(gpu), in_training_(in_training) {}
+  // `job_gpus`: the GPUs that synchronise every iteration (in training only).
+  explicit ComputeModel(const GpuSpec& gpu, bool in_training = true, std::int64_t job_gpus = 1);
   Duration kernel_time(const sim::Kernel& k) const;
   Duration gemm_time(const sim::Kernel& k) const;
   Duration attention_time(const sim::Kernel& k) const;
@@ -30,6 +44,8 @@ class ComputeModel {
   const GpuSpec& gpu() const { return gpu_; }
   // The calibration used for GEMMs of data type `t` (FP8 falls back to 16-bit without FP8 cores).
   const GemmCalibration& gemm_calibration(DataType t) const;
+  // The tensor-core slowdown of the job's slowest GPU (1 outside training or with no spread).
+  double slowest_factor() const { return slowest_factor_; }
 
  private:
   // Share of the isolated speed a tensor-core kernel keeps in this context.
@@ -38,6 +54,7 @@ class ComputeModel {
   double memory_seconds(const sim::Kernel& k, double efficiency) const;
   GpuSpec gpu_;
   bool in_training_;
+  double slowest_factor_ = 1.0;  // 1 + speed_spread x E[max of job_gpus standard normals]
 };
 
 }  // namespace trainsim::topo

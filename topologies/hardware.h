@@ -77,6 +77,16 @@ struct ComputeCalibration {
   // benchmark; Transformer Engine also quantizes every FP8 GEMM's inputs in training).
   double attention_scale = 1.0;
   double fp8_gemm_scale = 1.0;
+  // Standard deviation of the sustained tensor-core speed across GPUs of one type, as a fraction
+  // of the mean: a synchronous job waits for its slowest GPU (see ComputeModel). Sinha et al.,
+  // "Not All GPUs Are Created Equal" (SC'22, arXiv:2208.11035, abstract) measured 8% average
+  // performance variation (max 22%) across the identical GPUs of five clusters of a few hundred
+  // to 27,648 GPUs; read as the range of that many draws of a normal spread (6 to 8 standard
+  // deviations), that is about 1%. Not fitted: the published runs cannot tell it from the
+  // sustained fraction (a free fit trades the one for the other and runs to any bound it is
+  // given). A calibration file may set its own (training.speed_spread; 0: all GPUs alike).
+  static constexpr double kDefaultSpeedSpread = 0.01;
+  double speed_spread = kDefaultSpeedSpread;
   // Host (CPU) time to issue one task of the lowered graph: the framework's Python and autograd
   // work for the operators the task stands for, plus the kernel or NCCL launch. The host runs
   // ahead of the GPU, so it only shows where kernels are shorter than it (small models, small

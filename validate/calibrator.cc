@@ -371,6 +371,15 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
       std::vector<std::string> notes{
           "time of each case modelled as A + B / f + C / (f g) + D / (f h) from simulations at f = 1 and 0.7 (and the "
           "fitted scales g, h at 0.7); the parameters minimise the mean absolute log error of each case's first measured metric"};
+      if (cal.speed_spread > 0) {
+        char spread[400];
+        std::snprintf(spread, sizeof spread,
+                      "every case's tensor-core work runs at its slowest GPU's speed, 1 + s m(N) below the mean for N GPUs (m: "
+                      "the expected largest of N standard normals), with speed_spread s = %.3g from the base calibration, "
+                      "not fitted (Sinha et al., SC'22: 8%% average variation across a cluster's identical GPUs)",
+                      cal.speed_spread);
+        notes.emplace_back(spread);
+      }
       if (fit.fp8_scale) {
         notes.emplace_back("FP8 GEMMs are measured only at a best shape: fp8_gemm_scale, their in-training speed relative to "
                            "the benchmark, is fitted to the FP8 runs (Transformer Engine also quantizes every FP8 GEMM's inputs)");
@@ -575,6 +584,8 @@ std::string residuals_text(const CalibrationResult& r, bool all) {
   pass("forward", c.attention.forward);
   pass("backward", c.attention.backward);
   std::snprintf(buf, sizeof buf, "  sustained fraction in training %.4g\n", c.sustained_fraction);
+  o << buf;
+  std::snprintf(buf, sizeof buf, "  speed spread across GPUs %.4g (the slowest of N GPUs sets the pace)\n", c.speed_spread);
   o << buf;
   std::snprintf(buf, sizeof buf, "  host time per task %.4g us\n", c.host_issue.microseconds());
   o << buf;

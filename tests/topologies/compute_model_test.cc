@@ -108,3 +108,44 @@ TEST_CASE("topologies/ComputeModel: inside training, tensor-core kernels run at 
   m.bytes = sim::Bytes(1'000'000'000);
   CHECK(topo::ComputeModel(c.gpu, false).kernel_time(m) == topo::ComputeModel(c.gpu, true).kernel_time(m));
 }
+
+TEST_CASE("topologies/expected_max_of_normals: the expected largest of N standard normal draws") {
+  CHECK(topo::expected_max_of_normals(0) == 0.0);
+  CHECK(topo::expected_max_of_normals(1) == 0.0);
+  // Closed forms for two and three draws, 1/sqrt(pi) and 3/(2 sqrt(pi)); tabulated values for
+  // more (Harter 1961, Biometrika 48, expected values of normal order statistics): 1.0294 for
+  // four, 1.4236 for eight, 3.2414 for 1,000.
+  CHECK(topo::expected_max_of_normals(2) == doctest::Approx(0.5641896).epsilon(1e-6));
+  CHECK(topo::expected_max_of_normals(3) == doctest::Approx(0.8462844).epsilon(1e-6));
+  CHECK(topo::expected_max_of_normals(4) == doctest::Approx(1.0294).epsilon(1e-4));
+  CHECK(topo::expected_max_of_normals(8) == doctest::Approx(1.4236).epsilon(1e-4));
+  CHECK(topo::expected_max_of_normals(1000) == doctest::Approx(3.2414).epsilon(1e-4));
+  // Grows without bound, ever more slowly (about sqrt(2 ln N)).
+  CHECK(topo::expected_max_of_normals(100000) > topo::expected_max_of_normals(10000));
+  CHECK(topo::expected_max_of_normals(100000) < std::sqrt(2.0 * std::log(100000.0)));
+}
+
+TEST_CASE("topologies/ComputeModel: a job's tensor-core work runs at its expected slowest GPU's speed") {
+  topo::ClusterSpec c = config::load_cluster("dgx-h100", 1);
+  c.gpu.calibration.sustained_fraction = 0.8;
+  c.gpu.calibration.speed_spread = 0.01;
+  c.gpu.calibration.gemm_16bit.wave_overhead = sim::Duration::zero();
+  const sim::Kernel g = gemm(8192, 8192, 8192);
+  const double launch = c.gpu.calibration.gemm_16bit.launch_overhead.seconds();
+  const double one = topo::ComputeModel(c.gpu, true, 1).gemm_time(g).seconds() - launch;
+  const double eight = topo::ComputeModel(c.gpu, true, 8).gemm_time(g).seconds() - launch;
+  const double many = topo::ComputeModel(c.gpu, true, 2048).gemm_time(g).seconds() - launch;
+  CHECK(topo::ComputeModel(c.gpu, true, 1).slowest_factor() == 1.0);
+  CHECK(eight / one == doctest::Approx(1.0 + 0.01 * 1.4236).epsilon(1e-4));
+  CHECK(many > eight);
+  // Benchmarks (outside training) and a calibration without spread see no slowest GPU.
+  CHECK(topo::ComputeModel(c.gpu, false, 2048).slowest_factor() == 1.0);
+  c.gpu.calibration.speed_spread = 0;
+  CHECK(topo::ComputeModel(c.gpu, true, 2048).slowest_factor() == 1.0);
+  // Memory-bound kernels keep their speed.
+  c.gpu.calibration.speed_spread = 0.01;
+  sim::Kernel m;
+  m.kernel_class = sim::KernelClass::kMemoryBound;
+  m.bytes = sim::Bytes(1'000'000'000);
+  CHECK(topo::ComputeModel(c.gpu, true, 1).kernel_time(m) == topo::ComputeModel(c.gpu, true, 2048).kernel_time(m));
+}

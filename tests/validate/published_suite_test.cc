@@ -38,9 +38,9 @@ TEST_CASE("validate/published runs: primary-metric MAPE and ranking per model fa
       if (m.metric != validate::Metric::kIterationTime && m.metric != validate::Metric::kHardwareTflops) continue;
       if (!m.errors.spearman || m.errors.n < 8) continue;
       MESSAGE(f.family << " " << std::string(validate::to_string(m.metric)) << ": Spearman " << *m.errors.spearman);
-      // Llama's cases are two weak-scaling series whose iteration times differ by < 1.5%:
-      // their order inside a series is below what the model resolves (0.845).
-      CHECK(*m.errors.spearman >= (f.family == "llama" ? 0.8 : 0.9));
+      // Llama's cases include two weak-scaling series whose iteration times grow by 1.5% from 8
+      // to 128 GPUs; the expected slowest GPU (speed_spread) orders them (0.953; 0.860 without).
+      CHECK(*m.errors.spearman >= 0.9);
     }
   }
 }
@@ -80,7 +80,8 @@ SecondaryResult validate_secondary(const char* file, std::size_t cases) {
 
 TEST_CASE("validate/secondary suites: MosaicML's H100 runs rank right and keep their known gap") {
   // Not used by any fit (README, "A third suite"): the gap is documented, not tuned. The bounds
-  // hold the figures the README states (MAPE 12.3%, Spearman 0.998) against regressions.
+  // hold the figures the README states (MAPE 12.8%, largest 28.5%, Spearman 0.999) against
+  // regressions.
   const SecondaryResult r = validate_secondary("validate/suites/mosaicml_h100.json", 61);
   CHECK(r.errors.mape <= 0.15);
   CHECK(r.errors.max_abs_error <= 0.30);
@@ -90,8 +91,8 @@ TEST_CASE("validate/secondary suites: MosaicML's H100 runs rank right and keep t
 TEST_CASE("validate/secondary suites: DGX Cloud runs held out of every fit (Llama 3.1 70B/405B, Nemotron-4, Grok-1)") {
   // The tables of the DGX Cloud README commit whose GPT-3 and Llama 3.1 8B tables are in the
   // published suite (README, "A fourth suite"); no fit reads them. Held to the published suite's
-  // MAPE and ranking targets (<= 5%, Spearman >= 0.9); the largest error is 13.7% (Grok-1 FP8 on
-  // 8 GPUs), so its bound is 15% (README states MAPE 4.3%, Spearman >= 0.911).
+  // MAPE and ranking targets (<= 5%, Spearman >= 0.9); the largest error is 14.1% (Grok-1 FP8 on
+  // 8 GPUs), so its bound is 15% (README states MAPE 4.4%, Spearman >= 0.938).
   const SecondaryResult r = validate_secondary("validate/suites/dgxc_heldout.json", 68);
   CHECK(r.errors.mape <= 0.05);
   CHECK(r.errors.max_abs_error <= 0.15);
@@ -101,7 +102,7 @@ TEST_CASE("validate/secondary suites: DGX Cloud runs held out of every fit (Llam
 TEST_CASE("validate/secondary suites: DGX Cloud's NeMo 25.04 Llama 3.1 tables show the drift of a newer software stack") {
   // The same models a release later (README, "A fifth suite"): BF16 within 4% for 70B and 405B,
   // the rest 7-14% slow, as the newer stack got faster. The bounds hold the stated figures (MAPE
-  // 8.8%, largest 14.4%, Spearman 0.951) against regressions; the drift is documented, not fitted.
+  // 9.0%, largest 14.7%, Spearman 0.963) against regressions; the drift is documented, not fitted.
   const SecondaryResult r = validate_secondary("validate/suites/dgxc_v2504.json", 34);
   CHECK(r.errors.mape <= 0.10);
   CHECK(r.errors.max_abs_error <= 0.16);
@@ -110,14 +111,14 @@ TEST_CASE("validate/secondary suites: DGX Cloud's NeMo 25.04 Llama 3.1 tables sh
 
 TEST_CASE("validate/secondary suites: GB200 NVL72 runs check the Blackwell model no training run has fitted") {
   // DGX Cloud's v25.05 GB200 tables (README, "A sixth suite"): Blackwell's GEMMs come from XLA's
-  // measured B200 table, everything else from the H100 fit. BF16 comes out 3-10% fast, FP8
-  // 12-16% fast; the bounds hold the stated figures (MAPE 11.0%, largest 16.3%) against
-  // regressions. Llama's six runs differ by 2% in BF16 and 2% in FP8, so their rank correlation
-  // is weak (0.771); the precisions rank right.
+  // measured B200 table, everything else from the H100 fit. BF16 comes out 3.5-10.5% fast, FP8
+  // 12-16% fast; the bounds hold the stated figures (MAPE 10.7%, largest 15.7%, Spearman 0.993
+  // and above per family) against regressions. Llama's six runs differ by 2% per precision; the
+  // expected slowest GPU of 128-512 orders them (1.000; 0.771 without it).
   const SecondaryResult r = validate_secondary("validate/suites/dgxc_gb200.json", 18);
   CHECK(r.errors.mape <= 0.12);
   CHECK(r.errors.max_abs_error <= 0.17);
-  CHECK(r.min_spearman >= 0.75);
+  CHECK(r.min_spearman >= 0.9);
 }
 
 TEST_CASE("validate/secondary suites: NeMo's long-sequence runs bound the attention model, both ways") {
