@@ -56,6 +56,7 @@ constexpr ModelLimit kModelLimits[] = {
     {"qk_head_dim", std::int64_t{1} << 16},
     {"qk_pos_emb_head_dim", std::int64_t{1} << 16},
     {"v_head_dim", std::int64_t{1} << 16},
+    {"mtp_num_layers", 64},  // DeepSeek-V3, GLM-4.5: 1
 };
 constexpr std::int64_t model_limit(const char* key) {
   for (const ModelLimit& l : kModelLimits) {
@@ -223,6 +224,11 @@ std::optional<std::int64_t> read_hf_config(const std::string& file, ModelSpec& m
     }
     if (std::find(pattern.begin(), pattern.end(), 0) != pattern.end()) m.moe_layer_pattern = pattern;
   }
+  // Multi-token prediction modules (DeepSeek-V3, GLM-4.5: num_nextn_predict_layers), trained with
+  // the model as Megatron's bridges set mtp_num_layers from it.
+  if (const Json* v = find("num_nextn_predict_layers"); v != nullptr && !(v->is_number_integer() && v->get<std::int64_t>() == 0)) {
+    m.mtp_num_layers = num({"num_nextn_predict_layers"}, 0, "mtp_num_layers");
+  }
   if (find("sliding_window") == nullptr || !flag("use_sliding_window", true)) return std::nullopt;
   return num({"sliding_window"}, 0, "seq_length");
 }
@@ -289,6 +295,7 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
   integer("moe_router_topk", m.moe_router_topk, 1, false);
   integer("moe_ffn_hidden_size", m.moe_ffn_hidden_size, 0, false);
   integer("moe_shared_expert_intermediate_size", m.moe_shared_expert_intermediate_size, 0, false);
+  integer("mtp_num_layers", m.mtp_num_layers, 0, false);
   m.multi_latent_attention = r.get_bool("multi_latent_attention", m.multi_latent_attention);
   origins.note("model.multi_latent_attention", r, "multi_latent_attention");
   integer("q_lora_rank", m.q_lora_rank, 0, false);
@@ -831,6 +838,20 @@ void validate_plan(const Scenario& s, const Origins& o) {
   }
   if (t.recompute_mla_up_proj && !m.multi_latent_attention) {
     o.fail("training.recompute_modules", "mla_up_proj needs a model with multi_latent_attention");
+  }
+  if (m.mtp_num_layers > 0) {
+    // trainsim places the modules on the last stage, Megatron's default; a layout would say where.
+    if (!p.layout_layers.empty()) {
+      o.fail("model.mtp_num_layers", "multi-token prediction with pipeline_model_parallel_layout is not modelled "
+                                     "(trainsim puts the modules on the last stage, as Megatron does without a layout)");
+    }
+    if (p.zero_stage >= 3) o.fail("model.mtp_num_layers", "multi-token prediction under ZeRO stage 3 is not modelled");
+    if (t.recompute_granularity == models::RecomputeGranularity::kFull && t.recompute_method == models::RecomputeMethod::kUniform &&
+        t.recompute_num_layers != 1) {
+      // MultiTokenPredictionLayer._checkpointed_forward asserts it.
+      o.fail("training.recompute_num_layers", "multi-token prediction under full uniform recomputation needs "
+                                              "recompute_num_layers 1 (Megatron checkpoints each module on its own)");
+    }
   }
   // Optimizer sharding and overlap options.
   if (t.overlap_param_gather && !p.use_distributed_optimizer && p.zero_stage == 0) {

@@ -51,7 +51,12 @@ double model_flops(const ModelSpec& m, double samples, std::int64_t tp) {
   const double L = static_cast<double>(m.num_layers);
   const double v = static_cast<double>(m.padded_vocab(tp));
   // 12 = 3 passes x 2 FLOPs/MAC x 2 (each term counts two h x h products per unit).
-  return 12.0 * samples * s * L * h * h * (mean_layer_terms(m) + v / (2.0 * L * h));
+  // Multi-token prediction, as Megatron counts it (training.py, num_floating_point_operations):
+  // per module a layer of the last layer's kind, its norms (3h) and projection (2h^2), and
+  // another logits term.
+  const double mtp = static_cast<double>(m.mtp_num_layers);
+  const double mtp_terms = mtp * (layer_terms(m, m.is_moe_layer(m.num_layers)) + (2 * h * h + 3 * h) / (2 * h * h));
+  return 12.0 * samples * s * h * h * (L * mean_layer_terms(m) + mtp_terms + (1 + mtp) * v / (2.0 * h));
 }
 
 double layer_forward_flops(const ModelSpec& m) {
@@ -80,7 +85,8 @@ FlopCount count_flops(const ModelSpec& m, const ParallelSpec& p, const TrainingS
     case RecomputeGranularity::kNone:
       break;
     case RecomputeGranularity::kSelective: {
-      const double layers = static_cast<double>(m.num_layers);
+      // The multi-token-prediction layers recompute as the decoder's do.
+      const double layers = static_cast<double>(m.num_layers + m.mtp_num_layers);
       if (t.recomputes_core_attention()) recomputed += layers * attention_core_forward_flops(m);
       if (t.recomputes_mla_up_proj()) {
         // MLA's up projections (or the plain q projection), forward again.
@@ -106,6 +112,12 @@ FlopCount count_flops(const ModelSpec& m, const ParallelSpec& p, const TrainingS
         }
       }
       recomputed = layers * layer_forward_flops(m);
+      if (t.recompute_method == RecomputeMethod::kUniform && m.mtp_num_layers > 0) {
+        // Megatron checkpoints each module's projection and layer (uniform method only).
+        const double h = static_cast<double>(m.hidden_size), s = static_cast<double>(m.seq_length);
+        recomputed += static_cast<double>(m.mtp_num_layers) *
+                      (4.0 * s * h * h * layer_terms(m, m.is_moe_layer(m.num_layers)) + 2.0 * s * 2 * h * h);
+      }
       break;
     }
   }

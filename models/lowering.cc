@@ -86,6 +86,8 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
   w.tokens_per_iteration = training.global_batch_size * model.seq_length;
   w.dims = layer_dims(model, parallel, training);
   w.flops = count_flops(model, parallel, training);
+  w.mtp_layers = model.mtp_num_layers;
+  w.mtp_moe = model.is_moe_layer(model.num_layers);
 
   const auto layers = split_layers(model, parallel);
   const LayerDims& d = w.dims;
@@ -106,7 +108,13 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
     info.params.fp8_gemm =
         training.precision == Precision::kFp8 ? moe_layers * lp.gemm_weights + dense_layers * dense_lp.gemm_weights : 0;
     if (info.has_embedding) info.params.dense += embedding_params(model, d);
-    if (info.has_output) info.params.dense += output_params(model, parallel, d);
+    if (info.has_output) {
+      info.params.dense += output_params(model, parallel, d);
+      const StageParameters mtp = mtp_params(model, parallel, training, d);
+      info.params.dense += mtp.dense;
+      info.params.expert += mtp.expert;
+      info.params.fp8_gemm += mtp.fp8_gemm;
+    }
     info.parameters = info.params.total();
     info.static_memory = static_memory(info.params, dp * cp, w.expert_data_parallel_size, parallel, training);
     w.stages.push_back(std::move(info));
@@ -273,7 +281,18 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
     const std::int64_t in_flight_microbatches = (in_flight_chunks + V - 1) / V;
     std::int64_t bytes = st.static_memory.total() + in_flight_chunks * chunk_bytes + transient;
     if (st.has_embedding) bytes += in_flight_microbatches * embedding_activation_bytes(d);
-    if (st.has_output) bytes += in_flight_microbatches * output_activation_bytes(d) + d.act_bytes() * d.tokens() * d.v;
+    if (st.has_output) {
+      bytes += in_flight_microbatches * output_activation_bytes(d) + d.act_bytes() * d.tokens() * d.v;
+      if (w.mtp_layers > 0) {
+        const LayerDims& md = w.mtp_moe ? d : dense;
+        const std::int64_t per_module = mtp_activation_bytes(md, d, selective, full && training.recompute_method == RecomputeMethod::kUniform);
+        bytes += in_flight_microbatches * w.mtp_layers * per_module;
+        // A checkpointed module's layer, recomputed before its backward.
+        if (full && training.recompute_method == RecomputeMethod::kUniform) {
+          bytes += std::max<std::int64_t>(0, layer_activation_bytes(md, false) - transient);
+        }
+      }
+    }
     peak = std::max(peak, bytes);
   }
   return peak;

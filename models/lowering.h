@@ -44,6 +44,8 @@ struct Workload {
   std::int64_t tokens_per_iteration = 0;
   LayerDims dims;
   FlopCount flops;
+  std::int64_t mtp_layers = 0;  // multi-token-prediction modules (on the last stage)
+  bool mtp_moe = false;         // whose layers route to experts
 };
 
 // Transformer layers of each virtual stage (i: chunk i / stages of stage i % stages) where they

@@ -120,6 +120,14 @@ std::int64_t output_activation_bytes(const LayerDims& d) {
                                            // (tensor_parallel/cross_entropy.py, save_for_backward)
 }
 
+std::int64_t mtp_activation_bytes(const LayerDims& layer, const LayerDims& d, bool selective, bool checkpointed) {
+  const std::int64_t hidden = d.act_bytes() * d.sharded_tokens() * d.h;
+  // Inputs: the previous hidden states and the shifted tokens' embedding (the norms keep them),
+  // then the projection's input, their normalised concatenation (2h).
+  if (checkpointed) return 2 * hidden + output_activation_bytes(d);
+  return 2 * hidden + 2 * hidden + layer_activation_bytes(layer, selective) + output_activation_bytes(d);
+}
+
 StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::int64_t expert_dp, const ParallelSpec& p,
                            const TrainingSpec& t) {
   TRAINSIM_CHECK(dp >= 1 && expert_dp >= 1, "data-parallel sizes must be positive");

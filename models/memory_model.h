@@ -24,6 +24,12 @@ std::int64_t layer_checkpoint_bytes(const LayerDims& d);
 // logits input and the fp32 softmax the vocab-parallel cross-entropy keeps).
 std::int64_t embedding_activation_bytes(const LayerDims& d);
 std::int64_t output_activation_bytes(const LayerDims& d);
+// What one multi-token-prediction module keeps per micro-batch: the normalised embedding and
+// hidden inputs of its projection, its layer's activations (`layer`: the dims of its kind), and
+// its final norm, logits input and fp32 softmax as the output layer keeps them; under full
+// uniform recomputation (`checkpointed`, Megatron's MTP checkpoint) only its two inputs and the
+// output part.
+std::int64_t mtp_activation_bytes(const LayerDims& layer, const LayerDims& d, bool selective, bool checkpointed);
 
 // Parameters held by one GPU of a stage, split by how they are sharded and reduced.
 struct StageParameters {

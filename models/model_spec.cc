@@ -72,4 +72,10 @@ std::int64_t ModelSpec::total_parameters(std::int64_t tp) const {
   return p;
 }
 
+std::int64_t ModelSpec::mtp_parameters() const {
+  const std::int64_t norm = normalization == Normalization::kLayerNorm ? 2 * hidden_size : hidden_size;
+  // enorm, hnorm, eh_proj (2h x h, no bias) and the final norm around each module's layer.
+  return mtp_num_layers * (layer_parameters(is_moe_layer(num_layers)) + 3 * norm + 2 * hidden_size * hidden_size);
+}
+
 }  // namespace trainsim::models

@@ -2,6 +2,7 @@
 // The Transformer being trained, with Megatron-LM's argument names. Plain value type; validated
 // where it is read (config/).
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -53,6 +54,13 @@ struct ModelSpec {
   std::int64_t moe_shared_expert_intermediate_size = 0;
   // Which layers are MoE ones (Megatron's moe_layer_freq as a per-layer list of 0/1); empty: all.
   std::vector<std::uint8_t> moe_layer_pattern;
+  // Multi-token prediction (DeepSeek-V3, arXiv:2412.19437 Sec. 2.2; Megatron-Core's
+  // MultiTokenPredictionBlock): after the decoder, each of mtp_num_layers modules normalises the
+  // previous hidden states and the embedding of the tokens one further ahead, projects their
+  // concatenation (2h -> h), runs one transformer layer of the last decoder layer's kind and a
+  // final norm, and scores the shared output layer's logits against the next-further tokens.
+  // They live on the last pipeline stage.
+  std::int64_t mtp_num_layers = 0;
 
   std::int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
   std::int64_t expert_ffn_hidden() const { return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn_hidden_size; }
@@ -60,10 +68,12 @@ struct ModelSpec {
   bool is_moe() const { return num_experts > 0; }
   std::int64_t shared_expert_ffn_hidden() const { return is_moe() ? moe_shared_expert_intermediate_size : 0; }
   // Whether decoder layer `layer` (0-based) routes to experts; the others have the dense MLP.
+  // Indices from num_layers on are the multi-token-prediction layers, of the last layer's kind.
   bool is_moe_layer(std::int64_t layer) const {
     if (!is_moe()) return false;
-    const auto i = static_cast<std::size_t>(layer);
-    return moe_layer_pattern.empty() || i >= moe_layer_pattern.size() || moe_layer_pattern[i] != 0;
+    if (moe_layer_pattern.empty()) return true;
+    const auto i = std::min(static_cast<std::size_t>(layer), moe_layer_pattern.size() - 1);
+    return moe_layer_pattern[i] != 0;
   }
   std::int64_t num_moe_layers() const;
   // Vocabulary padded as Megatron pads it: to a multiple of make_vocab_size_divisible_by * tp.
@@ -73,6 +83,9 @@ struct ModelSpec {
   std::int64_t layer_parameters(bool moe_layer = true) const;
   std::int64_t embedding_parameters(std::int64_t tp) const;
   std::int64_t total_parameters(std::int64_t tp = 1) const;
+  // Parameters of the multi-token-prediction modules (their layers, projections and norms; they
+  // share the embedding and output layer), not counted in total_parameters.
+  std::int64_t mtp_parameters() const;
 };
 
 }  // namespace trainsim::models

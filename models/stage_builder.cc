@@ -34,6 +34,23 @@ std::int64_t output_params(const ModelSpec& m, const ParallelSpec& p, const Laye
   return norm + (own_weight ? d.v * d.h : 0);
 }
 
+std::int64_t mtp_embedding_copy_params(const ModelSpec& m, const ParallelSpec& p, const LayerDims& d) {
+  // Tied embeddings already put the word embedding on the last stage as the output weight.
+  const bool copy = m.mtp_num_layers > 0 && m.untie_embeddings_and_output_weights && p.pipeline_model_parallel_size > 1;
+  return copy ? embedding_params(m, d) : 0;
+}
+
+StageParameters mtp_params(const ModelSpec& m, const ParallelSpec& p, const TrainingSpec& t, const LayerDims& d) {
+  StageParameters out;
+  if (m.mtp_num_layers <= 0) return out;
+  const bool moe = m.is_moe_layer(m.num_layers);
+  const LayerParams lp = layer_params(moe ? d : dense_layer_dims(d));
+  out.dense = m.mtp_num_layers * (lp.dense() + 3 * lp.norm + 2 * d.h * d.h / d.t) + mtp_embedding_copy_params(m, p, d);
+  out.expert = m.mtp_num_layers * lp.expert();
+  out.fp8_gemm = t.precision == Precision::kFp8 ? m.mtp_num_layers * lp.gemm_weights : 0;
+  return out;
+}
+
 namespace {
 
 // Kernel constructors. GEMM bytes: both operands once and the 16-bit output.
@@ -113,7 +130,9 @@ class StageBuilder {
   static constexpr TaskIndex kNoTask = 0xffffffffu;
   static constexpr TaskIndex kNothingToGather = kNoTask - 1;
   static constexpr std::int64_t kEmbeddingUnit = -1;
-  std::int64_t output_unit() const { return m_.num_layers; }
+  // Units (layers, for parameter gathers) in forward order: the embedding, the decoder layers,
+  // the multi-token-prediction layers, the final norm and output layer.
+  std::int64_t output_unit() const { return m_.num_layers + m_.mtp_num_layers; }
 
   // ---- emission helpers ----
   TaskIndex compute(const std::string& name, const Kernel& k, std::uint8_t cat, std::int64_t alloc = 0,
@@ -214,6 +233,14 @@ class StageBuilder {
   void embedding_backward();
   void output_forward();
   void output_backward();
+  void logits_forward(const std::string& prefix);
+  void logits_backward(const std::string& prefix, std::int64_t params);
+  void mtp_forward(std::int64_t module);
+  void mtp_backward(std::int64_t module);
+  bool mtp_checkpointed() const {
+    return t_.recompute_granularity == RecomputeGranularity::kFull && t_.recompute_method == RecomputeMethod::kUniform;
+  }
+  std::int64_t mtp_layer(std::int64_t module) const { return m_.num_layers + module; }
   void layer_forward(std::int64_t layer, std::uint8_t cat, std::int64_t alloc);
   void layer_backward(std::int64_t layer, std::int64_t free);
   void attention_forward(std::uint8_t cat);
@@ -805,38 +832,109 @@ void StageBuilder::embedding_backward() {
 }
 
 void StageBuilder::output_forward() {
-  const std::int64_t T = d_.tokens(), logits = T * d_.v;
   layer_ = -1;
   if (p_.zero_stage >= 3) fsdp_acquire(output_unit(), false);
   if (!bucket_gathers_.empty()) distributed_optimizer_gathers(output_unit());
   compute("final_norm", memory_op(2 * sharded_hidden_bytes()), kForward, output_activation_bytes(d_));
-  // The output layer runs outside Transformer Engine's FP8 region (Megatron wraps only the
-  // decoder block in fp8_autocast), so the logits GEMM stays 16-bit.
-  pending_alloc_ += dt() * logits;  // the 16-bit logits
-  column_forward("logits", d_.v, kForward, false);
-  // Vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py): logits cast to fp32, max,
-  // exp and sum passes over the shard with three small all-reduces over the TP group (max,
-  // target logit, sum of exponentials); exp(logits) in fp32 is kept for the backward.
-  compute("cross_entropy_max", memory_op(logits * (dt() + 4)), kForward, 0, dt() * logits);
-  tp_collective("cross_entropy_max_all_reduce", CollectiveKind::kAllReduce, 4 * T, true, DataType::kFp32);
-  compute("cross_entropy_exp", memory_op(logits * 8), kForward);
-  tp_collective("cross_entropy_target_all_reduce", CollectiveKind::kAllReduce, 4 * T, true, DataType::kFp32);
-  tp_collective("cross_entropy_sum_all_reduce", CollectiveKind::kAllReduce, 4 * T, true, DataType::kFp32);
-  compute("cross_entropy_loss", memory_op(logits * 4), kForward);
+  // Multi-token prediction runs on the decoder's normalised output before the logits
+  // (GPTModel._postprocess), each module on the previous one's output.
+  for (std::int64_t k = 0; k < m_.mtp_num_layers; ++k) mtp_forward(k);
+  layer_ = -1;
+  logits_forward("");
   if (p_.zero_stage >= 3) fsdp_release(output_unit());
 }
 
-void StageBuilder::output_backward() {
+// The output layer's logits and the loss. The output layer runs outside Transformer Engine's
+// FP8 region (Megatron wraps only the decoder block in fp8_autocast), so the logits GEMM stays
+// 16-bit.
+void StageBuilder::logits_forward(const std::string& prefix) {
   const std::int64_t T = d_.tokens(), logits = T * d_.v;
+  pending_alloc_ += dt() * logits;  // the 16-bit logits
+  column_forward(prefix + "logits", d_.v, kForward, false);
+  // Vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py): logits cast to fp32, max,
+  // exp and sum passes over the shard with three small all-reduces over the TP group (max,
+  // target logit, sum of exponentials); exp(logits) in fp32 is kept for the backward.
+  compute(prefix + "cross_entropy_max", memory_op(logits * (dt() + 4)), kForward, 0, dt() * logits);
+  tp_collective(prefix + "cross_entropy_max_all_reduce", CollectiveKind::kAllReduce, 4 * T, true, DataType::kFp32);
+  compute(prefix + "cross_entropy_exp", memory_op(logits * 8), kForward);
+  tp_collective(prefix + "cross_entropy_target_all_reduce", CollectiveKind::kAllReduce, 4 * T, true, DataType::kFp32);
+  tp_collective(prefix + "cross_entropy_sum_all_reduce", CollectiveKind::kAllReduce, 4 * T, true, DataType::kFp32);
+  compute(prefix + "cross_entropy_loss", memory_op(logits * 4), kForward);
+}
+
+void StageBuilder::logits_backward(const std::string& prefix, std::int64_t params) {
+  const std::int64_t logits = d_.tokens() * d_.v;
+  // Softmax minus one-hot, in place in the fp32 buffer, cast to the 16-bit logits gradient.
+  compute(prefix + "cross_entropy_bwd", memory_op(logits * (4 + dt())), kBackward, dt() * logits);
+  column_backward(prefix + "logits", d_.v, params, false);
+  free_at(last_compute_, dt() * logits);
+}
+
+// One multi-token-prediction module (MultiTokenPredictionLayer): the embedding of the tokens k + 1
+// further ahead (the last stage's own lookup, vocab-parallel as on the first stage), both inputs
+// normalised (enorm, hnorm) and concatenated, the column-parallel projection 2h -> h whose output
+// is all-gathered over the TP group and re-split over the sequence, one transformer layer, the
+// module's final norm, then the shared output layer's logits and loss.
+void StageBuilder::mtp_forward(std::int64_t module) {
+  const std::int64_t T = d_.tokens();
+  const std::int64_t layer = mtp_layer(module);
+  layer_ = layer;
+  if (!bucket_gathers_.empty()) distributed_optimizer_gathers(layer);
+  pending_alloc_ += mtp_activation_bytes(dims_of(layer), d_, t_.recomputes_core_attention(), mtp_checkpointed());
+  std::int64_t bytes = 2 * dt() * T * d_.h;
+  if (!d_.rope) bytes += 3 * dt() * T * d_.h;
+  compute("mtp_embedding", memory_op(bytes), kForward);
+  tp_collective(d_.sp ? "mtp_embedding_reduce_scatter" : "mtp_embedding_all_reduce",
+                d_.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, hidden_bytes());
+  norm("mtp_enorm", kForward);
+  norm("mtp_hnorm", kForward);
+  compute("mtp_concat", memory_op(4 * sharded_hidden_bytes()), kForward);
+  column_forward("mtp_eh_proj", d_.h / d_.t, kForward, false, 2 * d_.h);
+  tp_collective("mtp_eh_proj_output_all_gather", CollectiveKind::kAllGather, hidden_bytes());
+  layer_forward(layer, kForward, 0);
+  layer_ = layer;
+  norm("mtp_final_norm", kForward);
+  logits_forward("mtp_");
+}
+
+void StageBuilder::mtp_backward(std::int64_t module) {
+  const std::int64_t T = d_.tokens();
+  const std::int64_t layer = mtp_layer(module);
+  layer_ = layer;
+  logits_backward("mtp_", 0);  // the output weight's gradient is complete after the main logits
+  layer_ = layer;
+  norm_backward("mtp_final_norm");
+  if (mtp_checkpointed()) {
+    // Megatron checkpoints the projection and the layer (uniform method): both run again.
+    norm("mtp_enorm", kRecompute);
+    norm("mtp_hnorm", kRecompute);
+    column_forward("mtp_eh_proj", d_.h / d_.t, kRecompute, false, 2 * d_.h);
+    tp_collective("mtp_eh_proj_output_all_gather", CollectiveKind::kAllGather, hidden_bytes());
+    layer_forward(layer, kRecompute, layer_activation_bytes(dims_of(layer), false));
+    layer_backward(layer, layer_activation_bytes(dims_of(layer), false));
+  } else {
+    layer_backward(layer, 0);
+  }
+  layer_ = layer;
+  column_backward("mtp_eh_proj", d_.h / d_.t, 2 * d_.h * d_.h / d_.t, false, 2 * d_.h);
+  norm_backward("mtp_hnorm");
+  norm_backward("mtp_enorm");
+  if (d_.sp) tp_collective("mtp_embedding_grad_all_gather", CollectiveKind::kAllGather, hidden_bytes());
+  const TaskIndex bwd = compute("mtp_embedding_bwd", memory_op(T * d_.h * (dt() + 8)), kBackward);
+  free_at(bwd, mtp_activation_bytes(dims_of(layer), d_, t_.recomputes_core_attention(), mtp_checkpointed()));
+  // The last module's lookup (module 0 comes last) completes the embedding copy's gradient.
+  if (module == 0) gradient_ready(mtp_embedding_copy_params(m_, p_, d_), false, bwd);
+}
+
+void StageBuilder::output_backward() {
   layer_ = -1;
   if (p_.zero_stage >= 3) {
     fsdp_acquire(output_unit(), true);
     pending_alloc_ += grad_bytes() * unit_dense(output_unit());
   }
-  // Softmax minus one-hot, in place in the fp32 buffer, cast to the 16-bit logits gradient.
-  compute("cross_entropy_bwd", memory_op(logits * (4 + dt())), kBackward, dt() * logits);
-  column_backward("logits", d_.v, output_params(m_, p_, d_) - lp_.norm, false);
-  free_at(last_compute_, dt() * logits);
+  for (std::int64_t k = m_.mtp_num_layers - 1; k >= 0; --k) mtp_backward(k);
+  layer_ = -1;
+  logits_backward("", output_params(m_, p_, d_) - lp_.norm);
   norm_backward("final_norm", output_activation_bytes(d_));
   if (p_.zero_stage >= 3) {
     fsdp_reduce(output_unit());
@@ -980,11 +1078,7 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
   auto add = [&](std::int64_t params, bool expert, std::int64_t unit) {
     if (params > 0) out.push_back(ParamGroup{params, expert, unit});
   };
-  if (chunk == static_cast<std::int64_t>(info_.chunks.size()) - 1 && info_.has_output) {
-    add(output_params(m_, p_, d_) - lp_.norm, false, output_unit());
-    add(lp_.norm, false, output_unit());
-  }
-  for (std::int64_t l = first + count - 1; l >= first; --l) {
+  auto add_layer = [&](std::int64_t l) {
     if (m_.is_moe_layer(l)) {
       add(lp_.shared_fc2, false, l);
       add(lp_.shared_fc1, false, l);
@@ -1003,7 +1097,21 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
     add(lp_.q_up, false, l);
     add(lp_.q_down, false, l);
     add(lp_.norm, false, l);
+  };
+  if (chunk == static_cast<std::int64_t>(info_.chunks.size()) - 1 && info_.has_output) {
+    // Multi-token prediction's backward comes first (output_backward), last module first.
+    for (std::int64_t k = m_.mtp_num_layers - 1; k >= 0; --k) {
+      add(lp_.norm, false, mtp_layer(k));  // final norm
+      add_layer(mtp_layer(k));
+      add(2 * d_.h * d_.h / d_.t, false, mtp_layer(k));  // eh_proj
+      add(lp_.norm, false, mtp_layer(k));                 // hnorm
+      add(lp_.norm, false, mtp_layer(k));                 // enorm
+    }
+    add(mtp_embedding_copy_params(m_, p_, d_), false, mtp_layer(0));
+    add(output_params(m_, p_, d_) - lp_.norm, false, output_unit());
+    add(lp_.norm, false, output_unit());
   }
+  for (std::int64_t l = first + count - 1; l >= first; --l) add_layer(l);
   if (chunk == 0 && info_.has_embedding) add(embedding_params(m_, d_), false, kEmbeddingUnit);
   return out;
 }
@@ -1252,15 +1360,18 @@ void StageBuilder::finalize() {
     std::int64_t layers = 0;
     for (const auto& c : info_.chunks) layers += c.second;
     // MLA's down projections (with their norms) are replicated too.
-    const std::int64_t replicated =
-        layers * (2 * lp_.norm + (d_.bias ? 2 * d_.h : 0) + lp_.q_down + lp_.kv_down) + (info_.has_output ? lp_.norm : 0);
+    // Each multi-token-prediction module adds a layer and three norms.
+    const std::int64_t mtp = info_.has_output ? m_.mtp_num_layers : 0;
+    const std::int64_t replicated = (layers + mtp) * (2 * lp_.norm + (d_.bias ? 2 * d_.h : 0) + lp_.q_down + lp_.kv_down) +
+                                    (info_.has_output ? lp_.norm : 0) + 3 * mtp * lp_.norm;
     wait(collective("layernorm_grad_all_reduce", kTpSlot, kTpStream, CollectiveKind::kAllReduce, grad_bytes() * replicated,
                     grad_dtype(), kTpComm));
   }
-  const bool tied_split = !m_.untie_embeddings_and_output_weights && p_.pipeline_model_parallel_size > 1;
+  // Tied embedding and output weights live on the first and last stage, and so does the
+  // embedding of multi-token prediction: sum their gradients
+  // (finalize_model_grads._allreduce_word_embedding_grads).
+  const bool tied_split = (!m_.untie_embeddings_and_output_weights || m_.mtp_num_layers > 0) && p_.pipeline_model_parallel_size > 1;
   if (tied_split && (info_.has_embedding || info_.has_output)) {
-    // Tied embedding and output weights live on the first and last stage: sum their gradients
-    // (finalize_model_grads._allreduce_word_embedding_grads).
     const std::int64_t shard = p_.zero_stage >= 2 ? dp_cp_ : 1;
     wait(collective("embedding_grad_all_reduce", kEmbeddingSlot, kDpStream, CollectiveKind::kAllReduce,
                     grad_bytes() * d_.v * d_.h / shard, grad_dtype(), kEmbeddingComm));

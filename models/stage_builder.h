@@ -11,6 +11,7 @@
 
 #include "models/layer_dims.h"
 #include "models/lowering.h"
+#include "models/memory_model.h"
 #include "models/model_spec.h"
 #include "models/training_spec.h"
 #include "sim/task_graph.h"
@@ -35,5 +36,12 @@ void build_stage(sim::TaskGraph& graph, std::uint32_t cls, const StageContext& c
 // output layer (last stage), as Megatron places them.
 std::int64_t embedding_params(const ModelSpec& m, const LayerDims& d);
 std::int64_t output_params(const ModelSpec& m, const ParallelSpec& p, const LayerDims& d);
+// The multi-token-prediction modules on one GPU of the last stage: per module a layer of the last
+// decoder layer's kind, the 2h x h projection (column-parallel) and three norms; plus, split over
+// stages with untied embeddings, the word embedding the modules look up, which the last stage
+// then holds a copy of (Megatron builds it where mtp_process, and sums its gradients with the
+// first stage's). Zero without multi-token prediction.
+StageParameters mtp_params(const ModelSpec& m, const ParallelSpec& p, const TrainingSpec& t, const LayerDims& d);
+std::int64_t mtp_embedding_copy_params(const ModelSpec& m, const ParallelSpec& p, const LayerDims& d);
 
 }  // namespace trainsim::models

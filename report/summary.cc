@@ -109,6 +109,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
   if (s.parallel.account_for_loss_in_pipeline_split) j["parallelism"]["account_for_loss_in_pipeline_split"] = true;
   j["tokens_per_iteration"] = w.tokens_per_iteration;
   j["parameters"] = s.model.total_parameters(s.parallel.tensor_model_parallel_size);
+  if (s.model.mtp_num_layers > 0) j["mtp_parameters"] = s.model.mtp_parameters();
 
   Json mem;
   mem["peak_bytes_per_gpu"] = r.peak_bytes_per_gpu;
@@ -175,7 +176,12 @@ std::string summary_text(const RunResult& r) {
   std::ostringstream o;
   o << s.name << "\n";
   o << "  model      " << s.model.name << ": " << fmt("%.1f", static_cast<double>(s.model.total_parameters(s.parallel.tensor_model_parallel_size)) * 1e-9)
-    << "B parameters, " << s.model.num_layers << " layers, hidden " << s.model.hidden_size << ", seq " << s.model.seq_length << "\n";
+    << "B parameters, " << s.model.num_layers << " layers";
+  if (s.model.mtp_num_layers > 0) {
+    o << " + " << s.model.mtp_num_layers << " multi-token-prediction (" << fmt("%.1f", static_cast<double>(s.model.mtp_parameters()) * 1e-9)
+      << "B)";
+  }
+  o << ", hidden " << s.model.hidden_size << ", seq " << s.model.seq_length << "\n";
   o << "  cluster    " << s.num_gpus() << " x " << s.cluster.gpu.name << " (" << s.cluster.num_nodes << (s.cluster.num_nodes == 1 ? " node of " : " nodes of ")
     << s.cluster.gpus_per_node << ", " << s.cluster.name << ")\n";
   o << "  plan       TP " << s.parallel.tensor_model_parallel_size << " PP " << s.parallel.pipeline_model_parallel_size;

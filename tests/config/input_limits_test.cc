@@ -176,6 +176,18 @@ TEST_CASE("config/hf: routed and shared experts and dense layers among them unde
   CHECK(v3_mla.kv_lora_rank == 512);
   CHECK(v3_mla.qk_pos_emb_head_dim == 64);
   CHECK(static_cast<double>(v3_mla.total_parameters(1)) == doctest::Approx(671e9).epsilon(0.005));
+  CHECK(v3_mla.mtp_num_layers == 0);
+  // Its num_nextn_predict_layers: one multi-token-prediction module, trained with the model. The
+  // model card's 685B total holds the 671B, the module and its copies of the embedding and head.
+  const models::ModelSpec v3_mtp = config::load_model(hf_model(
+      "{" + v3 + ", \"q_lora_rank\": 1536, \"kv_lora_rank\": 512, \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64, "
+                 "\"v_head_dim\": 128, \"tie_word_embeddings\": false, \"num_nextn_predict_layers\": 1}"));
+  CHECK(v3_mtp.mtp_num_layers == 1);
+  CHECK(v3_mtp.total_parameters(1) == v3_mla.total_parameters(1));
+  CHECK(static_cast<double>(v3_mtp.total_parameters(1) + v3_mtp.mtp_parameters() + 2 * v3_mtp.padded_vocab(1) * 7168) ==
+        doctest::Approx(685e9).epsilon(0.002));
+  CHECK(config::load_model(hf_model("{" + v3 + ", \"num_nextn_predict_layers\": 0}")).mtp_num_layers == 0);
+  CHECK(tests::contains(error("{" + v3 + ", \"num_nextn_predict_layers\": 65}"), "/num_nextn_predict_layers: expected an integer in [1, 64]"));
   // DeepSeek-V2-Lite has no q bottleneck (q_lora_rank null).
   CHECK(config::load_model(hf_model("{" + v3 + ", \"q_lora_rank\": null, \"kv_lora_rank\": 512}")).q_lora_rank == 0);
   CHECK(tests::contains(error("{" + v3 + ", \"q_lora_rank\": 1536}"), "/q_lora_rank: q_lora_rank without kv_lora_rank"));

@@ -198,3 +198,15 @@ TEST_CASE("config/Scenario: recompute_modules are Megatron-Core's, under selecti
                         "/training/recompute_modules: mla_up_proj needs a model with multi_latent_attention"));
   CHECK(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"core_attn\"]"}) == "");
 }
+
+TEST_CASE("config/Scenario: multi-token prediction: its count, and the plans trainsim does not model with it") {
+  CHECK(tests::contains(error_of({"model.mtp_num_layers=-1"}), "/model/mtp_num_layers: expected an integer in [0, 64]"));
+  CHECK(tests::contains(error_of({"model.mtp_num_layers=1", "parallelism.zero_stage=3"}),
+                        "/model/mtp_num_layers: multi-token prediction under ZeRO stage 3 is not modelled"));
+  CHECK(tests::contains(error_of({"model.mtp_num_layers=1", "training.recompute_granularity=\"full\"", "training.recompute_num_layers=2"}),
+                        "/training/recompute_num_layers: multi-token prediction under full uniform recomputation needs recompute_num_layers 1"));
+  CHECK(tests::contains(error_of({"model.mtp_num_layers=1", "parallelism.pipeline_model_parallel_size=2",
+                                  "parallelism.pipeline_model_parallel_layout=\"Et*48|t*48L\""}),
+                        "/model/mtp_num_layers: multi-token prediction with pipeline_model_parallel_layout is not modelled"));
+  CHECK(error_of({"model.mtp_num_layers=1"}).empty());
+}

@@ -78,3 +78,30 @@ TEST_CASE("models/presets: Llama 2, Nemotron-4, GLM-4.5 and DeepSeek-V3 presets 
   CHECK(glm.num_moe_layers() == 89);
   CHECK_FALSE(glm.is_moe_layer(2));
 }
+
+TEST_CASE("models/flops: multi-token prediction counts as Megatron counts it, and DeepSeek-V3's published TFLOP/s") {
+  // DGX Cloud's DeepSeek-V3 recipe (dgxc-benchmarking deepseek_v3/pretraining @1f6d9f40, NeMo's
+  // pretrain_recipe with its MTP module): 1,024 H100, global batch 8,192 of 4,096 tokens, TP 2;
+  // 52.04 s per step measured, reported as 163.7 model TFLOP/s per GPU.
+  models::ModelSpec m = config::load_model("deepseek-v3");
+  REQUIRE(m.mtp_num_layers == 1);
+  models::ParallelSpec p;
+  p.tensor_model_parallel_size = 2;
+  models::TrainingSpec t;
+  t.global_batch_size = 8192;
+  const double with_mtp = models::count_flops(m, p, t).model;
+  CHECK(with_mtp / (1024 * 52.04) * 1e-12 == doctest::Approx(163.7).epsilon(0.002));
+  m.mtp_num_layers = 0;
+  const double without = models::count_flops(m, p, t).model;
+  // The module: one MoE layer, its projection and norms, and another logits pass.
+  const double h = 7168, s = 4096, v = static_cast<double>(m.padded_vocab(2));
+  const double extra = with_mtp - without;
+  CHECK(extra > 6 * 8192 * s * (2 * h * h + h * v));
+  CHECK(extra / without == doctest::Approx(0.045).epsilon(0.2));
+  // Selective recomputation of the core attention runs in the module's layer too.
+  t.recompute_granularity = models::RecomputeGranularity::kSelective;
+  const double recompute_without = models::count_flops(m, p, t).hardware - without;
+  m.mtp_num_layers = 1;
+  const double recompute_with = models::count_flops(m, p, t).hardware - with_mtp;
+  CHECK(recompute_with / recompute_without == doctest::Approx(62.0 / 61.0));
+}

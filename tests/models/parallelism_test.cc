@@ -13,6 +13,7 @@
 #include "models/graph_vocabulary.h"
 #include "models/lowering.h"
 #include "models/memory_model.h"
+#include "models/stage_builder.h"
 #include "report/simulation.h"
 #include "tests/scenario_helpers.h"
 #include "sim/engine.h"
@@ -108,6 +109,53 @@ TEST_CASE("models/parallelism: symmetric and full fidelity agree for CP, EP, ZeR
                                   "training.recompute_num_layers=3"});
   }
   SUBCASE("ZeRO-2") { check_fidelities_agree(kGpt, {"parallelism.zero_stage=2"}); }
+  SUBCASE("multi-token prediction on latent attention and experts, untied embeddings") {
+    check_fidelities_agree(kGpt, with(kMla, {"model.mtp_num_layers=2"}));
+  }
+  SUBCASE("multi-token prediction with full recomputation, FP8, interleaving and tied embeddings") {
+    check_fidelities_agree(kLlama, {"model.mtp_num_layers=1", "model.untie_embeddings_and_output_weights=false",
+                                    "training.precision=\"fp8\"", "training.recompute_granularity=\"full\"",
+                                    "training.recompute_num_layers=1"});
+  }
+}
+
+TEST_CASE("models/parallelism: multi-token prediction runs on the last stage, which holds and syncs its embedding") {
+  const std::vector<std::string> mtp = with(kMla, {"model.mtp_num_layers=2"});
+  const config::Scenario base = config::load_scenario(kGpt, kMla);
+  const config::Scenario s = config::load_scenario(kGpt, mtp);
+  const models::Workload w0 = models::lower(base.model, base.parallel, base.training, base.num_gpus());
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  const std::uint32_t first = 0, last = static_cast<std::uint32_t>(w.graph.num_classes() - 1);
+  // Per micro-batch and module: the projection, the logits, and the shifted tokens' lookup.
+  CHECK(tasks_named(w, last, "mtp_eh_proj").size() == static_cast<std::size_t>(2 * w.microbatches));
+  CHECK(tasks_named(w, last, "mtp_logits").size() == static_cast<std::size_t>(2 * w.microbatches));
+  CHECK(tasks_named(w, last, "mtp_embedding_bwd").size() == static_cast<std::size_t>(2 * w.microbatches));
+  CHECK(tasks_named(w, first, "mtp_eh_proj").empty());
+  // The eh_proj GEMM reads the 2h concatenation and writes h / TP.
+  const sim::Task* proj = tasks_named(w, last, "mtp_eh_proj").front();
+  const sim::Kernel& k = w.graph.rank_class(last).kernels[proj->payload];
+  CHECK(k.k == 2 * s.model.hidden_size);
+  CHECK(k.n == s.model.hidden_size / s.parallel.tensor_model_parallel_size);
+  // The last stage holds the modules and, with untied embeddings, a copy of the word embedding,
+  // whose gradient both stages sum (Megatron's embedding group).
+  const models::StageParameters extra = models::mtp_params(s.model, s.parallel, s.training, w.dims);
+  CHECK(w.stages.back().params.dense == w0.stages.back().params.dense + extra.dense);
+  CHECK(w.stages.back().params.expert == w0.stages.back().params.expert + extra.expert);
+  CHECK(extra.dense > models::embedding_params(s.model, w.dims));
+  CHECK(w.stages.front().params.total() == w0.stages.front().params.total());
+  CHECK(tasks_named(w0, first, "embedding_grad_all_reduce").empty());
+  CHECK(tasks_named(w, first, "embedding_grad_all_reduce").size() == 1);
+  CHECK(tasks_named(w, last, "embedding_grad_all_reduce").size() == 1);
+  // More work and memory on the last stage, the same FLOPs per module as Megatron counts.
+  const report::RunResult r0 = tests::simulate_file(kGpt, kMla);
+  const report::RunResult r = tests::simulate_file(kGpt, mtp);
+  CHECK(r.iteration_time_s > r0.iteration_time_s);
+  CHECK(r.stages.back().peak_bytes > r0.stages.back().peak_bytes);
+  CHECK(r.stages.front().peak_bytes == r0.stages.front().peak_bytes);
+  CHECK(w.flops.model > w0.flops.model);
+  // The cheap estimate the planner prunes with stays near the simulated peak.
+  CHECK(static_cast<double>(models::estimated_peak_bytes(w, s.parallel, s.training)) ==
+        doctest::Approx(static_cast<double>(r.peak_bytes_per_gpu)).epsilon(0.1));
 }
 
 TEST_CASE("models/parallelism: no schedule deadlocks, with or without p2p overlap, on real links") {
