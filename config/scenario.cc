@@ -287,6 +287,7 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
   m.normalization = static_cast<Normalization>(r.get_choice("normalization", static_cast<std::size_t>(m.normalization), {"layernorm", "rmsnorm"}));
   m.position_embedding_type = static_cast<PositionEmbedding>(
       r.get_choice("position_embedding_type", static_cast<std::size_t>(m.position_embedding_type), {"learned_absolute", "rope"}));
+  origins.note("model.position_embedding_type", r, "position_embedding_type");
   m.untie_embeddings_and_output_weights = r.get_bool("untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights);
   m.add_bias_linear = r.get_bool("add_bias_linear", m.add_bias_linear);
   m.hidden_dropout = r.get_double("hidden_dropout", m.hidden_dropout, 0, 0.99);
@@ -586,7 +587,7 @@ double check_magnitudes(const Scenario& s, const Origins& o) {
   const double experts_or_one = m.is_moe() ? experts : 1.0;
   const double layer_params = h * (heads + 2 * groups) * d + heads * d * h + (h * fc1 + ffn * h) * experts_or_one + h * experts + (h * shared_fc1 + shared * h) + 8 * h +
                               (h + 2 * heads * d) * latents;
-  const double params = dbl(m.num_layers) * layer_params + 2 * vocab * h + dbl(m.seq_length) * h;
+  const double params = dbl(m.num_layers + m.mtp_num_layers) * (layer_params + 2 * h * h) + 2 * vocab * h + dbl(m.seq_length) * h;
   if (params > 1.1e15) {
     o.fail("model.hidden_size", "the model would have about " + approx(params) + " parameters; trainsim models up to 1.1e15");
   }
@@ -602,7 +603,9 @@ void check_live_activations(const Scenario& s, const Origins& o, double per_laye
   const double pp = dbl(p.pipeline_model_parallel_size), vp = dbl(p.virtual_pipeline_model_parallel_size);
   const double microbatches = dbl(s.microbatches());
   const double in_flight = s.training.pipeline_schedule == models::PipelineSchedule::kGpipe ? microbatches : std::min(microbatches, 2 * pp * vp);
-  const double live = per_layer * in_flight * std::ceil(dbl(s.model.num_layers) / pp);
+  // The last stage also holds the multi-token-prediction modules (each with its own logits,
+  // which per_layer's vocabulary term covers).
+  const double live = per_layer * in_flight * (std::ceil(dbl(s.model.num_layers) / pp) + dbl(s.model.mtp_num_layers));
   if (live > 1.15e18) {  // 1 EiB
     o.fail("training.global_batch_size", "the activations of " + approx(in_flight) + " micro-batches in flight would take about " +
                                              bytes_text(live) + " per GPU, beyond what trainsim models (1 EiB)");
@@ -840,12 +843,22 @@ void validate_plan(const Scenario& s, const Origins& o) {
     o.fail("training.recompute_modules", "mla_up_proj needs a model with multi_latent_attention");
   }
   if (m.mtp_num_layers > 0) {
+    // The model asks for them (a preset or a Hugging Face config's num_nextn_predict_layers
+    // may): say how to train without.
+    const std::string off = " (the model has " + plural(m.mtp_num_layers, "multi-token-prediction module") +
+                            "; \"mtp_num_layers\": 0 in the model section trains without)";
     // trainsim places the modules on the last stage, Megatron's default; a layout would say where.
     if (!p.layout_layers.empty()) {
-      o.fail("model.mtp_num_layers", "multi-token prediction with pipeline_model_parallel_layout is not modelled "
-                                     "(trainsim puts the modules on the last stage, as Megatron does without a layout)");
+      o.fail("parallelism.pipeline_model_parallel_layout",
+             "multi-token prediction with a layout is not modelled: trainsim puts the modules on the last stage, as "
+             "Megatron does without one" + off);
     }
-    if (p.zero_stage >= 3) o.fail("model.mtp_num_layers", "multi-token prediction under ZeRO stage 3 is not modelled");
+    if (p.zero_stage >= 3) o.fail("parallelism.zero_stage", "multi-token prediction under ZeRO stage 3 is not modelled" + off);
+    if (m.position_embedding_type != models::PositionEmbedding::kRope) {
+      // Megatron's arguments.py: MTP supports rope (or no) position embeddings only.
+      o.fail("model.position_embedding_type", "multi-token prediction needs rotary position embeddings (Megatron refuses "
+                                              "learned absolute ones with it)" + off);
+    }
     if (t.recompute_granularity == models::RecomputeGranularity::kFull && t.recompute_method == models::RecomputeMethod::kUniform &&
         t.recompute_num_layers != 1) {
       // MultiTokenPredictionLayer._checkpointed_forward asserts it.

@@ -27,7 +27,7 @@ SimulationCost estimate_simulation_cost(const models::ModelSpec& m, const models
   if (p.zero_stage >= 3) per_layer += 2;
   // Per micro-batch: the pipeline's send/receive batches of every model chunk, the embedding and
   // the loss; per stage: gradient buckets, norm and optimizer.
-  const double layers = static_cast<double>(m.num_layers);
+  const double layers = static_cast<double>(m.num_layers + m.mtp_num_layers);  // MTP modules: a layer and more each
   c.graph_tasks = c.microbatches * (layers * per_layer + pp * vp * 4 + 12) + pp * 20 + layers * 4;
   // Symmetric mode runs one rank per stage; full fidelity runs every rank of every stage.
   c.executed_tasks = full_fidelity ? c.graph_tasks * gpus / pp : c.graph_tasks;

@@ -282,11 +282,14 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
     std::int64_t bytes = st.static_memory.total() + in_flight_chunks * chunk_bytes + transient;
     if (st.has_embedding) bytes += in_flight_microbatches * embedding_activation_bytes(d);
     if (st.has_output) {
-      bytes += in_flight_microbatches * output_activation_bytes(d) + d.act_bytes() * d.tokens() * d.v;
+      // The output chunk of the last stage holds one micro-batch at a time (its backward follows
+      // its forward), except under GPipe.
+      const std::int64_t output_in_flight = training.pipeline_schedule == PipelineSchedule::kGpipe ? m : 1;
+      bytes += output_in_flight * output_activation_bytes(d) + d.act_bytes() * d.tokens() * d.v;
       if (w.mtp_layers > 0) {
         const LayerDims& md = w.mtp_moe ? d : dense;
         const std::int64_t per_module = mtp_activation_bytes(md, d, selective, full && training.recompute_method == RecomputeMethod::kUniform);
-        bytes += in_flight_microbatches * w.mtp_layers * per_module;
+        bytes += output_in_flight * w.mtp_layers * per_module;
         // A checkpointed module's layer, recomputed before its backward.
         if (full && training.recompute_method == RecomputeMethod::kUniform) {
           bytes += std::max<std::int64_t>(0, layer_activation_bytes(md, false) - transient);

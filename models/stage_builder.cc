@@ -47,7 +47,7 @@ StageParameters mtp_params(const ModelSpec& m, const ParallelSpec& p, const Trai
   const LayerParams lp = layer_params(moe ? d : dense_layer_dims(d));
   out.dense = m.mtp_num_layers * (lp.dense() + 3 * lp.norm + 2 * d.h * d.h / d.t) + mtp_embedding_copy_params(m, p, d);
   out.expert = m.mtp_num_layers * lp.expert();
-  out.fp8_gemm = t.precision == Precision::kFp8 ? m.mtp_num_layers * lp.gemm_weights : 0;
+  out.fp8_gemm = t.precision == Precision::kFp8 ? m.mtp_num_layers * (lp.gemm_weights + 2 * d.h * d.h / d.t) : 0;
   return out;
 }
 
@@ -131,8 +131,9 @@ class StageBuilder {
   static constexpr TaskIndex kNothingToGather = kNoTask - 1;
   static constexpr std::int64_t kEmbeddingUnit = -1;
   // Units (layers, for parameter gathers) in forward order: the embedding, the decoder layers,
-  // the multi-token-prediction layers, the final norm and output layer.
-  std::int64_t output_unit() const { return m_.num_layers + m_.mtp_num_layers; }
+  // the final norm and output layer, the multi-token-prediction modules (after the final norm,
+  // before the logits, which the output unit's gather has already brought).
+  std::int64_t output_unit() const { return m_.num_layers; }
 
   // ---- emission helpers ----
   TaskIndex compute(const std::string& name, const Kernel& k, std::uint8_t cat, std::int64_t alloc = 0,
@@ -240,7 +241,7 @@ class StageBuilder {
   bool mtp_checkpointed() const {
     return t_.recompute_granularity == RecomputeGranularity::kFull && t_.recompute_method == RecomputeMethod::kUniform;
   }
-  std::int64_t mtp_layer(std::int64_t module) const { return m_.num_layers + module; }
+  std::int64_t mtp_layer(std::int64_t module) const { return m_.num_layers + 1 + module; }
   void layer_forward(std::int64_t layer, std::uint8_t cat, std::int64_t alloc);
   void layer_backward(std::int64_t layer, std::int64_t free);
   void attention_forward(std::uint8_t cat);
@@ -889,7 +890,8 @@ void StageBuilder::mtp_forward(std::int64_t module) {
   norm("mtp_enorm", kForward);
   norm("mtp_hnorm", kForward);
   compute("mtp_concat", memory_op(4 * sharded_hidden_bytes()), kForward);
-  column_forward("mtp_eh_proj", d_.h / d_.t, kForward, false, 2 * d_.h);
+  // Inside the module's FP8 context (Megatron's MTP layer), as the decoder's linear layers.
+  column_forward("mtp_eh_proj", d_.h / d_.t, kForward, true, 2 * d_.h);
   tp_collective("mtp_eh_proj_output_all_gather", CollectiveKind::kAllGather, hidden_bytes());
   layer_forward(layer, kForward, 0);
   layer_ = layer;
@@ -908,7 +910,7 @@ void StageBuilder::mtp_backward(std::int64_t module) {
     // Megatron checkpoints the projection and the layer (uniform method): both run again.
     norm("mtp_enorm", kRecompute);
     norm("mtp_hnorm", kRecompute);
-    column_forward("mtp_eh_proj", d_.h / d_.t, kRecompute, false, 2 * d_.h);
+    column_forward("mtp_eh_proj", d_.h / d_.t, kRecompute, true, 2 * d_.h);
     tp_collective("mtp_eh_proj_output_all_gather", CollectiveKind::kAllGather, hidden_bytes());
     layer_forward(layer, kRecompute, layer_activation_bytes(dims_of(layer), false));
     layer_backward(layer, layer_activation_bytes(dims_of(layer), false));
@@ -916,7 +918,9 @@ void StageBuilder::mtp_backward(std::int64_t module) {
     layer_backward(layer, 0);
   }
   layer_ = layer;
-  column_backward("mtp_eh_proj", d_.h / d_.t, 2 * d_.h * d_.h / d_.t, false, 2 * d_.h);
+  // The backward of the forward's re-split over the sequence (scatter_to_sequence_parallel_region).
+  if (d_.sp) tp_collective("mtp_eh_proj_output_grad_all_gather", CollectiveKind::kAllGather, hidden_bytes());
+  column_backward("mtp_eh_proj", d_.h / d_.t, 2 * d_.h * d_.h / d_.t, true, 2 * d_.h);
   norm_backward("mtp_hnorm");
   norm_backward("mtp_enorm");
   if (d_.sp) tp_collective("mtp_embedding_grad_all_gather", CollectiveKind::kAllGather, hidden_bytes());

@@ -26,8 +26,10 @@ double expected_max_of_normals(std::int64_t n) {
   const double count = static_cast<double>(n);
   auto f = [&](double x) {
     const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi);
-    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
-    return cdf <= 0.0 ? 0.0 : x * count * pdf * std::exp((count - 1.0) * std::log(cdf));
+    // log Phi(x), through log1p where Phi is near 1 so that huge n keep their precision.
+    const double upper = 0.5 * std::erfc(x / std::sqrt(2.0));  // 1 - Phi(x)
+    const double log_cdf = x > 0 ? std::log1p(-upper) : std::log(0.5 * std::erfc(-x / std::sqrt(2.0)));
+    return std::isinf(log_cdf) ? 0.0 : x * count * pdf * std::exp((count - 1.0) * log_cdf);
   };
   double sum = f(kLow) + f(kHigh);
   for (int i = 1; i < kIntervals; ++i) sum += f(kLow + i * h) * (i % 2 == 1 ? 4.0 : 2.0);

@@ -200,13 +200,17 @@ TEST_CASE("config/Scenario: recompute_modules are Megatron-Core's, under selecti
 }
 
 TEST_CASE("config/Scenario: multi-token prediction: its count, and the plans trainsim does not model with it") {
+  const std::string rope = "model.position_embedding_type=\"rope\"";
   CHECK(tests::contains(error_of({"model.mtp_num_layers=-1"}), "/model/mtp_num_layers: expected an integer in [0, 64]"));
-  CHECK(tests::contains(error_of({"model.mtp_num_layers=1", "parallelism.zero_stage=3"}),
-                        "/model/mtp_num_layers: multi-token prediction under ZeRO stage 3 is not modelled"));
-  CHECK(tests::contains(error_of({"model.mtp_num_layers=1", "training.recompute_granularity=\"full\"", "training.recompute_num_layers=2"}),
+  CHECK(tests::contains(error_of({"model.mtp_num_layers=1", rope, "parallelism.zero_stage=3"}),
+                        "/parallelism/zero_stage: multi-token prediction under ZeRO stage 3 is not modelled (the model has 1 "
+                        "multi-token-prediction module; \"mtp_num_layers\": 0 in the model section trains without)"));
+  CHECK(tests::contains(error_of({"model.mtp_num_layers=1", rope, "training.recompute_granularity=\"full\"", "training.recompute_num_layers=2"}),
                         "/training/recompute_num_layers: multi-token prediction under full uniform recomputation needs recompute_num_layers 1"));
-  CHECK(tests::contains(error_of({"model.mtp_num_layers=1", "parallelism.pipeline_model_parallel_size=2",
+  CHECK(tests::contains(error_of({"model.mtp_num_layers=2", rope, "parallelism.pipeline_model_parallel_size=2",
                                   "parallelism.pipeline_model_parallel_layout=\"Et*48|t*48L\""}),
-                        "/model/mtp_num_layers: multi-token prediction with pipeline_model_parallel_layout is not modelled"));
-  CHECK(error_of({"model.mtp_num_layers=1"}).empty());
+                        "/parallelism/pipeline_model_parallel_layout: multi-token prediction with a layout is not modelled"));
+  CHECK(tests::contains(error_of({"model.mtp_num_layers=1"}),
+                        "gpt3-175b.json: /position_embedding_type: multi-token prediction needs rotary position embeddings"));
+  CHECK(error_of({"model.mtp_num_layers=1", rope}).empty());
 }

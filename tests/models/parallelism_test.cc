@@ -153,9 +153,18 @@ TEST_CASE("models/parallelism: multi-token prediction runs on the last stage, wh
   CHECK(r.stages.back().peak_bytes > r0.stages.back().peak_bytes);
   CHECK(r.stages.front().peak_bytes == r0.stages.front().peak_bytes);
   CHECK(w.flops.model > w0.flops.model);
-  // The cheap estimate the planner prunes with stays near the simulated peak.
+  // The cheap estimate the planner prunes with stays near the simulated peak, also under
+  // interleaving, where the last stage's output chunk holds one micro-batch at a time.
   CHECK(static_cast<double>(models::estimated_peak_bytes(w, s.parallel, s.training)) ==
         doctest::Approx(static_cast<double>(r.peak_bytes_per_gpu)).epsilon(0.1));
+  for (const char* modules : {"model.mtp_num_layers=1", "model.mtp_num_layers=4"}) {
+    CAPTURE(modules);
+    const config::Scenario li = config::load_scenario(kLlama, {modules});
+    const models::Workload wl = models::describe(li.model, li.parallel, li.training, li.num_gpus());
+    const report::RunResult rl = tests::simulate_file(kLlama, {modules});
+    CHECK(static_cast<double>(models::estimated_peak_bytes(wl, li.parallel, li.training)) ==
+          doctest::Approx(static_cast<double>(rl.peak_bytes_per_gpu)).epsilon(0.1));
+  }
 }
 
 TEST_CASE("models/parallelism: no schedule deadlocks, with or without p2p overlap, on real links") {
