@@ -111,7 +111,14 @@ PipelineLayout parse_pipeline_layout(const std::string& text) {
           ++layers;
           break;
         case 'm':
-          return fail("virtual stage " + std::to_string(i) + ": multi-token-prediction layers ('m') are not modelled");
+          // A run of 'm' closed by the loss: the modules on the last stage, after the decoder.
+          if (i + 1 != stages.size() || s.find_first_not_of('m', k) != s.size() - 1 || s.back() != 'L') {
+            return fail("virtual stage " + std::to_string(i) +
+                        ": multi-token-prediction layers ('m') are modelled only as a run just before the loss 'L' "
+                        "(where Megatron builds them with the output layer), not apart from it");
+          }
+          ++out.mtp_layers;
+          break;
         case 'E':
           if (i != 0 || k != 0) return fail("the embedding 'E' must open the first virtual stage, found in stage " + std::to_string(i));
           break;

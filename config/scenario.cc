@@ -414,6 +414,7 @@ ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
     }
     p.virtual_pipeline_model_parallel_size = stages / pp;
     p.layout_layers = std::move(layout.layers);
+    p.layout_mtp_layers = layout.mtp_layers;
   }
   r.finish();
   return p;
@@ -842,16 +843,20 @@ void validate_plan(const Scenario& s, const Origins& o) {
   if (t.recompute_mla_up_proj && !m.multi_latent_attention) {
     o.fail("training.recompute_modules", "mla_up_proj needs a model with multi_latent_attention");
   }
+  if (m.mtp_num_layers == 0 && p.layout_mtp_layers > 0) {
+    o.fail("parallelism.pipeline_model_parallel_layout",
+           "places " + plural(p.layout_mtp_layers, "multi-token-prediction layer") + " ('m'), but the model has none (mtp_num_layers)");
+  }
   if (m.mtp_num_layers > 0) {
     // The model asks for them (a preset or a Hugging Face config's num_nextn_predict_layers
     // may): say how to train without.
     const std::string off = " (the model has " + plural(m.mtp_num_layers, "multi-token-prediction module") +
                             "; \"mtp_num_layers\": 0 in the model section trains without)";
-    // trainsim places the modules on the last stage, Megatron's default; a layout would say where.
-    if (!p.layout_layers.empty()) {
+    // Megatron's layout must place every module ('m', modelled before the loss).
+    if (!p.layout_layers.empty() && p.layout_mtp_layers != m.mtp_num_layers) {
       o.fail("parallelism.pipeline_model_parallel_layout",
-             "multi-token prediction with a layout is not modelled: trainsim puts the modules on the last stage, as "
-             "Megatron does without one" + off);
+             "places " + plural(p.layout_mtp_layers, "multi-token-prediction layer") + " ('m'); expected " +
+                 std::to_string(m.mtp_num_layers) + " (mtp_num_layers)" + off);
     }
     if (p.zero_stage >= 3) o.fail("parallelism.zero_stage", "multi-token prediction under ZeRO stage 3 is not modelled" + off);
     if (m.position_embedding_type != models::PositionEmbedding::kRope) {

@@ -36,6 +36,7 @@ struct ParallelSpec {
   // i / P of pipeline rank i % P). Empty: layers split evenly, after decoder_first/last.
   std::string pipeline_model_parallel_layout;
   std::vector<std::int64_t> layout_layers;
+  std::int64_t layout_mtp_layers = 0;  // the layout's multi-token-prediction layers ('m')
   // Megatron-Core's account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split:
   // the embedding (the loss, with the output layer) counts as one layer in the even split, and
   // the first (last) virtual stage builds one transformer layer fewer.

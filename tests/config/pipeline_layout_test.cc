@@ -43,6 +43,14 @@ TEST_CASE("config/parse_pipeline_layout: stages, repetition, empty stages") {
   CHECK(config::parse_pipeline_layout("E||t|L").layers == std::vector<std::int64_t>{0, 0, 1, 0});
   // Nested repetition, commas and spaces cosmetic.
   CHECK(config::parse_pipeline_layout("E(t*2, (t)*3)*2|t L").layers == std::vector<std::int64_t>{10, 1});
+  // Megatron-LM's DeepSeek-V3 benchmark layout: 61 layers on 8 x 4 virtual stages, the
+  // multi-token-prediction layer with the loss on the last.
+  const config::PipelineLayout dsv3 = config::parse_pipeline_layout("Et|(tt|)*30mL");
+  CHECK(dsv3.error.empty());
+  CHECK(dsv3.layers.size() == 32);
+  CHECK(dsv3.layers.back() == 0);
+  CHECK(dsv3.mtp_layers == 1);
+  CHECK(config::parse_pipeline_layout("Et|tm*2L").mtp_layers == 2);
 }
 
 TEST_CASE("config/parse_pipeline_layout: what it refuses, and why") {
@@ -51,7 +59,9 @@ TEST_CASE("config/parse_pipeline_layout: what it refuses, and why") {
     const char* fragment;
   };
   const Case cases[] = {
-      {"Et*3|(tt|)*29,m|L", "multi-token-prediction layers ('m') are not modelled"},
+      {"Et*3|(tt|)*29,m|L", "multi-token-prediction layers ('m') are modelled only as a run just before the loss 'L'"},
+      {"Et|mtL", "multi-token-prediction layers ('m') are modelled only as a run just before the loss 'L'"},
+      {"Em|tL", "multi-token-prediction layers ('m') are modelled only as a run just before the loss 'L'"},
       {"tE|L", "the embedding 'E' must open the first virtual stage"},
       {"t|tL", "expected the embedding 'E' to open the first virtual stage"},
       {"Et|L|t", "the loss 'L' must close the last virtual stage"},
@@ -87,7 +97,18 @@ TEST_CASE("config/Scenario: a pipeline layout sets the virtual stages and must p
                   "stages)") != std::string::npos);
   CHECK(load_error({layout("Et*6|(t*6|)*14,t*6L"), "parallelism.decoder_first_pipeline_num_layers=6"})
             .find("/parallelism/decoder_first_pipeline_num_layers: not with pipeline_model_parallel_layout") != std::string::npos);
-  CHECK(load_error({layout("Et*6|(t*6|)*14,m*6L")}).find(path + ": virtual stage 15: multi-token-prediction") != std::string::npos);
+  CHECK(load_error({layout("Et*6|(t*6|)*14,m*6L")}).find(path + ": places 90 transformer layers, the model has 96") != std::string::npos);
+  // Multi-token prediction: the layout's 'm' run before the loss must match mtp_num_layers.
+  CHECK(load_error({layout("Et*6|(t*6|)*14,t*6mL")}).find(path + ": places 1 multi-token-prediction layer ('m'), but the model has none") !=
+        std::string::npos);
+  CHECK(load_error({layout("Et*6|(t*6|)*14,t*6mL"), "model.position_embedding_type=\"rope\"", "model.mtp_num_layers=2"})
+            .find(path + ": places 1 multi-token-prediction layer ('m'); expected 2 (mtp_num_layers)") != std::string::npos);
+  CHECK(load_error({layout("Et*6|(t*6|)*14,t*6L"), "model.position_embedding_type=\"rope\"", "model.mtp_num_layers=1"})
+            .find(path + ": places 0 multi-token-prediction layers ('m'); expected 1 (mtp_num_layers)") != std::string::npos);
+  const config::Scenario mtp = config::load_scenario(
+      tests::kDefaultScenario, {layout("Et*6|(t*6|)*14,t*6mL"), "model.position_embedding_type=\"rope\"", "model.mtp_num_layers=1"});
+  CHECK(mtp.parallel.layout_mtp_layers == 1);
+  CHECK(mtp.parallel.layout_layers.back() == 6);
   CHECK(load_error({"parallelism.pipeline_model_parallel_layout=3"}).find(path + ": expected a string") != std::string::npos);
   // The embedding and loss counted as layers: with neither a layout nor decoder_first/last, and
   // only where the total splits evenly.

@@ -199,7 +199,7 @@ TEST_CASE("config/Scenario: recompute_modules are Megatron-Core's, under selecti
   CHECK(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"core_attn\"]"}) == "");
 }
 
-TEST_CASE("config/Scenario: multi-token prediction: its count, and the plans trainsim does not model with it") {
+TEST_CASE("config/Scenario: multi-token prediction: its count, its place in a layout, and the plans trainsim does not model with it") {
   const std::string rope = "model.position_embedding_type=\"rope\"";
   CHECK(tests::contains(error_of({"model.mtp_num_layers=-1"}), "/model/mtp_num_layers: expected an integer in [0, 64]"));
   CHECK(tests::contains(error_of({"model.mtp_num_layers=1", rope, "parallelism.zero_stage=3"}),
@@ -209,7 +209,9 @@ TEST_CASE("config/Scenario: multi-token prediction: its count, and the plans tra
                         "/training/recompute_num_layers: multi-token prediction under full uniform recomputation needs recompute_num_layers 1"));
   CHECK(tests::contains(error_of({"model.mtp_num_layers=2", rope, "parallelism.pipeline_model_parallel_size=2",
                                   "parallelism.pipeline_model_parallel_layout=\"Et*48|t*48L\""}),
-                        "/parallelism/pipeline_model_parallel_layout: multi-token prediction with a layout is not modelled"));
+                        "/parallelism/pipeline_model_parallel_layout: places 0 multi-token-prediction layers ('m'); expected 2 (mtp_num_layers)"));
+  CHECK(error_of({"model.mtp_num_layers=2", rope, "parallelism.pipeline_model_parallel_size=2",
+                  "parallelism.pipeline_model_parallel_layout=\"Et*48|t*48mmL\""}).empty());
   CHECK(tests::contains(error_of({"model.mtp_num_layers=1"}),
                         "gpt3-175b.json: /position_embedding_type: multi-token prediction needs rotary position embeddings"));
   CHECK(error_of({"model.mtp_num_layers=1", rope}).empty());

@@ -112,6 +112,9 @@ TEST_CASE("models/parallelism: symmetric and full fidelity agree for CP, EP, ZeR
   SUBCASE("multi-token prediction on latent attention and experts, untied embeddings") {
     check_fidelities_agree(kGpt, with(kMla, {"model.mtp_num_layers=2"}));
   }
+  SUBCASE("multi-token prediction placed by a pipeline layout, interleaved") {
+    check_fidelities_agree(kLlama, {"model.mtp_num_layers=1", "parallelism.pipeline_model_parallel_layout=\"Et*8|t*8|t*8|t*8mL\""});
+  }
   SUBCASE("multi-token prediction with full recomputation, FP8, interleaving and tied embeddings") {
     check_fidelities_agree(kLlama, {"model.mtp_num_layers=1", "model.untie_embeddings_and_output_weights=false",
                                     "training.precision=\"fp8\"", "training.recompute_granularity=\"full\"",
