@@ -10,12 +10,8 @@ GPU. No fit reads these cases: they check the attention and context-parallel mod
 Usage: tools/make_long_sequence_suite.py [nemo_long_sequence.json] [nemo_long_sequence_suite.json]
 """
 
-import json
-import os
-import sys
+import suite_files
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 
 CLUSTERS = {"H100": "dgx-h100", "B200": "dgx-b200"}
 FAMILIES = {"H100": "llama2-h100", "B200": "llama3-b200"}
@@ -67,19 +63,10 @@ def case(run, sources, common_notes):
 
 
 def main():
-    src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "validate/data/nemo_long_sequence.json")
-    out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "validate/suites/nemo_long_sequence.json")
-    with open(src) as f:
-        data = json.load(f)
-    suite = {
-        "description": "NeMo long-sequence runs (context parallelism, 4K-1M tokens) in no fit; built by "
-                       "tools/make_long_sequence_suite.py from validate/data/nemo_long_sequence.json",
-        "cases": [case(r, data["sources"], data["notes"]) for r in data["runs"]],
-    }
-    with open(out, "w") as f:
-        json.dump(suite, f, indent=1)
-        f.write("\n")
-    print("%d cases written to %s" % (len(suite["cases"]), out))
+    suite_files.build("validate/data/nemo_long_sequence.json", "validate/suites/nemo_long_sequence.json",
+                      "NeMo long-sequence runs (context parallelism, 4K-1M tokens) in no fit; built by "
+                      "tools/make_long_sequence_suite.py from validate/data/nemo_long_sequence.json",
+                      lambda data: [case(r, data["sources"], data["notes"]) for r in data["runs"]])
 
 
 if __name__ == "__main__":

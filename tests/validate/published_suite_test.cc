@@ -148,3 +148,33 @@ TEST_CASE("validate/secondary suites: NeMo's long-sequence runs bound the attent
     CHECK(p.errors.max_abs_error <= 0.30);
   }
 }
+
+TEST_CASE("validate/secondary suites: DeepSeek-V3 at scale: the FLOPs exact, the H100 runs fast, the GB200 runs far faster") {
+  // validate/suites/dgxc_deepseek_v3.json (README, "An eighth suite"), in no fit: DGX Cloud's
+  // DeepSeek-V3 recipe (latent attention, 256 experts, one multi-token-prediction module, BF16)
+  // on 512 and 1,024 H100 and 128-512 GB200. The published TFLOP/s per GPU follow from trainsim's
+  // model FLOPs at the measured step time (Megatron's formula with the module); the step times
+  // come out 16-18% fast on H100 and 63% fast on GB200, whose measured times stay at 34.2-34.3 s
+  // from 128 to 512 GPUs. The bounds hold these figures against regressions.
+  const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/dgxc_deepseek_v3.json"));
+  REQUIRE(suite.cases.size() == 5);
+  const validate::ValidationReport r = validate::validate_suite(suite);
+  for (const validate::CaseResult& c : r.cases) {
+    CAPTURE(c.id);
+    REQUIRE(c.metrics.size() == 2);
+    const validate::MetricResult& time = c.metrics[0];
+    const validate::MetricResult& tflops = c.metrics[1];
+    REQUIRE(time.metric == validate::Metric::kIterationTime);
+    REQUIRE(tflops.metric == validate::Metric::kModelTflops);
+    // The model FLOPs per step: predicted TFLOP/s x predicted time = published TFLOP/s x measured time.
+    CHECK(tflops.predicted * time.predicted == doctest::Approx(tflops.measured * time.measured).epsilon(0.005));
+    if (c.family == "deepseek-v3-h100") {
+      CHECK(time.error <= -0.12);
+      CHECK(time.error >= -0.22);
+    } else {
+      CHECK(c.family == "deepseek-v3-gb200");
+      CHECK(time.error <= -0.55);
+      CHECK(time.error >= -0.70);
+    }
+  }
+}
