@@ -903,8 +903,6 @@ void StageBuilder::mtp_backward(std::int64_t module) {
   const std::int64_t T = d_.tokens();
   const std::int64_t layer = mtp_layer(module);
   layer_ = layer;
-  logits_backward("mtp_", 0);  // the output weight's gradient is complete after the main logits
-  layer_ = layer;
   norm_backward("mtp_final_norm");
   if (mtp_checkpointed()) {
     // Megatron checkpoints the projection and the layer (uniform method): both run again.
@@ -936,9 +934,18 @@ void StageBuilder::output_backward() {
     fsdp_acquire(output_unit(), true);
     pending_alloc_ += grad_bytes() * unit_dense(output_unit());
   }
+  // Megatron's order (process_mtp_loss): the main loss's backward reaches each module's loss
+  // through MTPLossAutoScaler, so the main logits come first, then the modules' logits (the last
+  // completes the output weight's gradient), then the modules themselves, last one first, whose
+  // input gradient joins the main one before the final norm.
+  const std::int64_t output_weight = output_params(m_, p_, d_) - lp_.norm;
+  logits_backward("", m_.mtp_num_layers > 0 ? 0 : output_weight);
+  for (std::int64_t k = m_.mtp_num_layers - 1; k >= 0; --k) {
+    layer_ = mtp_layer(k);
+    logits_backward("mtp_", k == 0 ? output_weight : 0);
+  }
   for (std::int64_t k = m_.mtp_num_layers - 1; k >= 0; --k) mtp_backward(k);
   layer_ = -1;
-  logits_backward("", output_params(m_, p_, d_) - lp_.norm);
   norm_backward("final_norm", output_activation_bytes(d_));
   if (p_.zero_stage >= 3) {
     fsdp_reduce(output_unit());
@@ -1103,7 +1110,9 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
     add(lp_.norm, false, l);
   };
   if (chunk == static_cast<std::int64_t>(info_.chunks.size()) - 1 && info_.has_output) {
-    // Multi-token prediction's backward comes first (output_backward), last module first.
+    // output_backward's order: the logits (the output weight, complete after the modules'
+    // logits), the multi-token-prediction modules (last first), the final norm.
+    add(output_params(m_, p_, d_) - lp_.norm, false, output_unit());
     for (std::int64_t k = m_.mtp_num_layers - 1; k >= 0; --k) {
       add(lp_.norm, false, mtp_layer(k));  // final norm
       add_layer(mtp_layer(k));
@@ -1112,7 +1121,6 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
       add(lp_.norm, false, mtp_layer(k));                 // enorm
     }
     add(mtp_embedding_copy_params(m_, p_, d_), false, mtp_layer(0));
-    add(output_params(m_, p_, d_) - lp_.norm, false, output_unit());
     add(lp_.norm, false, output_unit());
   }
   for (std::int64_t l = first + count - 1; l >= first; --l) add_layer(l);
