@@ -982,7 +982,9 @@ void StageBuilder::chunk_forward(std::int64_t mb, std::int64_t chunk) {
   }
   const bool last_chunk = chunk == static_cast<std::int64_t>(info_.chunks.size()) - 1;
   if (last_chunk && info_.has_output) output_forward();
-  amax_reduction(count, true);
+  // The multi-token-prediction layers' FP8 scaling state is reduced with the chunk's.
+  const std::int64_t mtp = last_chunk && info_.has_output ? m_.mtp_num_layers : 0;
+  amax_reduction(count + mtp, true);
   forwarded_chunks_.insert(chunk);
 }
 
@@ -1033,7 +1035,7 @@ void StageBuilder::chunk_backward(std::int64_t mb, std::int64_t chunk) {
   }
   if (chunk == 0 && info_.has_embedding) embedding_backward();
   TRAINSIM_CHECK(cursor_ == groups_[static_cast<std::size_t>(chunk)].size(), "gradient groups out of step with the buckets");
-  amax_reduction(count, false);
+  amax_reduction(count + (last_chunk && info_.has_output ? m_.mtp_num_layers : 0), false);
 }
 
 void StageBuilder::communicate(const PipelineStep& step) {
