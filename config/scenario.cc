@@ -864,8 +864,7 @@ void validate_plan(const Scenario& s, const Origins& o) {
       o.fail("model.position_embedding_type", "multi-token prediction needs rotary position embeddings (Megatron refuses "
                                               "learned absolute ones with it)" + off);
     }
-    if (t.recompute_granularity == models::RecomputeGranularity::kFull && t.recompute_method == models::RecomputeMethod::kUniform &&
-        t.recompute_num_layers != 1) {
+    if (t.recomputes_mtp_modules() && t.recompute_num_layers != 1) {
       // MultiTokenPredictionLayer._checkpointed_forward asserts it.
       o.fail("training.recompute_num_layers", "multi-token prediction under full uniform recomputation needs "
                                               "recompute_num_layers 1 (Megatron checkpoints each module on its own)");

@@ -112,8 +112,8 @@ FlopCount count_flops(const ModelSpec& m, const ParallelSpec& p, const TrainingS
         }
       }
       recomputed = layers * layer_forward_flops(m);
-      if (t.recompute_method == RecomputeMethod::kUniform && m.mtp_num_layers > 0) {
-        // Megatron checkpoints each module's projection and layer (uniform method only).
+      if (t.recomputes_mtp_modules() && m.mtp_num_layers > 0) {
+        // Each module's projection and layer run again.
         const double h = static_cast<double>(m.hidden_size), s = static_cast<double>(m.seq_length);
         recomputed += static_cast<double>(m.mtp_num_layers) *
                       (4.0 * s * h * h * layer_terms(m, m.is_moe_layer(m.num_layers)) + 2.0 * s * 2 * h * h);

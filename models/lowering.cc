@@ -288,10 +288,10 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
       bytes += output_in_flight * output_activation_bytes(d) + d.act_bytes() * d.tokens() * d.v;
       if (w.mtp_layers > 0) {
         const LayerDims& md = w.mtp_moe ? d : dense;
-        const std::int64_t per_module = mtp_activation_bytes(md, d, selective, full && training.recompute_method == RecomputeMethod::kUniform);
+        const std::int64_t per_module = mtp_activation_bytes(md, d, selective, training.recomputes_mtp_modules());
         bytes += output_in_flight * w.mtp_layers * per_module;
         // A checkpointed module's layer, recomputed before its backward.
-        if (full && training.recompute_method == RecomputeMethod::kUniform) {
+        if (training.recomputes_mtp_modules()) {
           bytes += std::max<std::int64_t>(0, layer_activation_bytes(md, false) - transient);
         }
       }

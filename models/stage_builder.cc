@@ -45,9 +45,9 @@ StageParameters mtp_params(const ModelSpec& m, const ParallelSpec& p, const Trai
   if (m.mtp_num_layers <= 0) return out;
   const bool moe = m.is_moe_layer(m.num_layers);
   const LayerParams lp = layer_params(moe ? d : dense_layer_dims(d));
-  out.dense = m.mtp_num_layers * (lp.dense() + 3 * lp.norm + 2 * d.h * d.h / d.t) + mtp_embedding_copy_params(m, p, d);
+  out.dense = m.mtp_num_layers * (lp.dense() + 3 * lp.norm + mtp_projection_params(d)) + mtp_embedding_copy_params(m, p, d);
   out.expert = m.mtp_num_layers * lp.expert();
-  out.fp8_gemm = t.precision == Precision::kFp8 ? m.mtp_num_layers * (lp.gemm_weights + 2 * d.h * d.h / d.t) : 0;
+  out.fp8_gemm = t.precision == Precision::kFp8 ? m.mtp_num_layers * (lp.gemm_weights + mtp_projection_params(d)) : 0;
   return out;
 }
 
@@ -238,10 +238,20 @@ class StageBuilder {
   void logits_backward(const std::string& prefix, std::int64_t params);
   void mtp_forward(std::int64_t module);
   void mtp_backward(std::int64_t module);
-  bool mtp_checkpointed() const {
-    return t_.recompute_granularity == RecomputeGranularity::kFull && t_.recompute_method == RecomputeMethod::kUniform;
-  }
   std::int64_t mtp_layer(std::int64_t module) const { return m_.num_layers + 1 + module; }
+  // What a multi-token-prediction module keeps per micro-batch (allocated as its forward starts,
+  // freed as its backward ends).
+  std::int64_t mtp_bytes(std::int64_t module) const {
+    return mtp_activation_bytes(dims_of(mtp_layer(module)), d_, t_.recomputes_core_attention(), t_.recomputes_mtp_modules());
+  }
+  // The vocab-parallel embedding lookup of a micro-batch's tokens (the first stage's, and each
+  // multi-token-prediction module's of the tokens further ahead) and its backward.
+  void vocab_lookup(const std::string& name, std::int64_t alloc);
+  TaskIndex vocab_lookup_backward(const std::string& name);
+  // A dense tensor-parallel MLP (fc1, activation, fc2) of per-rank hidden size `f`: the dense
+  // layers' (prefix "") and the shared expert's ("shared_").
+  void dense_mlp_forward(const std::string& prefix, std::int64_t f, std::uint8_t cat);
+  void dense_mlp_backward(const std::string& prefix, std::int64_t f, std::int64_t fc1_params, std::int64_t fc2_params);
   void layer_forward(std::int64_t layer, std::uint8_t cat, std::int64_t alloc);
   void layer_backward(std::int64_t layer, std::int64_t free);
   void attention_forward(std::uint8_t cat);
@@ -644,11 +654,8 @@ void StageBuilder::mlp_forward(std::uint8_t cat) {
     moe_forward(cat);
     return;
   }
-  const std::int64_t T = d_.tokens();
   norm("pre_mlp_norm", cat);
-  column_forward("fc1", d_.fc1_width(), cat, true);
-  compute(d_.gated ? "swiglu" : "activation", memory_op(dt() * T * (d_.fc1_width() + d_.f)), cat);
-  row_forward("fc2", d_.f, cat);
+  dense_mlp_forward("", d_.f, cat);
   compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), cat);
 }
 
@@ -657,12 +664,24 @@ void StageBuilder::mlp_backward() {
     moe_backward();
     return;
   }
-  const std::int64_t T = d_.tokens();
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
-  row_backward("fc2", d_.f, dense_lp_.fc2);
-  compute(d_.gated ? "swiglu_bwd" : "activation_bwd", memory_op(dt() * T * (2 * d_.fc1_width() + d_.f)), kBackward);
-  column_backward("fc1", d_.fc1_width(), dense_lp_.fc1, true);
+  dense_mlp_backward("", d_.f, dense_lp_.fc1, dense_lp_.fc2);
   norm_backward("pre_mlp_norm");
+}
+
+void StageBuilder::dense_mlp_forward(const std::string& prefix, std::int64_t f, std::uint8_t cat) {
+  const std::int64_t T = d_.tokens(), fc1 = d_.gated ? 2 * f : f;
+  column_forward(prefix + "fc1", fc1, cat, true);
+  compute(prefix + (d_.gated ? "swiglu" : "activation"), memory_op(dt() * T * (fc1 + f)), cat);
+  row_forward(prefix + "fc2", f, cat);
+}
+
+void StageBuilder::dense_mlp_backward(const std::string& prefix, std::int64_t f, std::int64_t fc1_params,
+                                      std::int64_t fc2_params) {
+  const std::int64_t T = d_.tokens(), fc1 = d_.gated ? 2 * f : f;
+  row_backward(prefix + "fc2", f, fc2_params);
+  compute(prefix + (d_.gated ? "swiglu_bwd" : "activation_bwd"), memory_op(dt() * T * (2 * fc1 + f)), kBackward);
+  column_backward(prefix + "fc1", fc1, fc1_params, true);
 }
 
 // Mixture of experts with Megatron's alltoall token dispatcher (transformer/moe/
@@ -713,21 +732,12 @@ void StageBuilder::moe_forward(std::uint8_t cat) {
 // routed experts' output is unpermuted, the layer's input also goes through a dense
 // tensor-parallel MLP whose output is added to it (MoELayer.forward).
 void StageBuilder::shared_expert_forward(std::uint8_t cat) {
-  const std::int64_t T = d_.tokens();
-  column_forward("shared_fc1", d_.shared_fc1_width(), cat, true);
-  compute(d_.gated ? "shared_swiglu" : "shared_activation", memory_op(dt() * T * (d_.shared_fc1_width() + d_.sf)), cat);
-  row_forward("shared_fc2", d_.sf, cat);
+  dense_mlp_forward("shared_", d_.sf, cat);
   compute("shared_expert_add", memory_op(3 * sharded_hidden_bytes()), cat);
 }
 
 // Autograd reaches the shared expert first: its ops were recorded after the routed experts'.
-void StageBuilder::shared_expert_backward() {
-  const std::int64_t T = d_.tokens();
-  row_backward("shared_fc2", d_.sf, lp_.shared_fc2);
-  compute(d_.gated ? "shared_swiglu_bwd" : "shared_activation_bwd", memory_op(dt() * T * (2 * d_.shared_fc1_width() + d_.sf)),
-          kBackward);
-  column_backward("shared_fc1", d_.shared_fc1_width(), lp_.shared_fc1, true);
-}
+void StageBuilder::shared_expert_backward() { dense_mlp_backward("shared_", d_.sf, lp_.shared_fc1, lp_.shared_fc2); }
 
 void StageBuilder::moe_backward() {
   const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk, E = d_.experts;
@@ -799,37 +809,44 @@ void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
 }
 
 void StageBuilder::embedding_forward() {
-  const std::int64_t T = d_.tokens();
   layer_ = -1;
   if (p_.zero_stage >= 3) fsdp_acquire(kEmbeddingUnit, false);
   if (!bucket_gathers_.empty()) distributed_optimizer_gathers(kEmbeddingUnit);
-  std::int64_t bytes = 2 * dt() * T * d_.h;  // gather rows, write output
-  if (!d_.rope) bytes += 3 * dt() * T * d_.h;  // learned position embedding: read both, write sum
-  compute("embedding", memory_op(bytes), kForward, embedding_activation_bytes(d_));
-  // Vocab-parallel lookup: partial rows summed over the tensor-parallel group (reduce-scattered
-  // onto the sequence shards under sequence parallelism).
-  tp_collective(d_.sp ? "embedding_reduce_scatter" : "embedding_all_reduce",
-                d_.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, hidden_bytes());
+  vocab_lookup("embedding", embedding_activation_bytes(d_));
   if (d_.hidden_dropout) compute("embedding_dropout", memory_op(2 * sharded_hidden_bytes() + d_.sharded_tokens() * d_.h), kForward);
   if (p_.zero_stage >= 3) fsdp_release(kEmbeddingUnit);
 }
 
 void StageBuilder::embedding_backward() {
-  const std::int64_t T = d_.tokens();
   layer_ = -1;
   if (p_.zero_stage >= 3) {
     fsdp_acquire(kEmbeddingUnit, true);
     pending_alloc_ += grad_bytes() * unit_dense(kEmbeddingUnit);
   }
-  if (d_.sp) tp_collective("embedding_grad_all_gather", CollectiveKind::kAllGather, hidden_bytes());
-  // Scatter-add of the token gradients into the fp32 embedding gradient.
-  const TaskIndex bwd = compute("embedding_bwd", memory_op(T * d_.h * (dt() + 8)), kBackward);
+  const TaskIndex bwd = vocab_lookup_backward("embedding");
   free_at(bwd, embedding_activation_bytes(d_));
   gradient_ready(embedding_params(m_, d_), false, bwd);
   if (p_.zero_stage >= 3) {
     fsdp_reduce(kEmbeddingUnit);
     fsdp_release(kEmbeddingUnit);
   }
+}
+
+void StageBuilder::vocab_lookup(const std::string& name, std::int64_t alloc) {
+  const std::int64_t T = d_.tokens();
+  std::int64_t bytes = 2 * dt() * T * d_.h;  // gather rows, write output
+  if (!d_.rope) bytes += 3 * dt() * T * d_.h;  // learned position embedding: read both, write sum
+  compute(name, memory_op(bytes), kForward, alloc);
+  // Vocab-parallel lookup: partial rows summed over the tensor-parallel group (reduce-scattered
+  // onto the sequence shards under sequence parallelism).
+  tp_collective(name + (d_.sp ? "_reduce_scatter" : "_all_reduce"), d_.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+                hidden_bytes());
+}
+
+TaskIndex StageBuilder::vocab_lookup_backward(const std::string& name) {
+  if (d_.sp) tp_collective(name + "_grad_all_gather", CollectiveKind::kAllGather, hidden_bytes());
+  // Scatter-add of the token gradients into the fp32 embedding gradient.
+  return compute(name + "_bwd", memory_op(d_.tokens() * d_.h * (dt() + 8)), kBackward);
 }
 
 void StageBuilder::output_forward() {
@@ -877,21 +894,15 @@ void StageBuilder::logits_backward(const std::string& prefix, std::int64_t param
 // is all-gathered over the TP group and re-split over the sequence, one transformer layer, the
 // module's final norm, then the shared output layer's logits and loss.
 void StageBuilder::mtp_forward(std::int64_t module) {
-  const std::int64_t T = d_.tokens();
   const std::int64_t layer = mtp_layer(module);
   layer_ = layer;
   if (!bucket_gathers_.empty()) distributed_optimizer_gathers(layer);
-  pending_alloc_ += mtp_activation_bytes(dims_of(layer), d_, t_.recomputes_core_attention(), mtp_checkpointed());
-  std::int64_t bytes = 2 * dt() * T * d_.h;
-  if (!d_.rope) bytes += 3 * dt() * T * d_.h;
-  compute("mtp_embedding", memory_op(bytes), kForward);
-  tp_collective(d_.sp ? "mtp_embedding_reduce_scatter" : "mtp_embedding_all_reduce",
-                d_.sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, hidden_bytes());
+  vocab_lookup("mtp_embedding", mtp_bytes(module));
   norm("mtp_enorm", kForward);
   norm("mtp_hnorm", kForward);
   compute("mtp_concat", memory_op(4 * sharded_hidden_bytes()), kForward);
   // Inside the module's FP8 context (Megatron's MTP layer), as the decoder's linear layers.
-  column_forward("mtp_eh_proj", d_.h / d_.t, kForward, true, 2 * d_.h);
+  column_forward("mtp_eh_proj", d_.h / d_.t, kForward, true, 2 * d_.h);  // h / t: eh_proj's output shard
   tp_collective("mtp_eh_proj_output_all_gather", CollectiveKind::kAllGather, hidden_bytes());
   layer_forward(layer, kForward, 0);
   layer_ = layer;
@@ -900,11 +911,10 @@ void StageBuilder::mtp_forward(std::int64_t module) {
 }
 
 void StageBuilder::mtp_backward(std::int64_t module) {
-  const std::int64_t T = d_.tokens();
   const std::int64_t layer = mtp_layer(module);
   layer_ = layer;
   norm_backward("mtp_final_norm");
-  if (mtp_checkpointed()) {
+  if (t_.recomputes_mtp_modules()) {
     // Megatron checkpoints the projection and the layer (uniform method): both run again.
     norm("mtp_enorm", kRecompute);
     norm("mtp_hnorm", kRecompute);
@@ -918,12 +928,11 @@ void StageBuilder::mtp_backward(std::int64_t module) {
   layer_ = layer;
   // The backward of the forward's re-split over the sequence (scatter_to_sequence_parallel_region).
   if (d_.sp) tp_collective("mtp_eh_proj_output_grad_all_gather", CollectiveKind::kAllGather, hidden_bytes());
-  column_backward("mtp_eh_proj", d_.h / d_.t, 2 * d_.h * d_.h / d_.t, true, 2 * d_.h);
+  column_backward("mtp_eh_proj", d_.h / d_.t, mtp_projection_params(d_), true, 2 * d_.h);
   norm_backward("mtp_hnorm");
   norm_backward("mtp_enorm");
-  if (d_.sp) tp_collective("mtp_embedding_grad_all_gather", CollectiveKind::kAllGather, hidden_bytes());
-  const TaskIndex bwd = compute("mtp_embedding_bwd", memory_op(T * d_.h * (dt() + 8)), kBackward);
-  free_at(bwd, mtp_activation_bytes(dims_of(layer), d_, t_.recomputes_core_attention(), mtp_checkpointed()));
+  const TaskIndex bwd = vocab_lookup_backward("mtp_embedding");
+  free_at(bwd, mtp_bytes(module));
   // The last module's lookup (module 0 comes last) completes the embedding copy's gradient.
   if (module == 0) gradient_ready(mtp_embedding_copy_params(m_, p_, d_), false, bwd);
 }
@@ -1118,7 +1127,7 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
     for (std::int64_t k = m_.mtp_num_layers - 1; k >= 0; --k) {
       add(lp_.norm, false, mtp_layer(k));  // final norm
       add_layer(mtp_layer(k));
-      add(2 * d_.h * d_.h / d_.t, false, mtp_layer(k));  // eh_proj
+      add(mtp_projection_params(d_), false, mtp_layer(k));  // eh_proj
       add(lp_.norm, false, mtp_layer(k));                 // hnorm
       add(lp_.norm, false, mtp_layer(k));                 // enorm
     }

@@ -43,5 +43,7 @@ std::int64_t output_params(const ModelSpec& m, const ParallelSpec& p, const Laye
 // first stage's). Zero without multi-token prediction.
 StageParameters mtp_params(const ModelSpec& m, const ParallelSpec& p, const TrainingSpec& t, const LayerDims& d);
 std::int64_t mtp_embedding_copy_params(const ModelSpec& m, const ParallelSpec& p, const LayerDims& d);
+// One module's eh_proj on one GPU: 2h x h, column-parallel, no bias.
+inline std::int64_t mtp_projection_params(const LayerDims& d) { return 2 * d.h * d.h / d.t; }
 
 }  // namespace trainsim::models

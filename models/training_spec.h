@@ -89,6 +89,11 @@ struct TrainingSpec {
   bool recomputes_mla_up_proj() const {
     return recompute_granularity == RecomputeGranularity::kSelective && recompute_mla_up_proj;
   }
+  // Megatron checkpoints each multi-token-prediction module (its projection and layer) under full
+  // recomputation with the uniform method only (MultiTokenPredictionLayer; block: a warning, none).
+  bool recomputes_mtp_modules() const {
+    return recompute_granularity == RecomputeGranularity::kFull && recompute_method == RecomputeMethod::kUniform;
+  }
   AttentionKernel attention_kernel = AttentionKernel::kFlash;
   // Which fused-attention implementation's calibration prices the flash kernels: empty = the GPU
   // calibration's own (cuDNN on H100, FlashAttention-2 on A100); otherwise one of its
