@@ -238,6 +238,7 @@ class StageBuilder {
   void logits_backward(const std::string& prefix, std::int64_t params);
   void mtp_forward(std::int64_t module);
   void mtp_backward(std::int64_t module);
+  void mtp_projection(std::uint8_t cat);
   std::int64_t mtp_layer(std::int64_t module) const { return m_.num_layers + 1 + module; }
   // What a multi-token-prediction module keeps per micro-batch (allocated as its forward starts,
   // freed as its backward ends).
@@ -898,16 +899,22 @@ void StageBuilder::mtp_forward(std::int64_t module) {
   layer_ = layer;
   if (!bucket_gathers_.empty()) distributed_optimizer_gathers(layer);
   vocab_lookup("mtp_embedding", mtp_bytes(module));
-  norm("mtp_enorm", kForward);
-  norm("mtp_hnorm", kForward);
-  compute("mtp_concat", memory_op(4 * sharded_hidden_bytes()), kForward);
-  // Inside the module's FP8 context (Megatron's MTP layer), as the decoder's linear layers.
-  column_forward("mtp_eh_proj", d_.h / d_.t, kForward, true, 2 * d_.h);  // h / t: eh_proj's output shard
-  tp_collective("mtp_eh_proj_output_all_gather", CollectiveKind::kAllGather, hidden_bytes());
+  mtp_projection(kForward);
   layer_forward(layer, kForward, 0);
   layer_ = layer;
   norm("mtp_final_norm", kForward);
   logits_forward("mtp_");
+}
+
+// _concat_embeddings: both inputs normalised (enorm, hnorm) and concatenated, the projection
+// 2h -> h inside the module's FP8 context (as the decoder's linear layers), its h / t output shard
+// all-gathered over the TP group (then re-split over the sequence: no communication).
+void StageBuilder::mtp_projection(std::uint8_t cat) {
+  norm("mtp_enorm", cat);
+  norm("mtp_hnorm", cat);
+  compute("mtp_concat", memory_op(4 * sharded_hidden_bytes()), cat);
+  column_forward("mtp_eh_proj", d_.h / d_.t, cat, true, 2 * d_.h);
+  tp_collective("mtp_eh_proj_output_all_gather", CollectiveKind::kAllGather, hidden_bytes());
 }
 
 void StageBuilder::mtp_backward(std::int64_t module) {
@@ -916,10 +923,7 @@ void StageBuilder::mtp_backward(std::int64_t module) {
   norm_backward("mtp_final_norm");
   if (t_.recomputes_mtp_modules()) {
     // Megatron checkpoints the projection and the layer (uniform method): both run again.
-    norm("mtp_enorm", kRecompute);
-    norm("mtp_hnorm", kRecompute);
-    column_forward("mtp_eh_proj", d_.h / d_.t, kRecompute, true, 2 * d_.h);
-    tp_collective("mtp_eh_proj_output_all_gather", CollectiveKind::kAllGather, hidden_bytes());
+    mtp_projection(kRecompute);
     layer_forward(layer, kRecompute, layer_activation_bytes(dims_of(layer), false));
     layer_backward(layer, layer_activation_bytes(dims_of(layer), false));
   } else {
