@@ -15,12 +15,17 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
       network_(timing.resource_capacities()) {
   const std::uint32_t n = graph_.num_ranks();
   streams_.resize(static_cast<std::size_t>(n) * num_streams_);
+  chain_.resize(streams_.size());
+  last_chain_.resize(streams_.size());
   wake_at_.assign(static_cast<std::size_t>(n) * num_streams_, TimePoint{});
   completed_.assign(static_cast<std::size_t>(n) * num_streams_, 0);
   ranks_.resize(n);
   for (std::uint32_t r = 0; r < n; ++r) {
     ranks_[r].cls = graph_.class_of(RankId{r});
     ranks_[r].rc = &graph_.rank_class(ranks_[r].cls);
+  }
+  for (double scale : options_.comm_time_scale) {
+    TRAINSIM_CHECK(scale >= 0 && scale <= 1e6, "communication time scale outside [0, 1e6]");
   }
   for (RankId r : options_.record_ranks) {
     TRAINSIM_CHECK(index(r) < n, "recorded rank out of range");
@@ -114,8 +119,8 @@ EngineResult Engine::run() {
         break;
       case EventKind::kFlowStart: {
         Instance& in = instances_[ev.payload.a()];
-        const FlowNetwork::FlowId f =
-            network_.add(queue_.now(), in.cost->volume, in.cost->max_rate, in.cost->demands, reschedules_);
+        const FlowNetwork::FlowId f = network_.add(queue_.now(), in.cost->volume * in.time_scale, in.cost->max_rate,
+                                                   in.cost->demands, reschedules_);
         if (flow_instance_.size() <= f) flow_instance_.resize(f + 1, kNoInstance);
         flow_instance_[f] = ev.payload.a();
         schedule_flows();
@@ -212,11 +217,21 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   // What held this task back until now: a dependency that just ended, else the previous task
   // of its own stream (it queued behind it).
   st.cause = kNoCause;
+  CauseChain& chain = chain_[stream_index(rank, s)];
+  chain.n = 0;
   const std::uint32_t* ref = dep_refs_[ranks_[rank].cls].data() + task.deps_begin;
   for (std::uint32_t i = 0; i < task.deps_count && st.cause == kNoCause; ++i) {
-    if (ended_last_at(rank, ref[i] & 15u, ref[i] >> 4, now)) st.cause = rc.tasks[rc.deps[task.deps_begin + i]].category;
+    if (ended_last_at(rank, ref[i] & 15u, ref[i] >> 4, now)) {
+      const Task& y = rc.tasks[rc.deps[task.deps_begin + i]];
+      st.cause = y.category;
+      chain_after(chain, rank, ref[i] & 15u, y);
+    }
   }
-  if (st.cause == kNoCause && st.next > 0 && st.last_end == now) st.cause = rc.tasks[order[st.next - 1]].category;
+  if (st.cause == kNoCause && st.next > 0 && st.last_end == now) {
+    const Task& y = rc.tasks[order[st.next - 1]];
+    st.cause = y.category;
+    chain_after(chain, rank, s, y);
+  }
   st.busy = true;
   ++st.next;
   st.posted = now;
@@ -249,7 +264,7 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
       st.pending = 0;
       for (const auto* t = first; t != last; ++t) st.pending += mirrored(*t) ? 0u : 1u;
       for (const auto* t = first; t != last; ++t) {
-        if (!mirrored(*t)) post_transfer(rank, s, *t);
+        if (!mirrored(*t)) post_transfer(rank, s, *t, task.category);
       }
       break;
     }
@@ -309,6 +324,26 @@ void Engine::finish_compute(std::uint32_t rank, const Task& task, TaskIndex inde
   if (ranks_[rank].recorded) result_.records.push_back(TaskRecord{RankId{rank}, index, start, start, end, 0, 0, 1});
 }
 
+void Engine::chain_after(CauseChain& chain, std::uint32_t rank, std::uint32_t ys, const Task& y) const {
+  const CauseChain& prior = last_chain_[stream_index(rank, ys)];
+  if (y.kind == TaskKind::kCompute || prior.n == 0) {  // work of its own, or nothing behind it
+    chain.n = 1;
+    chain.from[0] = TimePoint{};
+    chain.cat[0] = y.category;
+    return;
+  }
+  chain = prior;
+  if (chain.n == CauseChain::kDepth) {  // drop the oldest segment: the next one reaches back
+    std::copy(chain.from.begin() + 1, chain.from.end(), chain.from.begin());
+    std::copy(chain.cat.begin() + 1, chain.cat.end(), chain.cat.begin());
+    chain.from[0] = TimePoint{};
+    --chain.n;
+  }
+  chain.from[chain.n] = streams_[stream_index(rank, ys)].last_posted;
+  chain.cat[chain.n] = y.category;
+  ++chain.n;
+}
+
 void Engine::attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& task,
                            StreamState& st) {
   const TimePoint now = queue_.now();
@@ -326,10 +361,12 @@ void Engine::attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& 
       const TimePoint issued = std::clamp(ds.last_posted, st.last_end, now);
       const TimePoint started = std::clamp(ds.last_transfer_start, issued, now);
       if (issued > st.last_end) {  // not issued yet: held back by something else
-        if (ds.last_cause == kNoCause) {
-          acc.gap_other += issued - st.last_end;
-        } else {
-          acc.gap_issue[ds.last_cause] += issued - st.last_end;
+        const CauseChain& c = last_chain_[stream_index(rank, d.stream)];
+        if (c.n == 0) acc.gap_other += issued - st.last_end;
+        for (std::uint8_t k = 0; k < c.n; ++k) {
+          const TimePoint lo = std::max(c.from[k], st.last_end);
+          const TimePoint hi = k + 1 < c.n ? std::min(c.from[k + 1], issued) : issued;
+          if (hi > lo) acc.gap_issue[c.cat[k]] += hi - lo;
         }
       }
       acc.gap_wait[d.category] += started - issued;  // issued, waiting for its peers
@@ -347,6 +384,7 @@ void Engine::post_collective(std::uint32_t rank, std::uint32_t s, const Task& ta
   const CommOp& op = rc.comm_ops[task.payload];
   if (rv.arrived == 0) {
     rv.instance = new_instance();
+    instances_[rv.instance].time_scale = options_.comm_time_scale[task.category];
     rv.op = op;
   } else {
     TRAINSIM_CHECK(rv.op == op, "members of communicator " + graph_.comm_slot_name(task.slot) +
@@ -361,7 +399,7 @@ void Engine::post_collective(std::uint32_t rank, std::uint32_t s, const Task& ta
   start_instance(inst);
 }
 
-void Engine::post_transfer(std::uint32_t rank, std::uint32_t s, const Transfer& t) {
+void Engine::post_transfer(std::uint32_t rank, std::uint32_t s, const Transfer& t, std::uint8_t category) {
   const RankId peer = graph_.peer(RankId{rank}, t.peer_slot);
   const RankId src = t.is_send ? RankId{rank} : peer;
   const RankId dst = t.is_send ? peer : RankId{rank};
@@ -369,6 +407,7 @@ void Engine::post_transfer(std::uint32_t rank, std::uint32_t s, const Transfer& 
   const std::uint16_t send_slot = t.is_send ? t.peer_slot : graph_.reverse_peer_slot(t.peer_slot);
   if (ranks_[index(peer)].account == kNoInstance) {  // peer not simulated: it mirrors this rank
     const std::uint32_t inst = new_instance();
+    instances_[inst].time_scale = options_.comm_time_scale[category];
     instances_[inst].waiters.push_back(me);
     instances_[inst].cost = &timing_.transfer_cost(t.bytes, src, dst, send_slot, options_.symmetric);
     start_instance(inst);
@@ -377,6 +416,7 @@ void Engine::post_transfer(std::uint32_t rank, std::uint32_t s, const Transfer& 
   Rendezvous& ch = channels_[static_cast<std::size_t>(index(src)) * graph_.num_peer_slots() + send_slot];
   if (!ch.has_send && !ch.has_recv) {
     ch.instance = new_instance();
+    instances_[ch.instance].time_scale = options_.comm_time_scale[category];
     ch.bytes = t.bytes;
   } else {
     TRAINSIM_CHECK(ch.bytes == t.bytes, "send and receive sizes differ on " +
@@ -417,12 +457,14 @@ void Engine::start_instance(std::uint32_t inst) {
     st.protocol = in.cost->protocol;
   }
   const CommCost& cost = *in.cost;
-  if (cost.volume <= 0 || cost.demands.empty()) {
-    Duration d = cost.latency;
-    if (cost.volume > 0) d += Duration::from_seconds(cost.volume / cost.max_rate.bytes_per_second());
+  const Duration latency = in.time_scale == 1 ? cost.latency : Duration::from_seconds(cost.latency.seconds() * in.time_scale);
+  const double volume = cost.volume * in.time_scale;
+  if (volume <= 0 || cost.demands.empty()) {
+    Duration d = latency;
+    if (volume > 0) d += Duration::from_seconds(volume / cost.max_rate.bytes_per_second());
     queue_.push(now + d, 0, EventPayload{EventKind::kInstanceDone, inst, 0});
   } else {
-    queue_.push(now + cost.latency, 1, EventPayload{EventKind::kFlowStart, inst, 0});
+    queue_.push(now + latency, 1, EventPayload{EventKind::kFlowStart, inst, 0});
   }
 }
 
@@ -453,7 +495,7 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   st.last_end = now;
   st.last_transfer_start = st.transfer_start;
   st.last_posted = st.posted;
-  st.last_cause = st.cause;
+  last_chain_[stream_index(rank, s)] = chain_[stream_index(rank, s)];
   ++result_.tasks_executed;
   if (task.free_bytes != 0) change_memory(rank, -task.free_bytes, now);
   RankState& rs = ranks_[rank];

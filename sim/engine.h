@@ -37,6 +37,15 @@ struct EngineOptions {
   bool symmetric = true;             // simulate only graph.simulated_ranks()
   std::vector<RankId> record_ranks;  // ranks whose task timeline and memory are recorded
   std::uint8_t primary_stream = 0;   // the stream whose idle time is attributed to causes
+  // What-if: communication tasks of category c take comm_time_scale[c] times their modelled
+  // time (latency and bytes on the links both scaled; 0 makes them free, 0.5 twice as fast).
+  std::array<double, kMaxCategories> comm_time_scale = unit_scales();
+
+  static constexpr std::array<double, kMaxCategories> unit_scales() {
+    std::array<double, kMaxCategories> a{};
+    a.fill(1.0);
+    return a;
+  }
 };
 
 // One executed task of a recorded rank.
@@ -116,7 +125,6 @@ class Engine {
     std::uint32_t pending = 0;   // transfers of the running point-to-point task still open
     bool busy = false;
     std::uint8_t cause = kNoCause;       // category of what held the running task's issue back
-    std::uint8_t last_cause = kNoCause;
     std::uint8_t algorithm = 0, protocol = 0;
     TimePoint posted;            // when the running task was issued
     TimePoint transfer_start;    // communication: when its (last) transfer began
@@ -133,6 +141,7 @@ class Engine {
   struct Instance {  // a started (or forming) communication operation
     std::vector<Waiter> waiters;
     const CommCost* cost = nullptr;  // owned by the timing model
+    double time_scale = 1;           // EngineOptions::comm_time_scale of its category
     bool active = false;
   };
   struct Rendezvous {  // a collective or channel being formed
@@ -144,6 +153,22 @@ class Engine {
   };
   static constexpr std::uint32_t kNoInstance = 0xffffffffu;
   static constexpr std::uint8_t kNoCause = 0xff;
+  // What held a communication task's issue back, followed back in time (cold data beside
+  // StreamState): segment i runs from `from[i]` to `from[i + 1]` (the last one to the issue) and
+  // is charged to category `cat[i]`. A task held back by communication that was itself held
+  // back inherits that task's chain and adds a segment from its issue: an embedding-gradient
+  // all-reduce issued after a short tensor-parallel all-reduce that itself waited for the
+  // data-parallel gradient reduction charges the wait to the data-parallel reduction, and only
+  // the short all-reduce's own time to tensor parallelism. The oldest causes merge into the
+  // oldest segment kept.
+  struct CauseChain {
+    static constexpr std::size_t kDepth = 4;
+    std::array<TimePoint, kDepth> from{};
+    std::array<std::uint8_t, kDepth> cat{};
+    std::uint8_t n = 0;
+  };
+  // The chain of a task held back by `y` (on stream `ys` of `rank`, ended now).
+  void chain_after(CauseChain& chain, std::uint32_t rank, std::uint32_t ys, const Task& y) const;
 
   // Index of stream `s` of `rank` in streams_ and completed_.
   std::size_t stream_index(std::uint32_t rank, std::uint32_t s) const {
@@ -164,7 +189,7 @@ class Engine {
   void try_start(std::uint32_t rank, std::uint32_t s);
   void attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& task, StreamState& st);
   void post_collective(std::uint32_t rank, std::uint32_t s, const Task& task, const RankClass& rc);
-  void post_transfer(std::uint32_t rank, std::uint32_t s, const Transfer& t);
+  void post_transfer(std::uint32_t rank, std::uint32_t s, const Transfer& t, std::uint8_t category);
   std::uint32_t new_instance();
   void start_instance(std::uint32_t inst);
   void finish_instance(std::uint32_t inst);
@@ -217,7 +242,8 @@ class Engine {
   // Marks a kTaskDone event as the wake-up of a stream whose head waits for the host.
   static constexpr std::uint32_t kWakeBit = 1u << 29;
   std::vector<std::vector<std::uint16_t>> dependent_streams_;  // per class, per task: streams waiting on it
-  std::vector<StreamState> streams_;                // [rank * streams + stream]
+  std::vector<StreamState> streams_;
+  std::vector<CauseChain> chain_, last_chain_;  // per stream: of the running and the last completed task                // [rank * streams + stream]
   // [rank * streams + stream]: tasks ended, apart from StreamState so that the dependency checks
   // of every task start read a few dense bytes (4 per stream) instead of an 80-byte state each.
   std::vector<std::uint32_t> completed_;

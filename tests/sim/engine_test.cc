@@ -51,12 +51,13 @@ TaskIndex compute(TaskGraph& g, std::uint32_t c, const std::string& name, double
   return g.add_task(c, t, deps);
 }
 
-TaskIndex collective(TaskGraph& g, std::uint32_t c, std::int64_t bytes, std::vector<TaskIndex> deps = {}) {
+TaskIndex collective(TaskGraph& g, std::uint32_t c, std::int64_t bytes, std::vector<TaskIndex> deps = {},
+                     std::uint8_t stream = 1, std::uint8_t category = 4) {
   Task t;
   t.kind = TaskKind::kCollective;
-  t.stream = 1;
+  t.stream = stream;
   t.slot = 0;
-  t.category = 4;
+  t.category = category;
   t.payload = g.add_comm_op(c, CommOp{CollectiveKind::kAllReduce, DataType::kBf16, Bytes(bytes)});
   t.name = g.intern("all_reduce");
   return g.add_task(c, t, deps);
@@ -88,6 +89,29 @@ class HostBoundTiming final : public TimingModel {
   Duration host_;
   FakeTiming fake_;
 };
+
+// Ranks 0 and 1 in classes c0 and c1, sharing communicator slot 0 (both simulated).
+void pair_up(TaskGraph& g, std::uint32_t c0, std::uint32_t c1) {
+  g.set_class_of(RankId{0}, c0);
+  g.set_class_of(RankId{1}, c1);
+  Communicator comm;
+  comm.members = {RankId{0}, RankId{1}};
+  const CommId id = g.add_communicator(comm);
+  g.set_comm(RankId{0}, 0, id);
+  g.set_comm(RankId{1}, 0, id);
+  g.set_simulated({RankId{0}, RankId{1}});
+}
+
+// Runs a one-rank graph whose collectives use slot 0 (a communicator of that rank alone).
+EngineResult run_alone(TaskGraph& g) {
+  g.set_simulated({RankId{0}});
+  Communicator comm;
+  comm.members = {RankId{0}};
+  g.set_comm(RankId{0}, 0, g.add_communicator(comm));
+  FakeTiming timing;
+  Engine engine(g, timing, EngineOptions{true, {}, 0});
+  return engine.run();
+}
 
 TimePoint end_of(const EngineResult& r, RankId rank, TaskIndex task) {
   for (const TaskRecord& rec : r.records) {
@@ -217,14 +241,7 @@ TEST_CASE("sim/Engine: a collective starts when its last member arrives") {
   const auto w = compute(g, c0, "work", 5000);
   const auto ar0 = collective(g, c0, 1000, {w});
   const auto ar1 = collective(g, c1, 1000);
-  g.set_class_of(RankId{0}, c0);
-  g.set_class_of(RankId{1}, c1);
-  Communicator comm;
-  comm.members = {RankId{0}, RankId{1}};
-  const CommId id = g.add_communicator(comm);
-  g.set_comm(RankId{0}, 0, id);
-  g.set_comm(RankId{1}, 0, id);
-  g.set_simulated({RankId{0}, RankId{1}});
+  pair_up(g, c0, c1);
   FakeTiming timing;
   Engine engine(g, timing, EngineOptions{false, {RankId{0}, RankId{1}}, 0});
   const EngineResult r = engine.run();
@@ -233,6 +250,38 @@ TEST_CASE("sim/Engine: a collective starts when its last member arrives") {
   CHECK(start_of(r, RankId{1}, ar1).ps() == 5'000'000);
   CHECK(end_of(r, RankId{1}, ar1).ps() == 7'000'000);
   CHECK(end_of(r, RankId{0}, ar0).ps() == 7'000'000);
+}
+
+TEST_CASE("sim/Engine: the communication time scale of a category scales its latency and bytes") {
+  // The same two-rank all-reduce (category 4) and batched send/receive (category 0) as above,
+  // with category 4 at half its time, or free, and category 0 untouched or at twice its time.
+  TaskGraph g = make_graph(2);
+  const auto c0 = g.add_class("r0");
+  const auto c1 = g.add_class("r1");
+  const auto ar0 = collective(g, c0, 1000);
+  const auto ar1 = collective(g, c1, 1000);
+  const auto t0 = p2p(g, c0, {Transfer{true, 0, Bytes(100)}, Transfer{false, 0, Bytes(200)}}, {ar0});
+  const auto t1 = p2p(g, c1, {Transfer{false, 1, Bytes(100)}, Transfer{true, 1, Bytes(200)}}, {ar1});
+  pair_up(g, c0, c1);
+  g.set_peer(RankId{0}, 0, RankId{1});
+  g.set_peer(RankId{1}, 1, RankId{0});
+  auto run = [&](double collective_scale, double p2p_scale) {
+    FakeTiming timing;
+    EngineOptions o{false, {RankId{0}, RankId{1}}, 0};
+    o.comm_time_scale[4] = collective_scale;
+    o.comm_time_scale[0] = p2p_scale;
+    Engine engine(g, timing, o);
+    return engine.run();
+  };
+  const EngineResult base = run(1, 1);
+  CHECK(end_of(base, RankId{0}, ar0).ps() == 2'000'000);  // 1 us + 1000 ns
+  CHECK(end_of(base, RankId{1}, t1).ps() == 3'200'000);   // then 1 us + 200 ns
+  const EngineResult faster = run(0.5, 1);
+  CHECK(end_of(faster, RankId{1}, ar1).ps() == 1'000'000);
+  CHECK(end_of(faster, RankId{0}, t0).ps() == 2'200'000);
+  const EngineResult free_collective = run(0, 2);
+  CHECK(end_of(free_collective, RankId{0}, ar0).ps() == 0);
+  CHECK(end_of(free_collective, RankId{1}, t1).ps() == 2'400'000);  // 2 us + 400 ns
 }
 
 TEST_CASE("sim/Engine: batched sends and receives in both directions do not deadlock") {
@@ -339,13 +388,26 @@ TEST_CASE("sim/Engine: idle time of the primary stream is attributed to what it 
   const auto a = compute(g, c, "a", 1000);
   const auto ar = collective(g, c, 2000, {a});   // 1 us + 2 us, category 4
   compute(g, c, "b", 100, {ar});
-  g.set_simulated({RankId{0}});
-  Communicator comm;
-  comm.members = {RankId{0}};
-  g.set_comm(RankId{0}, 0, g.add_communicator(comm));
-  FakeTiming timing;
-  Engine engine(g, timing, EngineOptions{true, {}, 0});
-  const EngineResult r = engine.run();
+  const EngineResult r = run_alone(g);
   CHECK(r.accounts[0].gap_exposed[4].ps() == 3'000'000);
   CHECK(r.accounts[0].busy[0].ps() == 1'100'000);
+}
+
+TEST_CASE("sim/Engine: time a task was held back goes to what held back each task before it") {
+  // Compute waits for X; X queues behind Y on its stream; Y (category 4, latency only) was
+  // itself issued when Z (category 5, 1 us + 10 us, on another stream) ended. The 11 us before
+  // Y's issue belong to Z, Y's own microsecond to Y, X's transfer to X.
+  TaskGraph g(1, {"compute", "a", "b"}, {"all"}, {"next", "prev"});
+  const auto c = g.add_class("only");
+  const auto a = compute(g, c, "a", 100);
+  const auto z = collective(g, c, 10'000, {a}, 2, 5);
+  collective(g, c, 0, {z}, 1, 4);                 // y
+  const auto x = collective(g, c, 0, {}, 1, 9);   // after y on stream a
+  compute(g, c, "b", 100, {x});
+  const EngineResult r = run_alone(g);
+  CHECK(r.makespan.ps() == 13'200'000);  // 0.1 + 11 + 1 + 1 + 0.1 us
+  CHECK(r.accounts[0].gap_issue[5].ps() == 11'000'000);
+  CHECK(r.accounts[0].gap_issue[4].ps() == 1'000'000);
+  CHECK(r.accounts[0].gap_exposed[9].ps() == 1'000'000);
+  CHECK(r.accounts[0].gap_other.ps() == 0);
 }
