@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "config/scenario.h"
 #include "report/html_timeline.h"
+#include "report/sensitivity.h"
 #include "report/simulation.h"
 #include "report/summary.h"
 #include "report/svg_timeline.h"
@@ -25,6 +26,7 @@ struct RunArgs {
   std::string svg;
   std::string html;
   std::vector<std::string> trace_ranks;
+  bool sensitivity = false;
 };
 
 // The ranks --trace-ranks names. Throws InputError for an item that is not a rank, a range or "all".
@@ -68,7 +70,8 @@ int run(const RunArgs& a) {
   report::RunOptions options;
   options.record = !a.trace.empty() || !a.svg.empty() || !a.html.empty();
   options.record_ranks = parse_ranks(a.trace_ranks, scenario);
-  const report::RunResult result = report::simulate(scenario, options);
+  report::RunResult result = report::simulate(scenario, options);
+  if (a.sensitivity) result.sensitivity = report::communication_sensitivity(result);
   if (a.json != "-") std::cout << report::summary_text(result);
   if (!a.json.empty()) {
     write_output(a.json, [&](std::ostream& o) { o << report::summary_json(result).dump(2) << "\n"; });
@@ -97,10 +100,14 @@ void add_run_command(CLI::App& app, Registry& registry) {
                   "Ranks to record for --trace/--svg/--html: numbers, ranges FIRST-LAST, or 'all' "
                   "(default: one per pipeline stage)")
       ->delimiter(',');
+  cmd->add_flag("--sensitivity", args->sensitivity,
+                "Also re-simulate with each kind of communication (tp, dp, pp, ...) at half speed, twice "
+                "the speed and free, everything else unchanged: which traffic is on the critical path");
   cmd->footer(
       "Examples:\n"
       "  trainsim run scenarios/gpt3-175b-1024xa100.json --set training.micro_batch_size=2 --json -\n"
       "  trainsim run scenarios/teaching/03b-pipeline-1f1b.json --svg 1f1b.svg --html 1f1b.html\n"
+      "  trainsim run scenarios/gpt3-175b-1024xa100.json --sensitivity\n"
       "  trainsim run SCENARIO --set simulation.fidelity=\\\"full\\\" --trace-ranks 0-7,64 --trace trace.json.gz");
   registry.add(cmd, [args]() { return run(*args); });
 }

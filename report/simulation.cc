@@ -11,11 +11,7 @@
 
 namespace trainsim::report {
 
-namespace {
-
-using models::Category;
-
-const char* comm_kind(std::uint8_t c) {
+const char* communication_kind(std::uint8_t c) {
   switch (c) {
     case models::kTpComm:
       return "tp";
@@ -33,6 +29,10 @@ const char* comm_kind(std::uint8_t c) {
       return "other";
   }
 }
+
+namespace {
+
+using models::Category;
 
 TimeBreakdown breakdown_of(const sim::RankAccount& a, sim::TimePoint makespan) {
   TimeBreakdown b;
@@ -72,8 +72,8 @@ TimeBreakdown breakdown_of(const sim::RankAccount& a, sim::TimePoint makespan) {
   b.host_launch_s = a.host_wait.seconds();
   for (std::uint8_t c = models::kTpComm; c < models::kNumCategories; ++c) {
     b.exposed_communication_s += exposed[c];
-    b.exposed_by_kind.emplace_back(comm_kind(c), exposed[c]);
-    b.communication_by_kind.emplace_back(comm_kind(c), a.busy[c].seconds());
+    b.exposed_by_kind.emplace_back(communication_kind(c), exposed[c]);
+    b.communication_by_kind.emplace_back(communication_kind(c), a.busy[c].seconds());
   }
   return b;
 }
@@ -132,6 +132,7 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
   sim::EngineOptions eo;
   eo.symmetric = !s.simulation.full;
   eo.primary_stream = models::kComputeStream;
+  eo.comm_time_scale = options.comm_time_scale;
   if (options.record) {
     if (!options.record_ranks.empty()) {
       for (std::int64_t r : options.record_ranks) {
@@ -246,7 +247,7 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
     bn.median_work_s = sorted[sorted.size() / 2];
     out.bottleneck = bn;
   }
-  if (!s.simulation.stragglers.empty() || !s.simulation.degraded_links.empty()) {
+  if (options.nominal && (!s.simulation.stragglers.empty() || !s.simulation.degraded_links.empty())) {
     config::Scenario nominal = s;
     nominal.simulation.stragglers.clear();
     nominal.simulation.degraded_links.clear();

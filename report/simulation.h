@@ -4,6 +4,7 @@
 // MFU/HFU, where the time went, memory per stage). The result owns everything the report
 // writers need.
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -26,6 +27,11 @@ struct RunOptions {
   // A cluster built once for many runs on the same machine (must match the scenario's cluster;
   // ignored when the scenario degrades links, which needs its own copy).
   std::shared_ptr<const topo::Cluster> cluster = nullptr;
+  // With stragglers or degraded links: also simulate the plan without them (nominal_iteration_time_s).
+  bool nominal = true;
+  // What-if: communication of each reporting category takes this multiple of its modelled time
+  // (sim::EngineOptions::comm_time_scale).
+  std::array<double, sim::kMaxCategories> comm_time_scale = sim::EngineOptions::unit_scales();
 };
 
 // Time of an iteration split by cause, for one rank. The parts add up to the iteration time.
@@ -67,6 +73,19 @@ struct StageReport {
   TimeBreakdown breakdown;
 };
 
+// One kind of communication run at other speeds, everything else unchanged (report/sensitivity.h).
+struct SpeedVariant {
+  double speed = 1;              // times the modelled speed; infinity: free
+  double iteration_time_s = 0;
+  double exposed_s = 0;          // this kind's exposed time on the critical rank
+};
+struct CommunicationSensitivity {
+  std::string kind;       // tp, dp, pp, cp, ep, embedding, other
+  double time_s = 0;      // this kind's time on the wire, critical rank (hidden or not)
+  double exposed_s = 0;   // of which the compute stream waited for
+  std::vector<SpeedVariant> variants;
+};
+
 struct RunResult {
   config::Scenario scenario;
   std::unique_ptr<models::Workload> workload;
@@ -89,8 +108,12 @@ struct RunResult {
   std::int64_t capacity_bytes_per_gpu = 0;
   bool fits = true;
   double wall_s = 0;
+  std::vector<CommunicationSensitivity> sensitivity;  // filled by communication_sensitivity()
 };
 
 RunResult simulate(const config::Scenario& scenario, const RunOptions& options = {});
+
+// The report name of a communication category (models::Category): "tp", "dp", "pp", ...
+const char* communication_kind(std::uint8_t category);
 
 }  // namespace trainsim::report

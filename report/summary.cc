@@ -53,6 +53,16 @@ double slowest_gpu_slowdown(const config::Scenario& s) {
   return s.cluster.gpu.calibration.speed_spread * topo::expected_max_of_normals(s.num_gpus());
 }
 
+// JSON key of a what-if speed: "half_speed", "double_speed", "free" (else "speed_x<f>").
+std::string speed_label(double speed) {
+  if (std::isinf(speed)) return "free";
+  if (speed == 0.5) return "half_speed";
+  if (speed == 2) return "double_speed";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "speed_x%g", speed);
+  return buf;
+}
+
 std::string human_bytes(double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
@@ -160,6 +170,17 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
     j["time_to_train_days"] = tidy(seconds / 86400.0);
     j["gpu_hours"] = tidy(seconds / 3600.0 * static_cast<double>(s.num_gpus()));
   }
+  if (!r.sensitivity.empty()) {
+    Json sens = Json::array();
+    for (const CommunicationSensitivity& c : r.sensitivity) {
+      Json k{{"kind", c.kind}, {"time_s", tidy(c.time_s)}, {"exposed_s", tidy(c.exposed_s)}};
+      for (const SpeedVariant& v : c.variants) {
+        k[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_s", tidy(v.exposed_s)}};
+      }
+      sens.push_back(k);
+    }
+    j["communication_sensitivity"] = sens;
+  }
   Json sim;
   sim["fidelity"] = s.simulation.full ? "full" : "symmetric";
   sim["events"] = r.engine.events;
@@ -242,6 +263,25 @@ std::string summary_text(const RunResult& r) {
   if (b.synchronization_wait_s > 0) row("waiting for peers     ", b.synchronization_wait_s);
   if (b.host_launch_s > 0) row("waiting for the host  ", b.host_launch_s);
   row("idle                  ", b.idle_s);
+  if (!r.sensitivity.empty()) {
+    // Iteration time with one kind of communication slower, faster or free (report/sensitivity.h).
+    o << "\n  if one kind of communication ran at another speed (all else equal)\n";
+    o << "    kind          on wire    exposed";
+    for (const SpeedVariant& v : r.sensitivity.front().variants) {
+      const std::string head = std::isinf(v.speed) ? "free" : v.speed == 0.5 ? "half speed" : v.speed == 2 ? "twice as fast" : fmt("%gx speed", v.speed);
+      o << std::string(22 - std::min<std::size_t>(head.size(), 21), ' ') << head;
+    }
+    o << "\n";
+    for (const CommunicationSensitivity& c : r.sensitivity) {
+      o << "    " << c.kind << std::string(10 - std::min<std::size_t>(c.kind.size(), 9), ' ') << fmt("%9.3f s", c.time_s)
+        << fmt("%9.3f s", c.exposed_s);
+      for (const SpeedVariant& v : c.variants) {
+        const double change = r.iteration_time_s > 0 ? 100 * (v.iteration_time_s / r.iteration_time_s - 1) : 0;
+        o << fmt("%11.3f s", v.iteration_time_s) << fmt(" (%+5.1f%%)", change);
+      }
+      o << "\n";
+    }
+  }
   if (r.bottleneck) {
     const Bottleneck& bn = *r.bottleneck;
     o << "\n  bounded by rank " << bn.rank << " (pp " << bn.coord.pp << ", dp " << bn.coord.dp << ", tp " << bn.coord.tp

@@ -1,6 +1,7 @@
 // The trainsim binary end to end: exit codes and messages for good and bad input.
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "tests/cli/trainsim_process.h"
@@ -26,6 +27,28 @@ TEST_CASE("cli: --json - writes only JSON to stdout") {
   CHECK(o.code == 0);
   CHECK(o.output.front() == '{');
   CHECK(o.output.find("\"iteration_time_s\"") != std::string::npos);
+}
+
+TEST_CASE("cli: --sensitivity adds the communication what-ifs to the text and the JSON") {
+  const std::string golden = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-7.5b-tp4-pp2-a100.json";
+  const Outcome text = trainsim("run " + golden + " --sensitivity");
+  CHECK(text.code == 0);
+  CHECK(text.output.find("if one kind of communication ran at another speed") != std::string::npos);
+  const Outcome json = trainsim("run " + golden + " --sensitivity --json -");
+  CHECK(json.code == 0);
+  const auto j = nlohmann::json::parse(json.output);
+  REQUIRE(j.contains("communication_sensitivity"));
+  const auto& kinds = j["communication_sensitivity"];
+  REQUIRE(kinds.size() >= 3);  // tp, dp, pp at least
+  CHECK(kinds[0]["kind"] == "tp");
+  const double t = j["iteration_time_s"].get<double>();
+  for (const auto& k : kinds) {
+    CHECK(k["half_speed"]["iteration_time_s"].get<double>() >= t - 1e-6);
+    CHECK(k["free"]["iteration_time_s"].get<double>() <= t + 1e-6);
+  }
+  // Without the flag the summary has no such field (and costs one simulation).
+  const Outcome plain = trainsim("run " + golden + " --json -");
+  CHECK_FALSE(nlohmann::json::parse(plain.output).contains("communication_sensitivity"));
 }
 
 TEST_CASE("cli: bad input exits 2 with the file and JSON path") {

@@ -1,4 +1,4 @@
-// What-ifs that need every rank simulated: stragglers and degraded links.
+// What-ifs: stragglers and degraded links (every rank simulated), and communication at other speeds.
 
 #include <doctest/doctest.h>
 #include <algorithm>
@@ -6,6 +6,7 @@
 
 #include "config/scenario.h"
 #include "models/graph_vocabulary.h"
+#include "report/sensitivity.h"
 #include "report/simulation.h"
 #include "tests/scenario_helpers.h"
 
@@ -67,4 +68,49 @@ TEST_CASE("report/what-if: a degraded NIC slows the data-parallel collectives it
   CHECK(dp_time(degraded, 0) > 2.0 * dp_time(nominal, 0));
   CHECK(dp_time(degraded, 1) == doctest::Approx(dp_time(nominal, 1)).epsilon(0.01));
   CHECK(degraded.iteration_time_s > nominal.iteration_time_s);
+}
+
+TEST_CASE("report/what-if: communication sensitivity separates traffic on the critical path from hidden traffic") {
+  // GPT 7.5B, TP 4 PP 2 on A100: tensor-parallel all-reduces block the layers; the data-parallel
+  // gradient reduction overlaps the backward pass.
+  const auto base = tests::simulate_file(kGolden + "gpt3-7.5b-tp4-pp2-a100.json");
+  const auto sens = report::communication_sensitivity(base, 2);
+  auto find = [&](const std::string& kind) -> const report::CommunicationSensitivity& {
+    const auto it = std::find_if(sens.begin(), sens.end(), [&](const auto& c) { return c.kind == kind; });
+    REQUIRE(it != sens.end());
+    return *it;
+  };
+  const double t = base.iteration_time_s;
+  for (const report::CommunicationSensitivity& c : sens) {
+    CAPTURE(c.kind);
+    REQUIRE(c.variants.size() == 3);
+    const double half = c.variants[0].iteration_time_s, twice = c.variants[1].iteration_time_s, free = c.variants[2].iteration_time_s;
+    // Slower traffic never shortens the iteration and faster never lengthens it (1 us slack for
+    // the order of ties).
+    CHECK(half >= t - 1e-6);
+    CHECK(twice <= t + 1e-6);
+    CHECK(free <= twice + 1e-6);
+    CHECK(c.variants[2].exposed_s == 0);
+  }
+  // Blocking traffic: every second saved on the wire is saved on the iteration, so twice the
+  // speed saves half of what making it free saves.
+  const auto& tp = find("tp");
+  const double tp_free_gain = t - tp.variants[2].iteration_time_s;
+  CHECK(tp_free_gain > 0.5 * tp.exposed_s);
+  CHECK(t - tp.variants[1].iteration_time_s == doctest::Approx(tp_free_gain / 2).epsilon(0.1));
+  // Mostly hidden traffic: a quarter of it is exposed (the reduction of the last buckets after
+  // the backward pass), which is all that faster links can gain; slower ones cost more than
+  // that as it outgrows the compute it hid behind.
+  const auto& dp = find("dp");
+  CHECK(dp.exposed_s > 0);
+  CHECK(dp.exposed_s < 0.5 * dp.time_s);
+  CHECK(t - dp.variants[2].iteration_time_s == doctest::Approx(dp.exposed_s).epsilon(0.1));
+  CHECK(dp.variants[0].iteration_time_s - t > 2 * (t - dp.variants[1].iteration_time_s));
+  // The result does not depend on how many simulations run at once.
+  const auto serial = report::communication_sensitivity(base, 1);
+  REQUIRE(serial.size() == sens.size());
+  for (std::size_t i = 0; i < sens.size(); ++i) {
+    CHECK(serial[i].kind == sens[i].kind);
+    for (std::size_t v = 0; v < 3; ++v) CHECK(serial[i].variants[v].iteration_time_s == sens[i].variants[v].iteration_time_s);
+  }
 }

@@ -1,0 +1,83 @@
+#include "report/sensitivity.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "models/graph_vocabulary.h"
+
+namespace trainsim::report {
+
+namespace {
+
+double exposed_of(const TimeBreakdown& b, const std::string& kind) {
+  for (const auto& [k, v] : b.exposed_by_kind) {
+    if (k == kind) return v;
+  }
+  return 0;
+}
+
+double time_of(const TimeBreakdown& b, const std::string& kind) {
+  for (const auto& [k, v] : b.communication_by_kind) {
+    if (k == kind) return v;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::vector<CommunicationSensitivity> communication_sensitivity(const RunResult& base, unsigned threads) {
+  // Kinds that move data somewhere in the iteration (not only on the critical rank).
+  std::vector<std::uint8_t> categories;
+  for (std::uint8_t c = models::kTpComm; c < models::kNumCategories; ++c) {
+    const bool used = std::any_of(base.engine.accounts.begin(), base.engine.accounts.end(),
+                                  [c](const sim::RankAccount& a) { return a.busy[c] > sim::Duration::zero(); });
+    if (used) categories.push_back(c);
+  }
+  constexpr std::size_t kSpeeds = std::size(kSensitivitySpeeds);
+  std::vector<CommunicationSensitivity> out(categories.size());
+  for (std::size_t i = 0; i < categories.size(); ++i) {
+    out[i].kind = communication_kind(categories[i]);
+    out[i].time_s = time_of(base.breakdown, out[i].kind);
+    out[i].exposed_s = exposed_of(base.breakdown, out[i].kind);
+    out[i].variants.resize(kSpeeds);
+  }
+
+  // One job per (kind, speed); each lands in its own slot, so the order never depends on timing.
+  const std::size_t jobs = categories.size() * kSpeeds;
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t workers = std::min<std::size_t>(jobs, threads > 0 ? threads : hw);
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto work = [&]() {
+    while (true) {
+      const std::size_t j = next.fetch_add(1);
+      if (j >= jobs) return;
+      const std::size_t k = j / kSpeeds;
+      const double speed = kSensitivitySpeeds[j % kSpeeds];
+      try {
+        RunOptions o;
+        o.record = false;
+        o.nominal = false;
+        o.cluster = base.cluster;
+        o.comm_time_scale[categories[k]] = 1 / speed;  // 0 when free
+        const RunResult r = simulate(base.scenario, o);
+        out[k].variants[j % kSpeeds] = SpeedVariant{speed, r.iteration_time_s, exposed_of(r.breakdown, out[k].kind)};
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+  return out;
+}
+
+}  // namespace trainsim::report
