@@ -65,7 +65,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   o << "  considered " << report.considered << ", simulated " << report.simulated << ", feasible " << report.plans.size()
     << ", pruned " << report.pruned_total() << ":\n";
   for (const auto& [reason, n] : report.pruned) o << "    " << n << "  " << reason << "\n";
-  o << "\n  rank  GPUs   TP  PP   V  CP  EP    DP  mbs  recompute  optimizer   iter_s   tokens/s    MFU  mem_GiB";
+  o << "\n  rank  GPUs   TP  PP   V  CP  EP    DP  mbs  recompute  optimizer   iter_s   tokens/s    MFU  bubble  exposed  mem_GiB";
   if (train) o << "    days   GPU-hours";
   if (request.price_per_gpu_hour) o << "        cost";
   o << "\n";
@@ -75,19 +75,24 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     const models::ParallelSpec& p = r.parallel;
     char line[256];
     const std::string pp = std::to_string(p.pipeline_model_parallel_size) + split_mark(p);
-    std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3s %3lld %3lld %3lld %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %8.1f", i + 1,
+    std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3s %3lld %3lld %3lld %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %6.1f%% %7.1f%% %8.1f", i + 1,
                   static_cast<long long>(r.gpus), static_cast<long long>(p.tensor_model_parallel_size), pp.c_str(),
                   static_cast<long long>(p.virtual_pipeline_model_parallel_size),
                   static_cast<long long>(p.context_parallel_size), static_cast<long long>(p.expert_model_parallel_size),
                   static_cast<long long>(dp_of(r)), static_cast<long long>(r.training.micro_batch_size),
                   models::to_string(r.training.recompute_granularity), sharding_name(p), r.iteration_time_s, r.tokens_per_s,
-                  100 * r.mfu, static_cast<double>(r.peak_bytes_per_gpu) / 1073741824.0);
+                  100 * r.mfu, 100 * r.pipeline_bubble_s / r.iteration_time_s, 100 * r.exposed_communication_s / r.iteration_time_s,
+                  static_cast<double>(r.peak_bytes_per_gpu) / 1073741824.0);
     o << line;
     if (train && r.time_to_train_days) o << fmt(" %7.1f", *r.time_to_train_days) << fmt(" %11.4g", *r.gpu_hours);
     if (r.cost) o << fmt(" %11.4g", *r.cost);
     o << "\n";
   }
   if (report.plans.empty()) o << "  (no plan fits: more GPUs, a smaller batch per GPU or more recomputation are needed)\n";
+  if (n > 0) {
+    o << "  bubble, exposed: shares of the iteration the critical rank spent in the pipeline bubble and waiting for\n"
+         "       communication it could not hide (--json gives the exposed time by kind)\n";
+  }
   bool accounted = false, uneven = false;
   for (std::size_t i = 0; i < n; ++i) {
     accounted = accounted || report.plans[i].parallel.accounts_in_split();
@@ -130,7 +135,11 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
          "context_parallel_size,expert_model_parallel_size,data_parallel_size,micro_batch_size,recompute_granularity,"
          "use_distributed_optimizer,zero_stage,iteration_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,time_to_train_days,"
          "gpu_hours,cost,account_for_embedding_in_pipeline_split,account_for_loss_in_pipeline_split,"
-         "decoder_first_pipeline_num_layers,decoder_last_pipeline_num_layers\n";
+         "decoder_first_pipeline_num_layers,decoder_last_pipeline_num_layers,pipeline_bubble_s,exposed_communication_s";
+  if (!report.plans.empty()) {
+    for (const auto& [kind, v] : report.plans.front().exposed_by_kind) out << ",exposed_" << kind << "_s";
+  }
+  out << "\n";
   for (std::size_t i = 0; i < report.plans.size(); ++i) {
     const PlanResult& r = report.plans[i];
     const models::ParallelSpec& p = r.parallel;
@@ -145,7 +154,10 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
         << (p.account_for_embedding_in_pipeline_split ? "true" : "false") << ','
         << (p.account_for_loss_in_pipeline_split ? "true" : "false") << ','
         << (p.decoder_first_pipeline_num_layers ? std::to_string(*p.decoder_first_pipeline_num_layers) : "") << ','
-        << (p.decoder_last_pipeline_num_layers ? std::to_string(*p.decoder_last_pipeline_num_layers) : "") << "\n";
+        << (p.decoder_last_pipeline_num_layers ? std::to_string(*p.decoder_last_pipeline_num_layers) : "") << ','
+        << fmt("%.6g", r.pipeline_bubble_s) << ',' << fmt("%.6g", r.exposed_communication_s);
+    for (const auto& [kind, v] : r.exposed_by_kind) out << ',' << fmt("%.6g", v);
+    out << "\n";
   }
 }
 
@@ -180,6 +192,11 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
     plan["tokens_per_s"] = tidy(r.tokens_per_s);
     plan["mfu"] = tidy(r.mfu);
     plan["peak_bytes_per_gpu"] = r.peak_bytes_per_gpu;
+    plan["pipeline_bubble_s"] = tidy(r.pipeline_bubble_s);
+    plan["exposed_communication_s"] = tidy(r.exposed_communication_s);
+    Json exposed = Json::object();
+    for (const auto& [kind, v] : r.exposed_by_kind) exposed[kind] = tidy(v);
+    plan["exposed_communication_by_kind_s"] = exposed;
     if (r.time_to_train_days) plan["time_to_train_days"] = tidy(*r.time_to_train_days);
     if (r.gpu_hours) plan["gpu_hours"] = tidy(*r.gpu_hours);
     if (r.cost) plan["cost"] = tidy(*r.cost);

@@ -172,7 +172,8 @@ class Searcher {
   void enumerate(std::int64_t gpus);
   Outcome evaluate(const Candidate& c) const;
   report::RunResult simulate(const config::Scenario& s) const;
-  PlanResult to_result(const config::Scenario& s, double iteration_s, std::int64_t peak, bool extrapolated) const;
+  PlanResult to_result(const config::Scenario& s, double iteration_s, std::int64_t peak, bool extrapolated,
+                       const report::TimeBreakdown& breakdown) const;
 
   const PlanRequest& req_;
   const Progress& progress_;
@@ -281,8 +282,12 @@ report::RunResult Searcher::simulate(const config::Scenario& s) const {
   return report::simulate(s, options);
 }
 
-PlanResult Searcher::to_result(const config::Scenario& s, double iteration_s, std::int64_t peak, bool extrapolated) const {
+PlanResult Searcher::to_result(const config::Scenario& s, double iteration_s, std::int64_t peak, bool extrapolated,
+                               const report::TimeBreakdown& breakdown) const {
   PlanResult r;
+  r.pipeline_bubble_s = breakdown.pipeline_bubble_s;
+  r.exposed_communication_s = breakdown.exposed_communication_s;
+  r.exposed_by_kind = breakdown.exposed_by_kind;
   r.gpus = s.num_gpus();
   r.parallel = s.parallel;
   r.training = s.training;
@@ -317,11 +322,13 @@ Outcome Searcher::evaluate(const Candidate& c) const {
     double iteration = 0;
     std::int64_t peak = 0;
     bool extrapolated = false;
+    report::TimeBreakdown breakdown;
     if (req_.exact || m <= m2) {
       const report::RunResult r = simulate(s);
       ++out.simulations;
       iteration = r.iteration_time_s;
       peak = r.peak_bytes_per_gpu;
+      breakdown = r.breakdown;
     } else {
       // Two shorter iterations of the same plan; the steady state adds a fixed time per
       // micro-batch (and, for GPipe, fixed activations per micro-batch).
@@ -331,8 +338,18 @@ Outcome Searcher::evaluate(const Candidate& c) const {
       b.training.global_batch_size = m2 * per_microbatch;
       const report::RunResult ra = simulate(a), rb = simulate(b);
       out.simulations += 2;
-      const double slope = (rb.iteration_time_s - ra.iteration_time_s) / static_cast<double>(m2 - m1);
-      iteration = rb.iteration_time_s + slope * static_cast<double>(m - m2);
+      // Each part of the time grows linearly with the micro-batches, as the whole does.
+      auto extend = [&](double at_m1, double at_m2) {
+        return at_m2 + (at_m2 - at_m1) / static_cast<double>(m2 - m1) * static_cast<double>(m - m2);
+      };
+      iteration = extend(ra.iteration_time_s, rb.iteration_time_s);
+      breakdown = rb.breakdown;
+      auto part = [&](double at_m1, double at_m2) { return std::max(0.0, extend(at_m1, at_m2)); };
+      breakdown.pipeline_bubble_s = part(ra.breakdown.pipeline_bubble_s, rb.breakdown.pipeline_bubble_s);
+      breakdown.exposed_communication_s = part(ra.breakdown.exposed_communication_s, rb.breakdown.exposed_communication_s);
+      for (std::size_t k = 0; k < breakdown.exposed_by_kind.size(); ++k) {
+        breakdown.exposed_by_kind[k].second = part(ra.breakdown.exposed_by_kind[k].second, rb.breakdown.exposed_by_kind[k].second);
+      }
       const double mem_slope = static_cast<double>(rb.peak_bytes_per_gpu - ra.peak_bytes_per_gpu) / static_cast<double>(m2 - m1);
       peak = rb.peak_bytes_per_gpu + static_cast<std::int64_t>(std::llround(mem_slope * static_cast<double>(m - m2)));
       extrapolated = true;
@@ -341,7 +358,7 @@ Outcome Searcher::evaluate(const Candidate& c) const {
     if (peak > capacity) ++out.failed_modes;
     if (peak <= capacity) {
       out.fits = true;
-      out.result = to_result(s, iteration, peak, extrapolated);
+      out.result = to_result(s, iteration, peak, extrapolated, breakdown);
       return out;
     }
   }

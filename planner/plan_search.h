@@ -58,6 +58,11 @@ struct PlanResult {
   double mfu = 0;
   double hfu = 0;
   std::int64_t peak_bytes_per_gpu = 0;
+  // Where the iteration's time went on its critical rank (report::TimeBreakdown), extrapolated
+  // like the iteration time: what makes one plan slower than another.
+  double pipeline_bubble_s = 0;
+  double exposed_communication_s = 0;
+  std::vector<std::pair<std::string, double>> exposed_by_kind;  // tp, dp, pp, cp, ep, embedding, other
   std::optional<double> time_to_train_days;
   std::optional<double> gpu_hours;
   std::optional<double> cost;
