@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 
 #include "models/graph_vocabulary.h"
@@ -340,6 +341,19 @@ Timeline build_timeline(const RunResult& r) {
     // transfer, its transfer part exposed communication.
     Row& compute = lane.rows[0];
     const auto& order = rc.stream_tasks[models::kComputeStream];
+    // The task that held task x's issue back, as the engine names it: a dependency that ended
+    // as x was issued, else the task before x on its stream if it ended then.
+    auto holder_of = [&](const sim::Task& x, const sim::TaskRecord& xr) -> std::pair<const sim::Task*, const sim::TaskRecord*> {
+      for (std::uint32_t i = 0; i < x.deps_count; ++i) {
+        const sim::TaskIndex d = rc.deps[x.deps_begin + i];
+        if (records[d] != nullptr && records[d]->end == xr.posted) return {&rc.tasks[d], records[d]};
+      }
+      if (x.position > 0) {
+        const sim::TaskIndex p = rc.stream_tasks[x.stream][x.position - 1];
+        if (records[p] != nullptr && records[p]->end == xr.posted) return {&rc.tasks[p], records[p]};
+      }
+      return {nullptr, nullptr};
+    };
     std::int64_t free_since = 0;
     const sim::Task* last_task = nullptr;
     for (sim::TaskIndex ti : order) {
@@ -377,12 +391,26 @@ Timeline build_timeline(const RunResult& r) {
             if (kind == SliceKind::kBubble) lane.bubble_ps += gap.busy_ps;
             compute.gaps.push_back(gap);
           };
-          if (cause_rec->cause == models::kPpComm) {
-            add(SliceKind::kBubble, free_since, dep_issued, "pipeline bubble: " + what + " held back by a pipeline transfer");
-          } else if (cause_rec->cause != 255 && models::is_communication(cause_rec->cause)) {
-            add(SliceKind::kBlocked, free_since, dep_issued,
-                "exposed " + comm_kind_name(cause_rec->cause) + " communication (queued before " + what + ")");
-          }
+          // Before the dependency was issued: what held it back, and what held that back in turn,
+          // as far back as the engine follows the chain (sim::Engine::CauseChain, 4 segments).
+          std::function<void(const sim::Task&, const sim::TaskRecord&, std::int64_t, std::int64_t, int)> held_back =
+              [&](const sim::Task& x, const sim::TaskRecord& xr, std::int64_t from, std::int64_t to, int depth) {
+                if (to <= from) return;
+                const auto [y, yr] = holder_of(x, xr);
+                if (y == nullptr) return;  // nothing held it back: idle, as the engine counts it
+                std::int64_t own_from = from;
+                if (y->kind != sim::TaskKind::kCompute && depth < 4 && holder_of(*y, *yr).first != nullptr) {
+                  own_from = std::clamp(yr->posted.ps(), from, to);
+                  held_back(*y, *yr, from, own_from, depth + 1);
+                }
+                if (y->category == models::kPpComm) {
+                  add(SliceKind::kBubble, own_from, to, "pipeline bubble: " + what + " held back by a pipeline transfer");
+                } else if (models::is_communication(y->category)) {
+                  add(SliceKind::kBlocked, own_from, to,
+                      "exposed " + comm_kind_name(y->category) + " communication (queued before " + what + ")");
+                }
+              };
+          held_back(*cause, *cause_rec, free_since, dep_issued, 1);
           const bool pipeline = cause->category == models::kPpComm;
           add(pipeline ? SliceKind::kBubble : SliceKind::kBlocked, dep_issued, split,
               pipeline ? "pipeline bubble: waiting for " + what : "waiting for peers at " + what);
