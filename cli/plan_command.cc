@@ -11,6 +11,9 @@
 #include "config/scenario.h"
 #include "planner/plan_output.h"
 #include "planner/plan_search.h"
+#include "report/sensitivity.h"
+#include "report/summary.h"
+#include "report/text_format.h"
 #include "sim/error.h"
 
 namespace trainsim::cli {
@@ -29,6 +32,7 @@ struct PlanArgs {
   bool no_sequence_parallel = false;
   int threads = 0;
   bool exact = false;
+  bool sensitivity = false;
 };
 
 // "N" or "A..B" (GPU counts, whole nodes).
@@ -153,9 +157,30 @@ int run(const PlanArgs& a) {
     req.gpu_counts.push_back(hi);
     report = planner::search(req, progress);
   }
-  if (a.json != "-") std::cout << planner::plan_table(req, report, a.top);
+  // --sensitivity: the best plan simulated whole, then each kind of communication at other speeds.
+  std::optional<report::RunResult> best;
+  if (a.sensitivity && !report.plans.empty()) {
+    report::RunOptions options;
+    options.record = false;
+    best = report::simulate(planner::scenario_of(req, report.plans.front()), options);
+    best->sensitivity = report::communication_sensitivity(*best, a.threads > 0 ? static_cast<unsigned>(a.threads) : 0);
+  }
+  if (a.json != "-") {
+    std::cout << planner::plan_table(req, report, a.top);
+    if (best) {
+      std::cout << "\n  best plan, " << best->scenario.name << ", simulated whole: " << report::fmt("%.3f s", best->iteration_time_s)
+                << report::sensitivity_text(*best);
+    }
+  }
   if (!a.json.empty()) {
-    write_output(a.json, [&](std::ostream& o) { o << planner::plan_json(req, report, a.top).dump(2) << "\n"; });
+    write_output(a.json, [&](std::ostream& o) {
+      nlohmann::ordered_json j = planner::plan_json(req, report, a.top);
+      if (best) {
+        j["best_plan_sensitivity"] = {{"iteration_time_s", best->iteration_time_s},
+                                      {"communication_sensitivity", report::sensitivity_json(*best)}};
+      }
+      o << j.dump(2) << "\n";
+    });
   }
   if (!a.csv.empty()) write_output(a.csv, [&](std::ostream& o) { planner::write_plan_csv(report, o); });
   if (!a.svg.empty()) write_output(a.svg, [&](std::ostream& o) { planner::write_plan_curve_svg(req, report, o); });
@@ -195,6 +220,9 @@ void add_plan_command(CLI::App& app, Registry& registry) {
                   "Recomputation modes, least first: each plan keeps the first that fits (default: none selective full)");
   cmd->add_flag("--no-sequence-parallel", a->no_sequence_parallel, "Never use sequence parallelism (Megatron before 2022)");
   cmd->add_flag("--exact", a->exact, "Simulate whole iterations instead of extrapolating the pipeline's steady state");
+  cmd->add_flag("--sensitivity", a->sensitivity,
+                "Also simulate the best plan whole and each kind of communication at half speed, twice the speed and "
+                "free (as run --sensitivity): would a faster or slower network change it");
   cmd->footer(
       "Example: trainsim plan --model gpt3-175b --cluster dgx-h100 --gpus 1024 --global-batch-size 2048 --train-tokens 3e11");
   registry.add(cmd, [a]() { return run(*a); });

@@ -13,6 +13,7 @@
 #include "config/scenario.h"
 #include "models/flop_count.h"
 #include "models/lowering.h"
+#include "planner/plan_output.h"
 #include "report/simulation.h"
 #include "sim/check.h"
 #include "topologies/cluster.h"
@@ -441,6 +442,19 @@ std::int64_t PlanReport::pruned_total() const {
   std::int64_t n = 0;
   for (const auto& [reason, count] : pruned) n += count;
   return n;
+}
+
+config::Scenario scenario_of(const PlanRequest& request, const PlanResult& plan) {
+  config::Scenario s;
+  s.name = describe_plan(plan);
+  s.file = "plan";
+  s.model = request.model;
+  s.cluster = request.cluster;
+  s.cluster.num_nodes = static_cast<int>(plan.gpus / request.cluster.gpus_per_node);
+  s.parallel = plan.parallel;
+  s.training = plan.training;
+  config::validate(s);
+  return s;
 }
 
 PlanReport search(const PlanRequest& request, const Progress& progress) {

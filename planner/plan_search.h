@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/scenario.h"
 #include "models/model_spec.h"
 #include "models/training_spec.h"
 #include "topologies/hardware.h"
@@ -89,6 +90,10 @@ using Progress = std::function<void(std::size_t done, std::size_t total)>;
 
 // REQUIRES: gpu_counts non-empty, each a multiple of the cluster's gpus_per_node.
 PlanReport search(const PlanRequest& request, const Progress& progress = {});
+
+// The scenario of one found plan (the request's model and cluster, the plan's parallelism and
+// training), named after describe_plan(): to simulate it whole, trace it or ask what-ifs of it.
+config::Scenario scenario_of(const PlanRequest& request, const PlanResult& plan);
 
 // With a deadline and a GPU range [lo, hi]: among the whole-node counts that admit a valid plan,
 // a doubling walk then bisection finds the smallest whose best plan meets the deadline (each

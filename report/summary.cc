@@ -170,17 +170,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
     j["time_to_train_days"] = tidy(seconds / 86400.0);
     j["gpu_hours"] = tidy(seconds / 3600.0 * static_cast<double>(s.num_gpus()));
   }
-  if (!r.sensitivity.empty()) {
-    Json sens = Json::array();
-    for (const CommunicationSensitivity& c : r.sensitivity) {
-      Json k{{"kind", c.kind}, {"time_s", tidy(c.time_s)}, {"exposed_s", tidy(c.exposed_s)}};
-      for (const SpeedVariant& v : c.variants) {
-        k[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_s", tidy(v.exposed_s)}};
-      }
-      sens.push_back(k);
-    }
-    j["communication_sensitivity"] = sens;
-  }
+  if (!r.sensitivity.empty()) j["communication_sensitivity"] = sensitivity_json(r);
   Json sim;
   sim["fidelity"] = s.simulation.full ? "full" : "symmetric";
   sim["events"] = r.engine.events;
@@ -263,25 +253,7 @@ std::string summary_text(const RunResult& r) {
   if (b.synchronization_wait_s > 0) row("waiting for peers     ", b.synchronization_wait_s);
   if (b.host_launch_s > 0) row("waiting for the host  ", b.host_launch_s);
   row("idle                  ", b.idle_s);
-  if (!r.sensitivity.empty()) {
-    // Iteration time with one kind of communication slower, faster or free (report/sensitivity.h).
-    o << "\n  if one kind of communication ran at another speed (all else equal)\n";
-    o << "    kind          on wire    exposed";
-    for (const SpeedVariant& v : r.sensitivity.front().variants) {
-      const std::string head = std::isinf(v.speed) ? "free" : v.speed == 0.5 ? "half speed" : v.speed == 2 ? "twice as fast" : fmt("%gx speed", v.speed);
-      o << std::string(22 - std::min<std::size_t>(head.size(), 21), ' ') << head;
-    }
-    o << "\n";
-    for (const CommunicationSensitivity& c : r.sensitivity) {
-      o << "    " << c.kind << std::string(10 - std::min<std::size_t>(c.kind.size(), 9), ' ') << fmt("%9.3f s", c.time_s)
-        << fmt("%9.3f s", c.exposed_s);
-      for (const SpeedVariant& v : c.variants) {
-        const double change = r.iteration_time_s > 0 ? 100 * (v.iteration_time_s / r.iteration_time_s - 1) : 0;
-        o << fmt("%11.3f s", v.iteration_time_s) << fmt(" (%+5.1f%%)", change);
-      }
-      o << "\n";
-    }
-  }
+  o << sensitivity_text(r);
   if (r.bottleneck) {
     const Bottleneck& bn = *r.bottleneck;
     o << "\n  bounded by rank " << bn.rank << " (pp " << bn.coord.pp << ", dp " << bn.coord.dp << ", tp " << bn.coord.tp
@@ -321,6 +293,41 @@ std::string summary_text(const RunResult& r) {
   o << "\n  simulated " << r.engine.ranks.size() << " rank(s) (" << (s.simulation.full ? "full" : "symmetric") << " fidelity), "
     << r.engine.events << " events in " << fmt("%.2f s", r.wall_s) << "\n";
   return o.str();
+}
+
+std::string sensitivity_text(const RunResult& r) {
+  if (r.sensitivity.empty()) return "";
+  std::ostringstream o;
+  // Iteration time with one kind of communication slower, faster or free (report/sensitivity.h).
+  o << "\n  if one kind of communication ran at another speed (all else equal)\n";
+  o << "    kind          on wire    exposed";
+  for (const SpeedVariant& v : r.sensitivity.front().variants) {
+    const std::string head = std::isinf(v.speed) ? "free" : v.speed == 0.5 ? "half speed" : v.speed == 2 ? "twice as fast" : fmt("%gx speed", v.speed);
+    o << std::string(22 - std::min<std::size_t>(head.size(), 21), ' ') << head;
+  }
+  o << "\n";
+  for (const CommunicationSensitivity& c : r.sensitivity) {
+    o << "    " << c.kind << std::string(10 - std::min<std::size_t>(c.kind.size(), 9), ' ') << fmt("%9.3f s", c.time_s)
+      << fmt("%9.3f s", c.exposed_s);
+    for (const SpeedVariant& v : c.variants) {
+      const double change = r.iteration_time_s > 0 ? 100 * (v.iteration_time_s / r.iteration_time_s - 1) : 0;
+      o << fmt("%11.3f s", v.iteration_time_s) << fmt(" (%+5.1f%%)", change);
+    }
+    o << "\n";
+  }
+  return o.str();
+}
+
+nlohmann::ordered_json sensitivity_json(const RunResult& r) {
+  Json sens = Json::array();
+  for (const CommunicationSensitivity& c : r.sensitivity) {
+    Json k{{"kind", c.kind}, {"time_s", tidy(c.time_s)}, {"exposed_s", tidy(c.exposed_s)}};
+    for (const SpeedVariant& v : c.variants) {
+      k[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_s", tidy(v.exposed_s)}};
+    }
+    sens.push_back(k);
+  }
+  return sens;
 }
 
 }  // namespace trainsim::report

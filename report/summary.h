@@ -13,4 +13,9 @@ namespace trainsim::report {
 nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time = true);
 std::string summary_text(const RunResult& r);
 
+// The communication-sensitivity table of a run (empty when none was computed), as summary_text()
+// prints it, and its JSON array (`communication_sensitivity`).
+std::string sensitivity_text(const RunResult& r);
+nlohmann::ordered_json sensitivity_json(const RunResult& r);
+
 }  // namespace trainsim::report

@@ -51,6 +51,20 @@ TEST_CASE("cli: --sensitivity adds the communication what-ifs to the text and th
   CHECK_FALSE(nlohmann::json::parse(plain.output).contains("communication_sensitivity"));
 }
 
+TEST_CASE("cli: plan --sensitivity simulates the best plan whole and asks the what-ifs of it") {
+  const Outcome o = trainsim("plan --model gpt3-1.7b --cluster dgx-a100-80gb --gpus 16 --global-batch-size 64 --tp 2 --pp 2 "
+                             "--top 2 --sensitivity --json -");
+  CHECK(o.code == 0);
+  const auto j = nlohmann::json::parse(o.output);
+  REQUIRE(j.contains("best_plan_sensitivity"));
+  const auto& b = j["best_plan_sensitivity"];
+  CHECK(b["iteration_time_s"].get<double>() > 0);
+  REQUIRE(b["communication_sensitivity"].size() >= 3);  // tp, dp, pp
+  for (const auto& k : b["communication_sensitivity"]) {
+    CHECK(k["free"]["iteration_time_s"].get<double>() <= b["iteration_time_s"].get<double>() + 1e-6);
+  }
+}
+
 TEST_CASE("cli: bad input exits 2 with the file and JSON path") {
   struct Case {
     std::string args, fragment;

@@ -7,6 +7,7 @@
 
 #include "config/scenario.h"
 #include "planner/plan_output.h"
+#include "report/simulation.h"
 
 using namespace trainsim;
 
@@ -147,6 +148,12 @@ TEST_CASE("planner/search: extrapolating the steady state agrees with whole iter
     extrapolated += f.extrapolated ? 1 : 0;
   }
   CHECK(extrapolated > 0);
+  // A found plan turned back into a scenario simulates to the same iteration (exact search).
+  for (std::size_t i = 0; i < 3 && i < exact.plans.size(); ++i) {
+    const config::Scenario sc = planner::scenario_of(r, exact.plans[i]);
+    CHECK(sc.name == planner::describe_plan(exact.plans[i]));
+    CHECK(report::simulate(sc, report::RunOptions{{}, false}).iteration_time_s == doctest::Approx(exact.plans[i].iteration_time_s).epsilon(1e-12));
+  }
 }
 
 TEST_CASE("planner/search: same inputs, same output bytes, whatever the thread count") {
