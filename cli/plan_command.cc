@@ -157,17 +157,16 @@ int run(const PlanArgs& a) {
     req.gpu_counts.push_back(hi);
     report = planner::search(req, progress);
   }
-  // --sensitivity: the best plan simulated whole, then each kind of communication at other speeds.
+  if (a.json != "-") std::cout << planner::plan_table(req, report, a.top) << std::flush;
+  // --sensitivity: the best plan simulated whole (after the table is out), then each kind of
+  // communication at other speeds.
   std::optional<report::RunResult> best;
   if (a.sensitivity && !report.plans.empty()) {
     report::RunOptions options;
     options.record = false;
     best = report::simulate(planner::scenario_of(req, report.plans.front()), options);
     best->sensitivity = report::communication_sensitivity(*best, a.threads > 0 ? static_cast<unsigned>(a.threads) : 0);
-  }
-  if (a.json != "-") {
-    std::cout << planner::plan_table(req, report, a.top);
-    if (best) {
+    if (a.json != "-") {
       std::cout << "\n  best plan, " << best->scenario.name << ", simulated whole: " << report::fmt("%.3f s", best->iteration_time_s)
                 << report::sensitivity_text(*best);
     }

@@ -347,9 +347,10 @@ Outcome Searcher::evaluate(const Candidate& c) const {
       breakdown = rb.breakdown;
       auto part = [&](double at_m1, double at_m2) { return std::max(0.0, extend(at_m1, at_m2)); };
       breakdown.pipeline_bubble_s = part(ra.breakdown.pipeline_bubble_s, rb.breakdown.pipeline_bubble_s);
-      breakdown.exposed_communication_s = part(ra.breakdown.exposed_communication_s, rb.breakdown.exposed_communication_s);
+      breakdown.exposed_communication_s = 0;  // the sum of its kinds, each extrapolated
       for (std::size_t k = 0; k < breakdown.exposed_by_kind.size(); ++k) {
         breakdown.exposed_by_kind[k].second = part(ra.breakdown.exposed_by_kind[k].second, rb.breakdown.exposed_by_kind[k].second);
+        breakdown.exposed_communication_s += breakdown.exposed_by_kind[k].second;
       }
       const double mem_slope = static_cast<double>(rb.peak_bytes_per_gpu - ra.peak_bytes_per_gpu) / static_cast<double>(m2 - m1);
       peak = rb.peak_bytes_per_gpu + static_cast<std::int64_t>(std::llround(mem_slope * static_cast<double>(m - m2)));

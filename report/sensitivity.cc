@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
-#include <mutex>
 #include <thread>
 
 #include "models/graph_vocabulary.h"
@@ -50,8 +49,7 @@ std::vector<CommunicationSensitivity> communication_sensitivity(const RunResult&
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const std::size_t workers = std::min<std::size_t>(jobs, threads > 0 ? threads : hw);
   std::atomic<std::size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
+  std::vector<std::exception_ptr> failures(jobs);  // per job: the first by job order is rethrown
   auto work = [&]() {
     while (true) {
       const std::size_t j = next.fetch_add(1);
@@ -67,8 +65,7 @@ std::vector<CommunicationSensitivity> communication_sensitivity(const RunResult&
         const RunResult r = simulate(base.scenario, o);
         out[k].variants[j % kSpeeds] = SpeedVariant{speed, r.iteration_time_s, exposed_of(r.breakdown, out[k].kind)};
       } catch (...) {
-        const std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
+        failures[j] = std::current_exception();
       }
     }
   };
@@ -76,7 +73,9 @@ std::vector<CommunicationSensitivity> communication_sensitivity(const RunResult&
   for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+  for (const std::exception_ptr& f : failures) {
+    if (f) std::rethrow_exception(f);
+  }
   return out;
 }
 

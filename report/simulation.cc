@@ -252,7 +252,9 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
     nominal.simulation.stragglers.clear();
     nominal.simulation.degraded_links.clear();
     nominal.simulation.full = false;
-    out.nominal_iteration_time_s = simulate(nominal, RunOptions{{}, false}).iteration_time_s;
+    RunOptions nominal_options{{}, false};
+    nominal_options.comm_time_scale = options.comm_time_scale;
+    out.nominal_iteration_time_s = simulate(nominal, nominal_options).iteration_time_s;
   }
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return out;

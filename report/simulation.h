@@ -108,7 +108,8 @@ struct RunResult {
   std::int64_t capacity_bytes_per_gpu = 0;
   bool fits = true;
   double wall_s = 0;
-  std::vector<CommunicationSensitivity> sensitivity;  // filled by communication_sensitivity()
+  // Filled from communication_sensitivity() when asked for (empty: no kind of communication).
+  std::optional<std::vector<CommunicationSensitivity>> sensitivity;
 };
 
 RunResult simulate(const config::Scenario& scenario, const RunOptions& options = {});

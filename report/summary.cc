@@ -170,7 +170,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
     j["time_to_train_days"] = tidy(seconds / 86400.0);
     j["gpu_hours"] = tidy(seconds / 3600.0 * static_cast<double>(s.num_gpus()));
   }
-  if (!r.sensitivity.empty()) j["communication_sensitivity"] = sensitivity_json(r);
+  if (r.sensitivity) j["communication_sensitivity"] = sensitivity_json(r);
   Json sim;
   sim["fidelity"] = s.simulation.full ? "full" : "symmetric";
   sim["events"] = r.engine.events;
@@ -296,17 +296,21 @@ std::string summary_text(const RunResult& r) {
 }
 
 std::string sensitivity_text(const RunResult& r) {
-  if (r.sensitivity.empty()) return "";
+  if (!r.sensitivity) return "";
   std::ostringstream o;
   // Iteration time with one kind of communication slower, faster or free (report/sensitivity.h).
   o << "\n  if one kind of communication ran at another speed (all else equal)\n";
+  if (r.sensitivity->empty()) {
+    o << "    (no communication)\n";
+    return o.str();
+  }
   o << "    kind          on wire    exposed";
-  for (const SpeedVariant& v : r.sensitivity.front().variants) {
+  for (const SpeedVariant& v : r.sensitivity->front().variants) {
     const std::string head = std::isinf(v.speed) ? "free" : v.speed == 0.5 ? "half speed" : v.speed == 2 ? "twice as fast" : fmt("%gx speed", v.speed);
     o << std::string(22 - std::min<std::size_t>(head.size(), 21), ' ') << head;
   }
   o << "\n";
-  for (const CommunicationSensitivity& c : r.sensitivity) {
+  for (const CommunicationSensitivity& c : *r.sensitivity) {
     o << "    " << c.kind << std::string(10 - std::min<std::size_t>(c.kind.size(), 9), ' ') << fmt("%9.3f s", c.time_s)
       << fmt("%9.3f s", c.exposed_s);
     for (const SpeedVariant& v : c.variants) {
@@ -320,7 +324,8 @@ std::string sensitivity_text(const RunResult& r) {
 
 nlohmann::ordered_json sensitivity_json(const RunResult& r) {
   Json sens = Json::array();
-  for (const CommunicationSensitivity& c : r.sensitivity) {
+  if (!r.sensitivity) return sens;
+  for (const CommunicationSensitivity& c : *r.sensitivity) {
     Json k{{"kind", c.kind}, {"time_s", tidy(c.time_s)}, {"exposed_s", tidy(c.exposed_s)}};
     for (const SpeedVariant& v : c.variants) {
       k[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_s", tidy(v.exposed_s)}};

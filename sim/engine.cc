@@ -25,7 +25,7 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
     ranks_[r].rc = &graph_.rank_class(ranks_[r].cls);
   }
   for (double scale : options_.comm_time_scale) {
-    TRAINSIM_CHECK(scale >= 0 && scale <= 1e6, "communication time scale outside [0, 1e6]");
+    TRAINSIM_CHECK(scale >= 0 && scale <= 16, "communication time scale outside [0, 16]");
   }
   for (RankId r : options_.record_ranks) {
     TRAINSIM_CHECK(index(r) < n, "recorded rank out of range");

@@ -39,6 +39,7 @@ struct EngineOptions {
   std::uint8_t primary_stream = 0;   // the stream whose idle time is attributed to causes
   // What-if: communication tasks of category c take comm_time_scale[c] times their modelled
   // time (latency and bytes on the links both scaled; 0 makes them free, 0.5 twice as fast).
+  // REQUIRES: each in [0, 16] (slower what-ifs beyond 16x could run past the clock).
   std::array<double, kMaxCategories> comm_time_scale = unit_scales();
 
   static constexpr std::array<double, kMaxCategories> unit_scales() {
@@ -242,8 +243,8 @@ class Engine {
   // Marks a kTaskDone event as the wake-up of a stream whose head waits for the host.
   static constexpr std::uint32_t kWakeBit = 1u << 29;
   std::vector<std::vector<std::uint16_t>> dependent_streams_;  // per class, per task: streams waiting on it
-  std::vector<StreamState> streams_;
-  std::vector<CauseChain> chain_, last_chain_;  // per stream: of the running and the last completed task                // [rank * streams + stream]
+  std::vector<StreamState> streams_;                 // [rank * streams + stream]
+  std::vector<CauseChain> chain_, last_chain_;       // per stream: of the running and the last completed task
   // [rank * streams + stream]: tasks ended, apart from StreamState so that the dependency checks
   // of every task start read a few dense bytes (4 per stream) instead of an 80-byte state each.
   std::vector<std::uint32_t> completed_;
