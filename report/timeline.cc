@@ -275,7 +275,10 @@ Timeline build_timeline(const RunResult& r) {
     used[g.rank_class(g.class_of(rec.rank)).tasks[rec.task].stream] = true;
   }
 
-  for (const auto& [rank, records] : by_rank) {
+  for (const auto& entry : by_rank) {
+    // Named, not structured bindings: the lambdas below capture them (clang 14 cannot).
+    const auto rank = entry.first;
+    const auto& records = entry.second;
     const sim::RankId rid{rank};
     const sim::RankClass& rc = g.rank_class(g.class_of(rid));
     const models::RankCoord c = w.layout.coord(rank);
