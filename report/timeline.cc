@@ -344,18 +344,10 @@ Timeline build_timeline(const RunResult& r) {
     // transfer, its transfer part exposed communication.
     Row& compute = lane.rows[0];
     const auto& order = rc.stream_tasks[models::kComputeStream];
-    // The task that held task x's issue back, as the engine names it: a dependency that ended
-    // as x was issued, else the task before x on its stream if it ended then.
-    auto holder_of = [&](const sim::Task& x, const sim::TaskRecord& xr) -> std::pair<const sim::Task*, const sim::TaskRecord*> {
-      for (std::uint32_t i = 0; i < x.deps_count; ++i) {
-        const sim::TaskIndex d = rc.deps[x.deps_begin + i];
-        if (records[d] != nullptr && records[d]->end == xr.posted) return {&rc.tasks[d], records[d]};
-      }
-      if (x.position > 0) {
-        const sim::TaskIndex p = rc.stream_tasks[x.stream][x.position - 1];
-        if (records[p] != nullptr && records[p]->end == xr.posted) return {&rc.tasks[p], records[p]};
-      }
-      return {nullptr, nullptr};
+    // The task that held task x's issue back, as the engine recorded it.
+    auto holder_of = [&](const sim::Task&, const sim::TaskRecord& xr) -> std::pair<const sim::Task*, const sim::TaskRecord*> {
+      if (xr.holder == sim::TaskRecord::kNoHolder || records[xr.holder] == nullptr) return {nullptr, nullptr};
+      return {&rc.tasks[xr.holder], records[xr.holder]};
     };
     std::int64_t free_since = 0;
     const sim::Task* last_task = nullptr;

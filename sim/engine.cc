@@ -219,18 +219,21 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   st.cause = kNoCause;
   CauseChain& chain = chain_[stream_index(rank, s)];
   chain.n = 0;
+  chain.holder = TaskRecord::kNoHolder;
   const std::uint32_t* ref = dep_refs_[ranks_[rank].cls].data() + task.deps_begin;
   for (std::uint32_t i = 0; i < task.deps_count && st.cause == kNoCause; ++i) {
     if (ended_last_at(rank, ref[i] & 15u, ref[i] >> 4, now)) {
       const Task& y = rc.tasks[rc.deps[task.deps_begin + i]];
       st.cause = y.category;
       chain_after(chain, rank, ref[i] & 15u, y);
+      chain.holder = rc.deps[task.deps_begin + i];
     }
   }
   if (st.cause == kNoCause && st.next > 0 && st.last_end == now) {
     const Task& y = rc.tasks[order[st.next - 1]];
     st.cause = y.category;
     chain_after(chain, rank, s, y);
+    chain.holder = order[st.next - 1];
   }
   st.busy = true;
   ++st.next;
@@ -505,8 +508,8 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   if (s == options_.primary_stream) rs.primary_end = now;
   if (now > result_.makespan) result_.makespan = now;
   if (rs.recorded) {
-    result_.records.push_back(TaskRecord{RankId{rank}, ti, st.posted, st.transfer_start, now,
-                                         st.algorithm, st.protocol, st.speed_fraction, st.cause});
+    result_.records.push_back(TaskRecord{RankId{rank}, ti, st.posted, st.transfer_start, now, st.algorithm,
+                                         st.protocol, st.speed_fraction, st.cause, chain_[stream_index(rank, s)].holder});
   }
   // Only this stream and the streams with a task depending on this one can start something.
   try_start_streams(rank, (1u << s) | dependent_streams_[rs.cls][ti]);

@@ -61,6 +61,9 @@ struct TaskRecord {
   // Category of what held its issue back (a dependency that ended as it was issued, or the task
   // before it on its stream); 255 when nothing did.
   std::uint8_t cause = 255;
+  // That task (kNoHolder when nothing held it back, and for compute tasks run inside a chain).
+  TaskIndex holder = kNoHolder;
+  static constexpr TaskIndex kNoHolder = 0xffffffffu;
 };
 
 struct MemorySample {
@@ -167,6 +170,7 @@ class Engine {
     std::array<TimePoint, kDepth> from{};
     std::array<std::uint8_t, kDepth> cat{};
     std::uint8_t n = 0;
+    TaskIndex holder = TaskRecord::kNoHolder;  // the task that held this one back
   };
   // The chain of a task held back by `y` (on stream `ys` of `rank`, ended now).
   void chain_after(CauseChain& chain, std::uint32_t rank, std::uint32_t ys, const Task& y) const;
