@@ -345,7 +345,7 @@ Timeline build_timeline(const RunResult& r) {
     Row& compute = lane.rows[0];
     const auto& order = rc.stream_tasks[models::kComputeStream];
     // The task that held task x's issue back, as the engine recorded it.
-    auto holder_of = [&](const sim::Task&, const sim::TaskRecord& xr) -> std::pair<const sim::Task*, const sim::TaskRecord*> {
+    auto holder_of = [&](const sim::TaskRecord& xr) -> std::pair<const sim::Task*, const sim::TaskRecord*> {
       if (xr.holder == sim::TaskRecord::kNoHolder || records[xr.holder] == nullptr) return {nullptr, nullptr};
       return {&rc.tasks[xr.holder], records[xr.holder]};
     };
@@ -387,16 +387,16 @@ Timeline build_timeline(const RunResult& r) {
             compute.gaps.push_back(gap);
           };
           // Before the dependency was issued: what held it back, and what held that back in turn,
-          // as far back as the engine follows the chain (sim::Engine::CauseChain, 4 segments).
-          std::function<void(const sim::Task&, const sim::TaskRecord&, std::int64_t, std::int64_t, int)> held_back =
-              [&](const sim::Task& x, const sim::TaskRecord& xr, std::int64_t from, std::int64_t to, int depth) {
+          // as far back as the engine follows the chain (sim::kCauseChainDepth tasks).
+          std::function<void(const sim::TaskRecord&, std::int64_t, std::int64_t, std::size_t)> held_back =
+              [&](const sim::TaskRecord& xr, std::int64_t from, std::int64_t to, std::size_t depth) {
                 if (to <= from) return;
-                const auto [y, yr] = holder_of(x, xr);
+                const auto [y, yr] = holder_of(xr);
                 if (y == nullptr) return;  // nothing held it back: idle, as the engine counts it
                 std::int64_t own_from = from;
-                if (y->kind != sim::TaskKind::kCompute && depth < 4 && holder_of(*y, *yr).first != nullptr) {
+                if (y->kind != sim::TaskKind::kCompute && depth < sim::kCauseChainDepth && holder_of(*yr).first != nullptr) {
                   own_from = std::clamp(yr->posted.ps(), from, to);
-                  held_back(*y, *yr, from, own_from, depth + 1);
+                  held_back(*yr, from, own_from, depth + 1);
                 }
                 if (y->category == models::kPpComm) {
                   add(SliceKind::kBubble, own_from, to, "pipeline bubble: " + what + " held back by a pipeline transfer");
@@ -405,7 +405,7 @@ Timeline build_timeline(const RunResult& r) {
                       "exposed " + comm_kind_name(y->category) + " communication (queued before " + what + ")");
                 }
               };
-          held_back(*cause, *cause_rec, free_since, dep_issued, 1);
+          held_back(*cause_rec, free_since, dep_issued, 1);
           const bool pipeline = cause->category == models::kPpComm;
           add(pipeline ? SliceKind::kBubble : SliceKind::kBlocked, dep_issued, split,
               pipeline ? "pipeline bubble: waiting for " + what : "waiting for peers at " + what);

@@ -216,25 +216,13 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
   if (s == options_.primary_stream) attribute_gap(rank, rc, task, st);
   // What held this task back until now: a dependency that just ended, else the previous task
   // of its own stream (it queued behind it).
-  st.cause = kNoCause;
   CauseChain& chain = chain_[stream_index(rank, s)];
-  chain.n = 0;
-  chain.holder = TaskRecord::kNoHolder;
+  chain = CauseChain{};
   const std::uint32_t* ref = dep_refs_[ranks_[rank].cls].data() + task.deps_begin;
-  for (std::uint32_t i = 0; i < task.deps_count && st.cause == kNoCause; ++i) {
-    if (ended_last_at(rank, ref[i] & 15u, ref[i] >> 4, now)) {
-      const Task& y = rc.tasks[rc.deps[task.deps_begin + i]];
-      st.cause = y.category;
-      chain_after(chain, rank, ref[i] & 15u, y);
-      chain.holder = rc.deps[task.deps_begin + i];
-    }
+  for (std::uint32_t i = 0; i < task.deps_count && chain.holder == TaskRecord::kNoHolder; ++i) {
+    if (ended_last_at(rank, ref[i] & 15u, ref[i] >> 4, now)) chain_after(chain, rank, ref[i] & 15u, rc.deps[task.deps_begin + i]);
   }
-  if (st.cause == kNoCause && st.next > 0 && st.last_end == now) {
-    const Task& y = rc.tasks[order[st.next - 1]];
-    st.cause = y.category;
-    chain_after(chain, rank, s, y);
-    chain.holder = order[st.next - 1];
-  }
+  if (chain.holder == TaskRecord::kNoHolder && st.next > 0 && st.last_end == now) chain_after(chain, rank, s, order[st.next - 1]);
   st.busy = true;
   ++st.next;
   st.posted = now;
@@ -327,15 +315,18 @@ void Engine::finish_compute(std::uint32_t rank, const Task& task, TaskIndex inde
   if (ranks_[rank].recorded) result_.records.push_back(TaskRecord{RankId{rank}, index, start, start, end, 0, 0, 1});
 }
 
-void Engine::chain_after(CauseChain& chain, std::uint32_t rank, std::uint32_t ys, const Task& y) const {
+void Engine::chain_after(CauseChain& chain, std::uint32_t rank, std::uint32_t ys, TaskIndex y_index) const {
+  const Task& y = ranks_[rank].rc->tasks[y_index];
   const CauseChain& prior = last_chain_[stream_index(rank, ys)];
   if (y.kind == TaskKind::kCompute || prior.n == 0) {  // work of its own, or nothing behind it
     chain.n = 1;
     chain.from[0] = TimePoint{};
     chain.cat[0] = y.category;
+    chain.holder = y_index;
     return;
   }
   chain = prior;
+  chain.holder = y_index;
   if (chain.n == CauseChain::kDepth) {  // drop the oldest segment: the next one reaches back
     std::copy(chain.from.begin() + 1, chain.from.end(), chain.from.begin());
     std::copy(chain.cat.begin() + 1, chain.cat.end(), chain.cat.begin());
@@ -509,7 +500,7 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   if (now > result_.makespan) result_.makespan = now;
   if (rs.recorded) {
     result_.records.push_back(TaskRecord{RankId{rank}, ti, st.posted, st.transfer_start, now, st.algorithm,
-                                         st.protocol, st.speed_fraction, st.cause, chain_[stream_index(rank, s)].holder});
+                                         st.protocol, st.speed_fraction, chain_[stream_index(rank, s)].holder});
   }
   // Only this stream and the streams with a task depending on this one can start something.
   try_start_streams(rank, (1u << s) | dependent_streams_[rs.cls][ti]);

@@ -58,13 +58,15 @@ struct TaskRecord {
   TimePoint end;
   std::uint8_t algorithm = 0, protocol = 0;  // communication only (TimingModel labels)
   double speed_fraction = 1;                 // communication: achieved share of its max rate
-  // Category of what held its issue back (a dependency that ended as it was issued, or the task
-  // before it on its stream); 255 when nothing did.
-  std::uint8_t cause = 255;
-  // That task (kNoHolder when nothing held it back, and for compute tasks run inside a chain).
+  // The task that held its issue back: a dependency that ended as it was issued, or the task
+  // before it on its stream (kNoHolder when nothing did, and for compute tasks run inside a chain).
   TaskIndex holder = kNoHolder;
   static constexpr TaskIndex kNoHolder = 0xffffffffu;
 };
+
+// How many tasks back the engine follows what held a task's issue back when it charges the
+// wait (Engine::CauseChain); report::build_timeline draws the same chain.
+inline constexpr std::size_t kCauseChainDepth = 4;
 
 struct MemorySample {
   RankId rank{};
@@ -128,7 +130,6 @@ class Engine {
     std::uint32_t next = 0;      // position of the next task to start
     std::uint32_t pending = 0;   // transfers of the running point-to-point task still open
     bool busy = false;
-    std::uint8_t cause = kNoCause;       // category of what held the running task's issue back
     std::uint8_t algorithm = 0, protocol = 0;
     TimePoint posted;            // when the running task was issued
     TimePoint transfer_start;    // communication: when its (last) transfer began
@@ -156,7 +157,6 @@ class Engine {
     bool has_send = false, has_recv = false;
   };
   static constexpr std::uint32_t kNoInstance = 0xffffffffu;
-  static constexpr std::uint8_t kNoCause = 0xff;
   // What held a communication task's issue back, followed back in time (cold data beside
   // StreamState): segment i runs from `from[i]` to `from[i + 1]` (the last one to the issue) and
   // is charged to category `cat[i]`. A task held back by communication that was itself held
@@ -166,14 +166,14 @@ class Engine {
   // the short all-reduce's own time to tensor parallelism. The oldest causes merge into the
   // oldest segment kept.
   struct CauseChain {
-    static constexpr std::size_t kDepth = 4;
+    static constexpr std::size_t kDepth = kCauseChainDepth;
     std::array<TimePoint, kDepth> from{};
     std::array<std::uint8_t, kDepth> cat{};
     std::uint8_t n = 0;
     TaskIndex holder = TaskRecord::kNoHolder;  // the task that held this one back
   };
-  // The chain of a task held back by `y` (on stream `ys` of `rank`, ended now).
-  void chain_after(CauseChain& chain, std::uint32_t rank, std::uint32_t ys, const Task& y) const;
+  // `chain` becomes that of a task held back by task `y` (on stream `ys` of `rank`, ended now).
+  void chain_after(CauseChain& chain, std::uint32_t rank, std::uint32_t ys, TaskIndex y) const;
 
   // Index of stream `s` of `rank` in streams_ and completed_.
   std::size_t stream_index(std::uint32_t rank, std::uint32_t s) const {
