@@ -5,15 +5,14 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "config/scenario.h"
 #include "models/flop_count.h"
 #include "models/lowering.h"
 #include "planner/plan_output.h"
+#include "report/parallel_jobs.h"
 #include "report/simulation.h"
 #include "sim/check.h"
 #include "topologies/cluster.h"
@@ -372,31 +371,14 @@ PlanReport Searcher::run() {
 
   // Simulate on all cores; results land in candidate order, so the report is deterministic.
   std::vector<Outcome> outcomes(candidates_.size());
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t workers =
-      std::min<std::size_t>(candidates_.size(), req_.threads > 0 ? static_cast<std::size_t>(req_.threads) : hw);
-  std::atomic<std::size_t> next{0}, done{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  auto work = [&]() {
-    while (true) {
-      const std::size_t i = next.fetch_add(1);
-      if (i >= candidates_.size()) return;
-      try {
-        outcomes[i] = evaluate(candidates_[i]);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-      }
-      const std::size_t d = ++done;
-      if (progress_) progress_(d, candidates_.size());
-    }
-  };
-  std::vector<std::thread> pool;
-  for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+  std::atomic<std::size_t> done{0};
+  report::run_jobs(
+      candidates_.size(), req_.threads > 0 ? static_cast<unsigned>(req_.threads) : 0,
+      [&](std::size_t i) { outcomes[i] = evaluate(candidates_[i]); },
+      [&](std::size_t) {
+        const std::size_t d = ++done;
+        if (progress_) progress_(d, candidates_.size());
+      });
 
   PlanReport report;
   report.considered = considered_;

@@ -1,11 +1,9 @@
 #include "report/sensitivity.h"
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
-#include <thread>
 
 #include "models/graph_vocabulary.h"
+#include "report/parallel_jobs.h"
 
 namespace trainsim::report {
 
@@ -45,37 +43,17 @@ std::vector<CommunicationSensitivity> communication_sensitivity(const RunResult&
   }
 
   // One job per (kind, speed); each lands in its own slot, so the order never depends on timing.
-  const std::size_t jobs = categories.size() * kSpeeds;
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t workers = std::min<std::size_t>(jobs, threads > 0 ? threads : hw);
-  std::atomic<std::size_t> next{0};
-  std::vector<std::exception_ptr> failures(jobs);  // per job: the first by job order is rethrown
-  auto work = [&]() {
-    while (true) {
-      const std::size_t j = next.fetch_add(1);
-      if (j >= jobs) return;
-      const std::size_t k = j / kSpeeds;
-      const double speed = kSensitivitySpeeds[j % kSpeeds];
-      try {
-        RunOptions o;
-        o.record = false;
-        o.nominal = false;
-        o.cluster = base.cluster;
-        o.comm_time_scale[categories[k]] = 1 / speed;  // 0 when free
-        const RunResult r = simulate(base.scenario, o);
-        out[k].variants[j % kSpeeds] = SpeedVariant{speed, r.iteration_time_s, exposed_of(r.breakdown, out[k].kind)};
-      } catch (...) {
-        failures[j] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& f : failures) {
-    if (f) std::rethrow_exception(f);
-  }
+  run_jobs(categories.size() * kSpeeds, threads, [&](std::size_t j) {
+    const std::size_t k = j / kSpeeds;
+    const double speed = kSensitivitySpeeds[j % kSpeeds];
+    RunOptions o;
+    o.record = false;
+    o.nominal = false;
+    o.cluster = base.cluster;
+    o.comm_time_scale[categories[k]] = 1 / speed;  // 0 when free
+    const RunResult r = simulate(base.scenario, o);
+    out[k].variants[j % kSpeeds] = SpeedVariant{speed, r.iteration_time_s, exposed_of(r.breakdown, out[k].kind)};
+  });
   return out;
 }
 
