@@ -9,15 +9,9 @@ namespace trainsim::report {
 
 namespace {
 
-double exposed_of(const TimeBreakdown& b, const std::string& kind) {
-  for (const auto& [k, v] : b.exposed_by_kind) {
-    if (k == kind) return v;
-  }
-  return 0;
-}
-
-double time_of(const TimeBreakdown& b, const std::string& kind) {
-  for (const auto& [k, v] : b.communication_by_kind) {
+// The value of `kind` in one of TimeBreakdown's by-kind lists (0 when absent).
+double of_kind(const std::vector<std::pair<std::string, double>>& by_kind, const std::string& kind) {
+  for (const auto& [k, v] : by_kind) {
     if (k == kind) return v;
   }
   return 0;
@@ -37,8 +31,8 @@ std::vector<CommunicationSensitivity> communication_sensitivity(const RunResult&
   std::vector<CommunicationSensitivity> out(categories.size());
   for (std::size_t i = 0; i < categories.size(); ++i) {
     out[i].kind = communication_kind(categories[i]);
-    out[i].time_s = time_of(base.breakdown, out[i].kind);
-    out[i].exposed_s = exposed_of(base.breakdown, out[i].kind);
+    out[i].time_s = of_kind(base.breakdown.communication_by_kind, out[i].kind);
+    out[i].exposed_s = of_kind(base.breakdown.exposed_by_kind, out[i].kind);
     out[i].variants.resize(kSpeeds);
   }
 
@@ -52,7 +46,7 @@ std::vector<CommunicationSensitivity> communication_sensitivity(const RunResult&
     o.cluster = base.cluster;
     o.comm_time_scale[categories[k]] = 1 / speed;  // 0 when free
     const RunResult r = simulate(base.scenario, o);
-    out[k].variants[j % kSpeeds] = SpeedVariant{speed, r.iteration_time_s, exposed_of(r.breakdown, out[k].kind)};
+    out[k].variants[j % kSpeeds] = SpeedVariant{speed, r.iteration_time_s, of_kind(r.breakdown.exposed_by_kind, out[k].kind)};
   });
   return out;
 }
