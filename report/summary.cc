@@ -47,12 +47,6 @@ Json breakdown_json(const TimeBreakdown& b) {
   return j;
 }
 
-// How much slower than the mean GPU the job's expected slowest GPU runs tensor-core work (see
-// topo::ComputeModel): speed_spread x E[max of N standard normals].
-double slowest_gpu_slowdown(const config::Scenario& s) {
-  return s.cluster.gpu.calibration.speed_spread * topo::expected_max_of_normals(s.num_gpus());
-}
-
 // JSON key of a what-if speed: "half_speed", "double_speed", "free" (else "speed_x<f>").
 std::string speed_label(double speed) {
   if (std::isinf(speed)) return "free";
@@ -85,7 +79,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
   j["mfu"] = tidy(r.mfu);
   j["hfu"] = tidy(r.hfu);
   j["peak_tflops_per_gpu"] = tidy(r.peak_flops_per_gpu * 1e-12);
-  j["slowest_gpu_slowdown"] = tidy(slowest_gpu_slowdown(s));
+  j["slowest_gpu_slowdown"] = tidy(topo::slowest_gpu_slowdown(s.cluster.gpu, s.num_gpus()));
   if (const auto& a = s.cluster.gpu.calibration.accuracy) {
     j["calibration_accuracy"] = Json{{"architecture", a->architecture},
                                      {"cases", a->cases},
@@ -226,7 +220,7 @@ std::string summary_text(const RunResult& r) {
     << " per GPU)\n";
   o << "  model TFLOP/s/GPU     " << fmt("%.1f", r.model_tflops_per_gpu) << "   MFU " << fmt("%.1f%%", 100 * r.mfu) << "\n";
   o << "  hardware TFLOP/s/GPU  " << fmt("%.1f", r.hardware_tflops_per_gpu) << "   HFU " << fmt("%.1f%%", 100 * r.hfu) << "\n";
-  if (const double slow = slowest_gpu_slowdown(s); slow > 0) {
+  if (const double slow = topo::slowest_gpu_slowdown(s.cluster.gpu, s.num_gpus()); slow > 0) {
     o << "  slowest GPU           sets the pace: tensor-core work " << fmt("%.1f%%", 100 * slow) << " slower than on the mean GPU ("
       << fmt("%.1f%%", 100 * s.cluster.gpu.calibration.speed_spread) << " spread over " << s.num_gpus() << " GPUs)\n";
   }

@@ -36,11 +36,13 @@ double expected_max_of_normals(std::int64_t n) {
   return sum * h / 3.0;
 }
 
+double slowest_gpu_slowdown(const GpuSpec& gpu, std::int64_t job_gpus) {
+  return gpu.calibration.speed_spread > 0 ? gpu.calibration.speed_spread * expected_max_of_normals(job_gpus) : 0.0;
+}
+
 ComputeModel::ComputeModel(const GpuSpec& gpu, bool in_training, std::int64_t job_gpus)
     : gpu_(gpu), in_training_(in_training) {
-  if (in_training_ && gpu_.calibration.speed_spread > 0) {
-    slowest_factor_ = 1.0 + gpu_.calibration.speed_spread * expected_max_of_normals(job_gpus);
-  }
+  if (in_training_) slowest_factor_ = 1.0 + slowest_gpu_slowdown(gpu_, job_gpus);
 }
 
 const GemmCalibration& ComputeModel::gemm_calibration(DataType t) const {

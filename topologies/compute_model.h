@@ -31,6 +31,10 @@ namespace trainsim::topo {
 // n x phi(x) Phi(x)^(n-1) over [-12, 12].
 double expected_max_of_normals(std::int64_t n);
 
+// How much slower than the mean GPU the expected slowest of `job_gpus` GPUs runs tensor-core
+// work: speed_spread x E[max of job_gpus standard normals] (0 with no spread or one GPU).
+double slowest_gpu_slowdown(const GpuSpec& gpu, std::int64_t job_gpus);
+
 class ComputeModel {
  public:
   // `job_gpus`: the GPUs that synchronise every iteration (in training only).
