@@ -283,8 +283,8 @@ def dgxc(r):
     if preset == "gb200-nvl72":
         notes.append("GB200 NVL72 racks as 64-GPU NVLink domains (the 16-tray segment NVIDIA recommends for jobs of 128+ GPUs; "
                      "the source does not state the placement), one 400 Gb/s NIC per GPU between domains; the B200 "
-                     "calibration (GEMMs from XLA's measured B200 table, attention and in-training factors from the "
-                     "H100 fit): no fit has seen a Blackwell training run")
+                     "calibration (GEMMs from XLA's measured B200 table, attention from cuDNN's GB200 benchmark, "
+                     "in-training factors from the H100 fit): no fit has seen a Blackwell training run")
         if p.get("cuda_graphs"):
             notes.append("CUDA graphs on: not modelled (trainsim keeps its per-kernel launch overhead)")
     else:

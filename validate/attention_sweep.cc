@@ -26,6 +26,8 @@ std::vector<AttentionTable> read_attention_sweep(const std::string& file) {
     ObjectReader tr((*tables)[t], file, path);
     tr.allow({"exactness", "setup", "description", "notes"});
     AttentionTable table;
+    table.file = file;
+    table.path = path;
     table.id = tr.require_string("id");
     table.source = tr.require_string("source");
     table.gpu = tr.require_string("gpu");

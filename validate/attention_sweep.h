@@ -25,6 +25,8 @@ struct AttentionPoint {
 };
 
 struct AttentionTable {
+  std::string file;  // where it was read, and its JSON path there (for errors)
+  std::string path;
   std::string id;
   std::string source;
   std::string gpu;

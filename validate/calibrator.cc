@@ -251,12 +251,38 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
     out.reports.push_back(std::move(fit.report));
   }
 
-  // Attention, per pass, for one implementation.
+  // Attention, per pass, for one implementation. A table measured on this GPU is used as it is; one
+  // measured on the same silicon at another power limit (same architecture and SM count: GB200 for
+  // B200) has its TFLOP/s scaled by the ratio of the two BF16 peaks, which differ by the clock
+  // that tensor-core and exponential throughput both follow. Tables of other GPUs are an error,
+  // not silently left out.
+  struct UsableAttention {
+    const AttentionTable* table;
+    double scale;      // measured TFLOP/s x scale = this GPU's
+    std::string note;  // how, when scaled
+  };
+  std::vector<UsableAttention> usable_attention;
+  for (const AttentionTable& t : attention_tables) {
+    if (t.gpu == out.gpu_preset || same_gpu(t.gpu, out.gpu_preset, spec_name)) {
+      usable_attention.push_back({&t, 1.0, ""});
+      continue;
+    }
+    const topo::GpuSpec measured_on = config::read_gpu(t.gpu, t.file, t.path + "/gpu");
+    if (measured_on.architecture != out.gpu.architecture || measured_on.sm_count != out.gpu.sm_count) {
+      throw InputError(t.file, t.path + "/gpu",
+                       "expected " + out.gpu_preset + " or a GPU of the same silicon (architecture and SM count): table " +
+                           t.id + " was measured on " + t.gpu + ", so it calibrates that GPU (--gpu " + t.gpu + ")");
+    }
+    const double scale = out.gpu.peak(DataType::kBf16).per_second() / measured_on.peak(DataType::kBf16).per_second();
+    char note[320];
+    std::snprintf(note, sizeof note,
+                  "table %s measured on %s (same silicon): its TFLOP/s scaled by the BF16 peak ratio %.4g (%s / %s)",
+                  t.id.c_str(), t.gpu.c_str(), scale, out.gpu_preset.c_str(), t.gpu.c_str());
+    usable_attention.push_back({&t, scale, note});
+  }
   std::vector<AttentionPoint> attention;
   std::set<std::string> implementations;
-  for (const AttentionTable& t : attention_tables) {
-    if (t.gpu == out.gpu_preset || same_gpu(t.gpu, out.gpu_preset, spec_name)) implementations.insert(t.implementation);
-  }
+  for (const UsableAttention& u : usable_attention) implementations.insert(u.table->implementation);
   if (!implementations.empty()) {
     std::string impl = in.attention;
     if (impl.empty()) {
@@ -292,9 +318,14 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
                                 [&](const topo::AttentionCalibration& a) { return a.implementation == name; });
       }
       attention.clear();
-      for (const AttentionTable& t : attention_tables) {
-        if (t.implementation != name || !(t.gpu == out.gpu_preset || same_gpu(t.gpu, out.gpu_preset, spec_name))) continue;
-        attention.insert(attention.end(), t.points.begin(), t.points.end());
+      std::vector<std::string> notes;
+      for (const UsableAttention& u : usable_attention) {
+        if (u.table->implementation != name) continue;
+        for (AttentionPoint p : u.table->points) {
+          p.tflops *= u.scale;
+          attention.push_back(std::move(p));
+        }
+        if (!u.note.empty()) notes.push_back(u.note);
       }
       for (const bool backward : {false, true}) {
         std::vector<AttentionPoint> pass;
@@ -303,6 +334,7 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
         }
         AttentionFit fit = fit_attention(out.gpu, backward, pass, target->tile, backward ? target->backward : target->forward,
                                          cal.gemm_16bit.max_efficiency);
+        fit.report.notes.insert(fit.report.notes.begin(), notes.begin(), notes.end());
         if (fit.report.fitted) {
           (backward ? target->backward : target->forward) = fit.calibration;
           target->implementation = name;

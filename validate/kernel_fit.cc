@@ -286,41 +286,50 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
   topo::AttentionPassCalibration best = base;
   Eigen::Matrix3d best_cov = Eigen::Matrix3d::Constant(std::numeric_limits<double>::quiet_NaN());
   Eigen::Vector3d best_x = Eigen::Vector3d::Zero();
+  // Which of the two terms is longer decides the linear system, and the iteration stays on the side
+  // it starts from: each overlap is tried from the base calibration and from the matmul-bound side
+  // (no softmax cost, a GEMM's efficiency), and the better physical fit is kept. The second start
+  // matters when the base's softmax rate comes from a slower GPU (an H100 rate on Blackwell).
+  const Eigen::Vector3d starts[] = {
+      Eigen::Vector3d(1.0 / base.efficiency, base.softmax_rate > 0 ? 1.0 / base.softmax_rate : 0.0, 0.0),
+      Eigen::Vector3d(1.0 / max_efficiency, 0.0, 0.0)};
   for (int step = 0; step <= 20; ++step) {
     const double overlap = step / 20.0;
-    Eigen::Vector3d x(1.0 / base.efficiency, base.softmax_rate > 0 ? 1.0 / base.softmax_rate : 0.0, 0.0);
-    Eigen::MatrixXd cov;
-    for (int iteration = 0; iteration < 50; ++iteration) {
-      Eigen::MatrixXd a(static_cast<Eigen::Index>(n), 3);
-      Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(n));
-      for (std::size_t i = 0; i < n; ++i) {
-        const bool matmul_longer = mm[i] * x(0) >= sm[i] * x(1);
-        const Eigen::Index r = static_cast<Eigen::Index>(i);
-        a(r, 0) = mm[i] * (matmul_longer ? 1.0 : 1.0 - overlap) / measured[i];
-        a(r, 1) = sm[i] * (matmul_longer ? 1.0 - overlap : 1.0) / measured[i];
-        a(r, 2) = row[i] / measured[i];
+    for (const Eigen::Vector3d& start : starts) {
+      Eigen::Vector3d x = start;
+      Eigen::MatrixXd cov;
+      for (int iteration = 0; iteration < 50; ++iteration) {
+        Eigen::MatrixXd a(static_cast<Eigen::Index>(n), 3);
+        Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(n));
+        for (std::size_t i = 0; i < n; ++i) {
+          const bool matmul_longer = mm[i] * x(0) >= sm[i] * x(1);
+          const Eigen::Index r = static_cast<Eigen::Index>(i);
+          a(r, 0) = mm[i] * (matmul_longer ? 1.0 : 1.0 - overlap) / measured[i];
+          a(r, 1) = sm[i] * (matmul_longer ? 1.0 - overlap : 1.0) / measured[i];
+          a(r, 2) = row[i] / measured[i];
+        }
+        const Eigen::VectorXd next = solve_nonnegative(a, y);
+        const bool same = (next - x).norm() <= 1e-12 * x.norm();
+        x = next;
+        cov = coefficient_covariance(a, y, next);
+        if (same) break;
       }
-      const Eigen::VectorXd next = solve_nonnegative(a, y);
-      const bool same = (next - x).norm() <= 1e-12 * x.norm();
-      x = next;
-      cov = coefficient_covariance(a, y, next);
-      if (same) break;
-    }
-    if (x(0) * max_efficiency < 1.0) continue;  // matmuls faster than in a GEMM: not physical
-    double loss = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const double a = mm[i] * x(0), b = sm[i] * x(1);
-      const double t = std::max(a, b) + (1.0 - overlap) * std::min(a, b) + row[i] * x(2);
-      loss += std::abs(t - measured[i]) / measured[i];
-    }
-    if (loss < best_loss - 1e-12) {
-      best_loss = loss;
-      best.efficiency = round_significant(1.0 / x(0));
-      best.softmax_rate = x(1) > 0 ? round_significant(1.0 / x(1) * 1e-12) * 1e12 : 0.0;
-      best.softmax_overlap = overlap;
-      best.row_overhead = round_significant(x(2) * best.efficiency);
-      best_cov = cov;
-      best_x = x;
+      if (x(0) * max_efficiency < 1.0) continue;  // matmuls faster than in a GEMM: not physical
+      double loss = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double a = mm[i] * x(0), b = sm[i] * x(1);
+        const double t = std::max(a, b) + (1.0 - overlap) * std::min(a, b) + row[i] * x(2);
+        loss += std::abs(t - measured[i]) / measured[i];
+      }
+      if (loss < best_loss - 1e-12) {
+        best_loss = loss;
+        best.efficiency = round_significant(1.0 / x(0));
+        best.softmax_rate = x(1) > 0 ? round_significant(1.0 / x(1) * 1e-12) * 1e12 : 0.0;
+        best.softmax_overlap = overlap;
+        best.row_overhead = round_significant(x(2) * best.efficiency);
+        best_cov = cov;
+        best_x = x;
+      }
     }
   }
   if (!std::isfinite(best_loss)) {

@@ -143,20 +143,25 @@ TEST_CASE("report/summary: the typical error of the calibration travels with eac
   CHECK(text.find("checked on") == std::string::npos);  // a100.json records no check suite
   CHECK_FALSE(j["calibration_accuracy"].contains("checks"));
 
-  // A B200 borrows the Hopper fit, and says it has no runs of its own; the GB200 runs its
-  // calibration was checked on (fit.checks) are printed beside it.
+  // A B200 borrows the Hopper in-training fit, and says it has no runs of its own; the runs its
+  // calibration was checked on (fit.checks: DGX Cloud's GB200 runs, NeMo's B200 long-sequence
+  // runs) are printed beside it.
   r = tests::simulate_file(kDefault, {"model.preset=\"gpt3-1.7b\"", "cluster.preset=\"dgx-b200\"", "cluster.num_nodes=4",
                                       "parallelism.tensor_model_parallel_size=2", "parallelism.pipeline_model_parallel_size=4",
                                       "training.global_batch_size=32"});
   CHECK(report::summary_text(r).find("Hopper runs the calibration was fitted to") != std::string::npos);
   CHECK(report::summary_text(r).find("; none on this GPU's architecture yet") != std::string::npos);
   const auto& checks = r.scenario.cluster.gpu.calibration.checks;
-  REQUIRE(checks.size() == 1);
+  REQUIRE(checks.size() == 2);
   CHECK(checks.front().architecture == "blackwell");
   CHECK(checks.front().cases == 18);
   CHECK(checks.front().mean_time_error < 0);
-  CHECK(report::summary_text(r).find("checked on            18 Blackwell runs in no fit (dgxc_gb200.json): 10.7% (largest 16%), "
-                                     "predictions 10.7% fast on average") != std::string::npos);
+  CHECK(checks.back().cases == 8);
+  CHECK(checks.back().mean_time_error > 0);
+  CHECK(report::summary_text(r).find("checked on            18 Blackwell runs in no fit (dgxc_gb200.json): 11.4% (largest 16%), "
+                                     "predictions 11.4% fast on average") != std::string::npos);
+  CHECK(report::summary_text(r).find("checked on            8 Blackwell runs in no fit (nemo_long_sequence.json): 1.9% (largest 4%), "
+                                     "predictions 1.6% slow on average") != std::string::npos);
   CHECK(report::summary_json(r)["calibration_accuracy"]["checks"][0]["suite"] == "dgxc_gb200.json");
 
   // A calibration without the records (e.g. fitted from GEMMs alone, in code) prints no claim.

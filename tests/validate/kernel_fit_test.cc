@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "config/hardware_reader.h"
@@ -22,6 +23,7 @@ namespace {
 const std::string kGemmFile = testing::source_path("validate/data/gemm_measurements.json");
 const std::string kB200GemmFile = testing::source_path("validate/data/gemm_b200_xla.json");
 const std::string kAttentionFile = testing::source_path("validate/data/attention_measurements.json");
+const std::string kGb200AttentionFile = testing::source_path("validate/data/attention_gb200_cudnn.json");
 
 topo::GpuSpec h100() { return config::read_gpu("h100-sxm5-80gb", "test", ""); }
 
@@ -206,11 +208,64 @@ TEST_CASE("validate/calibrate: refitting the GEMMs of the shipped sweep reproduc
 }
 
 TEST_CASE("validate/calibrate: refitting the GEMMs of XLA's B200 table reproduces scenarios/calibration/b200.json byte for byte") {
-  // Only the GEMMs are B200 measurements; the rest stays as the file holds it (the H100 fit,
-  // transferred), which is what a refit over its own base keeps. The GB200 suite is the file's
-  // check (fit.checks), predicted anew.
+  // Only the GEMMs are refitted; the rest stays as the file holds it (attention from the GB200
+  // cuDNN benchmark, the in-training factors from the H100 fit), which is what a refit over its
+  // own base keeps. The GB200 suite and the B200 long-sequence runs are the file's checks
+  // (fit.checks), predicted anew.
   check_refit_reproduces(kB200GemmFile, "b200", "scenarios/calibration/b200.json",
-                         {testing::source_path("validate/suites/dgxc_gb200.json")});
+                         {testing::source_path("validate/suites/dgxc_gb200.json"),
+                          testing::source_path("validate/suites/nemo_long_sequence.json")});
+}
+
+TEST_CASE("validate/calibrate: the full B200 fit (XLA's GEMMs, cuDNN's GB200 attention) reproduces scenarios/calibration/b200.json") {
+  validate::CalibrationInputs in;
+  in.files = {kB200GemmFile, kGb200AttentionFile};
+  in.gpu = "b200";
+  in.check_runs = {testing::source_path("validate/suites/dgxc_gb200.json"),
+                   testing::source_path("validate/suites/nemo_long_sequence.json")};
+  in.jobs = 2;
+  const validate::CalibrationResult r = validate::calibrate(in);
+  CHECK(validate::calibration_json(r).dump(2) + "\n" == testing::read_text(testing::source_path("scenarios/calibration/b200.json")));
+}
+
+TEST_CASE("validate/calibrate: attention measured on the same silicon at another clock is scaled by the peak ratio") {
+  // GB200 and B200 are one die at two power limits (2.5 and 2.25 PFLOP/s BF16): fitted for B200
+  // from GB200's benchmark, or for GB200 itself, the efficiencies (fractions of each GPU's own
+  // peak) come out the same, and the B200 fit says how its points were scaled.
+  auto fit_for = [](const std::string& gpu) {
+    validate::CalibrationInputs in;
+    in.files = {kGb200AttentionFile};
+    in.gpu = gpu;
+    in.jobs = 1;
+    return validate::calibrate(in);
+  };
+  const validate::CalibrationResult b200 = fit_for("b200");
+  const validate::CalibrationResult gb200 = fit_for("gb200");
+  const nlohmann::json cb = validate::calibration_json(b200)["flash_attention"];
+  const nlohmann::json cg = validate::calibration_json(gb200)["flash_attention"];
+  for (const char* pass : {"forward", "backward"}) {
+    CAPTURE(pass);
+    CHECK(cb[pass]["efficiency"].get<double>() == doctest::Approx(cg[pass]["efficiency"].get<double>()).epsilon(0.002));
+    CHECK(cb[pass]["row_overhead"].get<double>() == doctest::Approx(cg[pass]["row_overhead"].get<double>()).epsilon(0.01));
+    CHECK(cb[pass]["efficiency"].get<double>() < 0.767);  // below the B200 GEMM ceiling the fit is bounded by
+  }
+  const std::string notes = b200.fit["attention_forward"]["notes"].dump();
+  CHECK(notes.find("scaled by the BF16 peak ratio 0.9 (b200 / gb200)") != std::string::npos);
+  CHECK(!gb200.fit["attention_forward"].contains("notes"));
+}
+
+TEST_CASE("validate/calibrate: an attention table of another GPU is an error naming the file and the table's gpu") {
+  validate::CalibrationInputs in;
+  in.files = {kAttentionFile};  // H100
+  in.gpu = "b200";
+  try {
+    validate::calibrate(in);
+    FAIL("expected an input error");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    CHECK(what.find(kAttentionFile + ": /tables/0/gpu: expected b200 or a GPU of the same silicon") != std::string::npos);
+    CHECK(what.find("--gpu h100-sxm5-80gb") != std::string::npos);
+  }
 }
 
 TEST_CASE("validate/calibration: the shipped B200 GEMM calibration reproduces XLA's sm_100 table (MAPE <= 10% over >= 1 GFLOP)") {
@@ -286,6 +341,34 @@ TEST_CASE("validate/fit_attention: with overlapped softmax the fit reproduces th
   b.calibration.attention.forward = fit.calibration;
   const sim::Kernel k = validate::attention_kernel(unseen);
   CHECK(topo::ComputeModel(b, false).tflops(k) == doctest::Approx(topo::ComputeModel(a, false).tflops(k)).epsilon(0.01));
+}
+
+TEST_CASE("validate/fit_attention: a matmul-bound kernel is found from a softmax-bound base") {
+  // A base whose softmax rate belongs to a slower GPU (H100's on a B200) puts every point on the
+  // softmax-bound side, where the iteration used to stay and find only unphysical fits; the second
+  // start, from the matmul-bound side, recovers the kernel. Points as cuDNN's benchmark takes
+  // them: causal, head dim 128, one sequence of 128 heads, 512 to 128K tokens.
+  topo::GpuSpec gpu = config::read_gpu("b200", "test", "");
+  const topo::AttentionPassCalibration truth{0.65, 0.0, 1.0, 4.0};
+  gpu.calibration.attention.forward = truth;
+  gpu.calibration.memory_kernel_overhead = sim::Duration::zero();  // the fit has no launch term
+  std::vector<validate::AttentionPoint> points;
+  for (std::int64_t s = 512; s <= 131072; s *= 2) {
+    validate::AttentionPoint p;
+    p.causal = true;
+    p.head_dim = 128;
+    p.seq_len = s;
+    p.batch = 1;
+    p.heads = 128;
+    p.tflops = topo::ComputeModel(gpu, false).tflops(validate::attention_kernel(p));
+    points.push_back(p);
+  }
+  const topo::AttentionPassCalibration h100_base{0.8704, 2.059e12, 0.5, 1.838};
+  const validate::AttentionFit fit = validate::fit_attention(gpu, false, points, 128, h100_base, 0.767);
+  REQUIRE(fit.report.fitted);
+  CHECK(fit.calibration.efficiency == doctest::Approx(0.65).epsilon(0.01));
+  CHECK(fit.calibration.row_overhead == doctest::Approx(4.0).epsilon(0.02));
+  CHECK(fit.report.errors.mape < 0.005);
 }
 
 TEST_CASE("validate/read_attention_sweep: the shipped benchmarks, batch and heads from the table's setup") {

@@ -111,9 +111,9 @@ TEST_CASE("validate/secondary suites: DGX Cloud's NeMo 25.04 Llama 3.1 tables sh
 
 TEST_CASE("validate/secondary suites: GB200 NVL72 runs check the Blackwell model no training run has fitted") {
   // DGX Cloud's v25.05 GB200 tables (README, "A sixth suite"): Blackwell's GEMMs come from XLA's
-  // measured B200 table, everything else from the H100 fit. BF16 comes out 3.5-10.5% fast, FP8
-  // 12-16% fast; the bounds hold the stated figures (MAPE 10.7%, largest 15.7%, Spearman 0.993
-  // and above per family) against regressions. Llama's six runs differ by 2% per precision; the
+  // measured B200 table, its attention from cuDNN's GB200 benchmark, the in-training factors from
+  // the H100 fit. BF16 comes out 5-11% fast, FP8 14-16% fast; the bounds hold the stated figures
+  // (MAPE 11.4%, largest 15.8%, Spearman 0.993 and above per family) against regressions. Llama's six runs differ by 2% per precision; the
   // expected slowest GPU of 128-512 orders them (1.000; 0.771 without it).
   const SecondaryResult r = validate_secondary("validate/suites/dgxc_gb200.json", 18);
   CHECK(r.errors.mape <= 0.12);
@@ -124,10 +124,11 @@ TEST_CASE("validate/secondary suites: GB200 NVL72 runs check the Blackwell model
 TEST_CASE("validate/secondary suites: NeMo's long-sequence runs bound the attention model, both ways") {
   // validate/suites/nemo_long_sequence.json (README, "A seventh suite"), in no fit: Llama 2 7B on
   // H100 (NeMo 24.03) and Llama 3 8B on B200 (NeMo 25.04), FP8, 4K to 1M tokens with context
-  // parallelism. Where the GEMMs dominate (4-8K) trainsim is within 2% on H100 and 7% on B200;
+  // parallelism. Where the GEMMs dominate (4-8K) trainsim is within 2% on H100 and 1% on B200;
   // as attention takes over, H100 comes out up to 24% fast (that release's attention kernel is
-  // slower than the cuDNN the H100 calibration is fitted to) and B200 up to 29% slow (Blackwell's
-  // attention still carries the H100 fit). The bounds hold these figures against regressions.
+  // slower than the cuDNN the H100 calibration is fitted to) while B200 stays within 3.5% all the
+  // way to 1M tokens (its attention fitted to cuDNN's GB200 benchmark; with the H100 fit carried
+  // over it was up to 29% slow). The bounds hold these figures against regressions.
   const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/nemo_long_sequence.json"));
   REQUIRE(suite.cases.size() == 17);
   const validate::ValidationReport r = validate::validate_suite(suite);
@@ -136,13 +137,10 @@ TEST_CASE("validate/secondary suites: NeMo's long-sequence runs bound the attent
   REQUIRE(errors["llama2-h100"].size() == 9);
   REQUIRE(errors["llama3-b200"].size() == 8);
   const std::vector<double>& h100 = errors["llama2-h100"];
-  const std::vector<double>& b200 = errors["llama3-b200"];
   CHECK(std::abs(h100.front()) <= 0.03);
-  CHECK(std::abs(b200.front()) <= 0.08);
   CHECK(h100.back() >= 0.15);
   CHECK(h100.back() <= 0.30);
-  CHECK(b200.back() <= -0.20);
-  CHECK(b200.back() >= -0.35);
+  for (const double e : errors["llama3-b200"]) CHECK(std::abs(e) <= 0.06);
   for (const validate::PrimarySummary& p : r.primary) {
     MESSAGE(p.family << ": MAPE " << 100.0 * p.errors.mape << "%, max " << 100.0 * p.errors.max_abs_error << "%");
     CHECK(p.errors.max_abs_error <= 0.30);
