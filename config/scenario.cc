@@ -447,9 +447,14 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
         t.recompute_core_attn = true;
       } else if (name == "mla_up_proj") {
         t.recompute_mla_up_proj = true;
+      } else if (name == "mlp") {
+        t.recompute_mlp = true;
+      } else if (name == "moe") {
+        t.recompute_moe = true;
       } else {
         throw InputError(r.file_of("recompute_modules"), join_path(r.path_of("recompute_modules"), i),
-                         "expected \"core_attn\" or \"mla_up_proj\" (the recompute modules trainsim models), got " + describe(m));
+                         "expected \"core_attn\", \"mla_up_proj\", \"mlp\" or \"moe\" (the recompute modules trainsim models), got " +
+                             describe(m));
       }
     }
   }
@@ -842,6 +847,11 @@ void validate_plan(const Scenario& s, const Origins& o) {
   }
   if (t.recompute_mla_up_proj && !m.multi_latent_attention) {
     o.fail("training.recompute_modules", "mla_up_proj needs a model with multi_latent_attention");
+  }
+  if (t.recompute_moe && !m.is_moe()) o.fail("training.recompute_modules", "moe needs a mixture-of-experts model (num_experts)");
+  if (t.recompute_mlp && m.num_moe_layers() == m.num_layers) {
+    o.fail("training.recompute_modules", "mlp recomputes the dense layers' MLP, and every layer of this model is a mixture-of-experts "
+                                         "layer (Megatron leaves MoE layers to \"moe\")");
   }
   if (m.mtp_num_layers == 0 && p.layout_mtp_layers > 0) {
     o.fail("parallelism.pipeline_model_parallel_layout",

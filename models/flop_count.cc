@@ -36,6 +36,17 @@ double layer_terms(const ModelSpec& m, bool moe) {
   return attention + (ffn / h) * routed * gated + (shared / h) * gated;
 }
 
+// The MLP part of layer_terms: the routed experts (times top-k) and shared experts of an MoE
+// layer, or the dense MLP.
+double mlp_terms(const ModelSpec& m, bool moe) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double gated = m.gated() ? 1.5 : 1.0;
+  if (!moe) return static_cast<double>(m.ffn_hidden_size) / h * gated;
+  return (static_cast<double>(m.expert_ffn_hidden()) * static_cast<double>(m.moe_router_topk) +
+          static_cast<double>(m.shared_expert_ffn_hidden())) /
+         h * gated;
+}
+
 // The layers' mean bracket: MoE and dense layers counted apart, as Megatron's formula does when
 // moe_layer_freq mixes them.
 double mean_layer_terms(const ModelSpec& m) {
@@ -96,6 +107,14 @@ FlopCount count_flops(const ModelSpec& m, const ParallelSpec& p, const TrainingS
                       (q_in * static_cast<double>(m.qk_head_dim + m.qk_pos_emb_head_dim) +
                        static_cast<double>(m.kv_lora_rank * (m.qk_head_dim + m.v_head_dim)));
       }
+      // Checkpointed MLPs (dense layers) and MoE layers run their forward again; the
+      // multi-token-prediction layers are of the last decoder layer's kind.
+      const double h = static_cast<double>(m.hidden_size), s = static_cast<double>(m.seq_length);
+      const bool mtp_moe = m.is_moe_layer(m.num_layers);
+      const double moe_layers = static_cast<double>(m.num_moe_layers() + (mtp_moe ? m.mtp_num_layers : 0));
+      const double dense_layers = static_cast<double>(m.num_layers - m.num_moe_layers() + (mtp_moe ? 0 : m.mtp_num_layers));
+      if (t.recomputes_mlp()) recomputed += dense_layers * 4.0 * s * h * h * mlp_terms(m, false);
+      if (t.recomputes_moe()) recomputed += moe_layers * 4.0 * s * h * h * mlp_terms(m, true);
       break;
     }
     case RecomputeGranularity::kFull: {

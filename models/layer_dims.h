@@ -23,6 +23,8 @@ struct LayerDims {
   // head dimensions without and with rotary embedding.
   bool mla = false;
   bool mla_up_recomputed = false;  // recompute_modules mla_up_proj: Q, K, V not kept for backward
+  bool mlp_recomputed = false;     // recompute_modules mlp: a dense MLP keeps only its input
+  bool moe_recomputed = false;     // recompute_modules moe: an MoE layer keeps only its input
   std::int64_t ql = 0, kl = 0, dn = 0, dr = 0;
   std::int64_t f = 1;   // dense MLP hidden size per tensor-parallel rank
   std::int64_t v = 1;   // padded vocabulary per tensor-parallel rank

@@ -26,6 +26,8 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
     d.d = (d.dn + d.dr + d.dv) / 2;
     d.mla_up_recomputed = t.recomputes_mla_up_proj();
   }
+  d.mlp_recomputed = t.recomputes_mlp();
+  d.moe_recomputed = t.recomputes_moe();
   d.f = m.ffn_hidden_size / tp;
   d.v = m.padded_vocab(tp) / tp;
   d.t = tp;
@@ -85,7 +87,11 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
     }
   }
   std::int64_t mlp = 0;
-  if (d.experts == 0) {
+  if ((d.experts == 0 && d.mlp_recomputed) || (d.experts > 0 && d.moe_recomputed)) {
+    // Checkpointed (recompute_modules mlp / moe): only the block's input, the pre-MLP norm's
+    // 16-bit output (sharded under SP), is kept; everything inside runs again before its backward.
+    mlp = dt * Ts * d.h;
+  } else if (d.experts == 0) {
     // MLP block (Sec. 4.1): fc1 input, activation input, fc2 input, dropout mask.
     mlp = lin * Ts * d.h + dt * T * d.fc1_width() + lin * T * d.f;
   } else {

@@ -266,6 +266,7 @@ class StageBuilder {
   void shared_expert_forward(std::uint8_t cat);
   void mla_projections_forward(std::uint8_t cat);
   void mla_up_projections(std::uint8_t cat);
+  void moe_block_forward(std::uint8_t cat);
   void mla_projections_backward();
   void shared_expert_backward();
   void norm(const std::string& name, std::uint8_t cat, std::int64_t alloc = 0);
@@ -666,6 +667,7 @@ void StageBuilder::mlp_backward() {
     return;
   }
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
+  if (t_.recomputes_mlp()) dense_mlp_forward("", d_.f, kRecompute);  // the checkpointed MLP, forward again
   dense_mlp_backward("", d_.f, dense_lp_.fc1, dense_lp_.fc2);
   norm_backward("pre_mlp_norm");
 }
@@ -692,10 +694,17 @@ void StageBuilder::dense_mlp_backward(const std::string& prefix, std::int64_t f,
 // local expert, run through the grouped expert GEMMs, and sent back the same way. Router load
 // is assumed balanced: every rank's experts receive topk x its tokens.
 void StageBuilder::moe_forward(std::uint8_t cat) {
+  norm("pre_mlp_norm", cat);
+  moe_block_forward(cat);
+  compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), cat);
+}
+
+// MoELayer.forward: routing, dispatch, experts, combine and the shared experts; what
+// recompute_modules moe checkpoints and runs again before the layer's backward.
+void StageBuilder::moe_block_forward(std::uint8_t cat) {
   const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk, E = d_.experts;
   const std::int64_t le = std::max<std::int64_t>(1, d_.local_experts);
   const std::int64_t rows = std::max<std::int64_t>(1, R / le);
-  norm("pre_mlp_norm", cat);
   compute("router", gemm(Ts, E, d_.h, 1, d_.act), cat);
   compute("router_softmax_topk", memory_op(Ts * E * (dt() + 4) + 12 * Ts * k), cat);
   compute("permute", memory_op(2 * dt() * Ts * k * d_.h), cat);
@@ -726,7 +735,6 @@ void StageBuilder::moe_forward(std::uint8_t cat) {
   }
   compute("unpermute", memory_op(dt() * Ts * k * d_.h + dt() * Ts * d_.h), cat);
   if (d_.sf > 0) shared_expert_forward(cat);
-  compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), cat);
 }
 
 // Shared experts (Megatron-Core SharedExpertMLP, moe_shared_expert_overlap off): after the
@@ -743,6 +751,7 @@ void StageBuilder::shared_expert_backward() { dense_mlp_backward("shared_", d_.s
 void StageBuilder::moe_backward() {
   const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk, E = d_.experts;
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
+  if (t_.recomputes_moe()) moe_block_forward(kRecompute);  // the checkpointed layer, forward again
   if (d_.sf > 0) shared_expert_backward();
   compute("unpermute_bwd", memory_op(2 * dt() * Ts * k * d_.h + dt() * Ts * d_.h), kBackward);
   if (d_.ep > 1) {

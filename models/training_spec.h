@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace trainsim::models {
@@ -79,16 +80,32 @@ struct TrainingSpec {
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   std::int64_t recompute_num_layers = 1;
   // Megatron-Core's recompute_modules under selective granularity: the attention core
-  // ("core_attn", the default) and MLA's up projections with their rotary embedding
-  // ("mla_up_proj").
+  // ("core_attn", the default), MLA's up projections with their rotary embedding
+  // ("mla_up_proj"), the dense layers' MLP ("mlp": TransformerLayer checkpoints self.mlp) and
+  // the whole MoE layer ("moe": MoELayer checkpoints routing, dispatch, experts, combine and the
+  // shared experts, so the expert-parallel all-to-alls run again in the backward pass).
   bool recompute_core_attn = true;
   bool recompute_mla_up_proj = false;
+  bool recompute_mlp = false;
+  bool recompute_moe = false;
   bool recomputes_core_attention() const {
     return recompute_granularity == RecomputeGranularity::kSelective && recompute_core_attn;
   }
   bool recomputes_mla_up_proj() const {
     return recompute_granularity == RecomputeGranularity::kSelective && recompute_mla_up_proj;
   }
+  // The selected modules, comma-separated in Megatron's names ("" unless selective).
+  std::string recompute_modules() const {
+    if (recompute_granularity != RecomputeGranularity::kSelective) return "";
+    std::string out;
+    for (const auto& [on, name] : {std::pair{recompute_core_attn, "core_attn"}, std::pair{recompute_mla_up_proj, "mla_up_proj"},
+                                   std::pair{recompute_mlp, "mlp"}, std::pair{recompute_moe, "moe"}}) {
+      if (on) out += (out.empty() ? "" : ", ") + std::string(name);
+    }
+    return out;
+  }
+  bool recomputes_mlp() const { return recompute_granularity == RecomputeGranularity::kSelective && recompute_mlp; }
+  bool recomputes_moe() const { return recompute_granularity == RecomputeGranularity::kSelective && recompute_moe; }
   // Megatron checkpoints each multi-token-prediction module (its projection and layer) under full
   // recomputation with the uniform method only (MultiTokenPredictionLayer; block: a warning, none).
   bool recomputes_mtp_modules() const {

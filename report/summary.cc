@@ -197,8 +197,10 @@ std::string summary_text(const RunResult& r) {
   if (s.parallel.expert_model_parallel_size > 1) o << " EP " << s.parallel.expert_model_parallel_size;
   o << " DP " << w.data_parallel_size << (s.parallel.sequence_parallel ? " +SP" : "") << "; micro-batch "
     << s.training.micro_batch_size << " x " << w.microbatches << ", global batch " << s.training.global_batch_size << "; "
-    << models::to_string(s.training.pipeline_schedule) << ", recompute " << models::to_string(s.training.recompute_granularity)
-    << ", " << models::to_string(s.training.precision) << "\n\n";
+    << models::to_string(s.training.pipeline_schedule) << ", recompute " << models::to_string(s.training.recompute_granularity);
+  // The modules of selective recomputation, where they are not Megatron's default (core_attn).
+  if (const std::string modules = s.training.recompute_modules(); !modules.empty() && modules != "core_attn") o << " (" << modules << ")";
+  o << ", " << models::to_string(s.training.precision) << "\n\n";
   o << "  iteration time        " << fmt("%.3f s", r.iteration_time_s) << "\n";
   if (const auto& a = s.cluster.gpu.calibration.accuracy) {
     // The error this calibration made on the published runs it was fitted to.

@@ -191,12 +191,23 @@ TEST_CASE("config/Scenario: multi-head latent attention keys are checked") {
 
 TEST_CASE("config/Scenario: recompute_modules are Megatron-Core's, under selective recomputation") {
   CHECK(tests::contains(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"moe_act\"]"}),
-                        "/training/recompute_modules/0: expected \"core_attn\" or \"mla_up_proj\""));
+                        "/training/recompute_modules/0: expected \"core_attn\", \"mla_up_proj\", \"mlp\" or \"moe\""));
   CHECK(tests::contains(error_of({"training.recompute_granularity=\"none\"", "training.recompute_modules=[\"core_attn\"]"}),
                         "/training/recompute_modules: applies with recompute_granularity \"selective\""));
   CHECK(tests::contains(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"mla_up_proj\"]"}),
                         "/training/recompute_modules: mla_up_proj needs a model with multi_latent_attention"));
   CHECK(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"core_attn\"]"}) == "");
+  // "mlp" is the dense layers' MLP, "moe" the MoE layers: each needs layers of its kind.
+  CHECK(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"core_attn\", \"mlp\"]"}) == "");
+  CHECK(tests::contains(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"moe\"]"}),
+                        "/training/recompute_modules: moe needs a mixture-of-experts model"));
+  const std::vector<std::string> moe = {"model.num_experts=8", "model.moe_router_topk=2", "parallelism.sequence_parallel=true",
+                                        "training.recompute_granularity=\"selective\""};
+  std::vector<std::string> moe_mlp = moe, moe_moe = moe;
+  moe_mlp.push_back("training.recompute_modules=[\"mlp\"]");
+  moe_moe.push_back("training.recompute_modules=[\"moe\"]");
+  CHECK(tests::contains(error_of(moe_mlp), "/training/recompute_modules: mlp recomputes the dense layers' MLP, and every layer"));
+  CHECK(error_of(moe_moe) == "");
 }
 
 TEST_CASE("config/Scenario: multi-token prediction: its count, its place in a layout, and the plans trainsim does not model with it") {

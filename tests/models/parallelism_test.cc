@@ -401,6 +401,53 @@ TEST_CASE("models/parallelism: recompute_modules mla_up_proj runs MLA's up proje
         doctest::Approx(32.0 * 8 * 2 * seq * 32 * (1536 * 192 + 512 * 256)).epsilon(1e-9));  // batch 32, 8 layers, 32 heads
 }
 
+TEST_CASE("models/parallelism: recompute_modules moe runs the whole MoE layer again, all-to-alls included, mlp the dense MLP") {
+  // kMoe with two dense layers among the six MoE ones, and a shared expert.
+  const std::vector<std::string> base =
+      with(kMoe, {"model.moe_layer_freq=[0, 1, 1, 0, 1, 1, 1, 1]", "model.moe_shared_expert_intermediate_size=4096",
+                  "training.recompute_granularity=\"selective\""});
+  const config::Scenario plain = config::load_scenario(kGpt, with(base, {"training.recompute_modules=[\"core_attn\"]"}));
+  const config::Scenario moe = config::load_scenario(kGpt, with(base, {"training.recompute_modules=[\"core_attn\", \"moe\"]"}));
+  const config::Scenario mlp = config::load_scenario(kGpt, with(base, {"training.recompute_modules=[\"core_attn\", \"mlp\"]"}));
+  const models::Workload wp = models::lower(plain.model, plain.parallel, plain.training, plain.num_gpus());
+  const models::Workload wm = models::lower(moe.model, moe.parallel, moe.training, moe.num_gpus());
+  const models::Workload wd = models::lower(mlp.model, mlp.parallel, mlp.training, mlp.num_gpus());
+  // Stage 0 holds layers 0-3: MoE layers 1 and 2, dense layers 0 and 3.
+  for (const char* name : {"router", "expert_fc1", "expert_fc2", "moe_dispatch_all_to_all", "moe_combine_all_to_all", "shared_fc1"}) {
+    CAPTURE(name);
+    CHECK(tasks_named(wm, 0, name).size() == 2 * tasks_named(wp, 0, name).size());
+    CHECK(tasks_named(wd, 0, name).size() == tasks_named(wp, 0, name).size());
+  }
+  // The dense MLP's fc1: once per dense layer and micro-batch more under "mlp" (the shared
+  // expert's is shared_fc1), none under "moe".
+  const std::size_t dense_fc1 = tasks_named(wp, 0, "fc1").size();
+  CHECK(dense_fc1 > 0);
+  CHECK(tasks_named(wd, 0, "fc1").size() == 2 * dense_fc1);
+  CHECK(tasks_named(wm, 0, "fc1").size() == dense_fc1);
+  // What stays saved: the block's input instead of its internals.
+  const models::LayerDims dense = models::dense_layer_dims(wd.dims);
+  CHECK(models::layer_activation_bytes(wm.dims, true) < models::layer_activation_bytes(wp.dims, true));
+  CHECK(models::layer_activation_bytes(dense, true) < models::layer_activation_bytes(models::dense_layer_dims(wp.dims), true));
+  const std::int64_t moe_extra =
+      models::layer_activation_bytes(wp.dims, true) - models::layer_activation_bytes(models::dense_layer_dims(wp.dims), true);
+  CHECK(moe_extra > 0);  // the MoE layer keeps more than the dense one without recomputation
+  CHECK(models::layer_activation_bytes(wm.dims, true) - models::layer_activation_bytes(dense, true) == 0);  // both keep only the input
+  // Hardware FLOPs: Megatron's MLP terms forward again (6 MoE layers with top-2 experts of 14,336
+  // and the shared one; 2 dense layers of 14,336), 32 sequences of 4,096 tokens, hidden 4,096.
+  const double h = 4096, seq = static_cast<double>(plain.model.seq_length), gated = 1.5;
+  const double moe_mlp = 4 * seq * h * h * (14336.0 * 2 + 4096) / h * gated;
+  const double dense_mlp = 4 * seq * h * h * 14336.0 / h * gated;
+  CHECK(wm.flops.hardware - wp.flops.hardware == doctest::Approx(32 * 6 * moe_mlp).epsilon(1e-9));
+  CHECK(wd.flops.hardware - wp.flops.hardware == doctest::Approx(32 * 2 * dense_mlp).epsilon(1e-9));
+  CHECK(wm.flops.model == wp.flops.model);
+  // Simulated: slower, and lighter.
+  const auto rp = tests::simulate_file(kGpt, with(base, {"training.recompute_modules=[\"core_attn\"]"}));
+  const auto rm = tests::simulate_file(kGpt, with(base, {"training.recompute_modules=[\"core_attn\", \"moe\"]"}));
+  CHECK(rm.iteration_time_s > rp.iteration_time_s);
+  CHECK(rm.breakdown.recompute_s > rp.breakdown.recompute_s);
+  CHECK(rm.peak_bytes_per_gpu < rp.peak_bytes_per_gpu);
+}
+
 TEST_CASE("models/parallelism: ZeRO-3 gathers every layer in forward and backward and reduce-scatters its gradients") {
   const config::Scenario s = config::load_scenario(kGpt, {"parallelism.zero_stage=3"});
   const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
