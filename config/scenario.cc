@@ -49,6 +49,8 @@ constexpr ModelLimit kModelLimits[] = {
     {"seq_length", std::int64_t{1} << 26},           // 64M tokens; 1M-token contexts exist
     {"num_experts", std::int64_t{1} << 14},          // DeepSeek-V3: 256 routed experts
     {"moe_router_topk", std::int64_t{1} << 14},
+    {"moe_router_num_groups", std::int64_t{1} << 14},  // DeepSeek-V3: 8
+    {"moe_router_group_topk", std::int64_t{1} << 14},  // DeepSeek-V3: 4
     {"moe_ffn_hidden_size", std::int64_t{1} << 22},
     {"moe_shared_expert_intermediate_size", std::int64_t{1} << 22},
     {"q_lora_rank", std::int64_t{1} << 20},  // DeepSeek-V3: 1,536
@@ -178,6 +180,12 @@ std::optional<std::int64_t> read_hf_config(const std::string& file, ModelSpec& m
     m.num_experts = num({"num_local_experts", "n_routed_experts", "num_experts"}, 0, "num_experts");
     m.moe_router_topk = num({"num_experts_per_tok"}, std::min<std::int64_t>(2, m.num_experts), "moe_router_topk");
     m.moe_ffn_hidden_size = num({"moe_intermediate_size"}, m.ffn_hidden_size, "moe_ffn_hidden_size");
+    // Group-limited routing (DeepSeek-V2/V3, Kimi K2): n_group groups of experts, topk_group of
+    // them per token.
+    if (find("n_group") != nullptr && find("topk_group") != nullptr) {
+      m.moe_router_num_groups = num({"n_group"}, 0, "moe_router_num_groups");
+      m.moe_router_group_topk = num({"topk_group"}, 0, "moe_router_group_topk");
+    }
     auto positive = [&](const char* key) {
       const Json* v = find(key);
       return v != nullptr && v->is_number() && v->get<double>() > 0;
@@ -294,6 +302,8 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
   m.attention_dropout = r.get_double("attention_dropout", m.attention_dropout, 0, 0.99);
   integer("num_experts", m.num_experts, 0, false);
   integer("moe_router_topk", m.moe_router_topk, 1, false);
+  integer("moe_router_num_groups", m.moe_router_num_groups, 0, false);
+  integer("moe_router_group_topk", m.moe_router_group_topk, 0, false);
   integer("moe_ffn_hidden_size", m.moe_ffn_hidden_size, 0, false);
   integer("moe_shared_expert_intermediate_size", m.moe_shared_expert_intermediate_size, 0, false);
   integer("mtp_num_layers", m.mtp_num_layers, 0, false);
@@ -360,6 +370,24 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
   }
   if (m.num_experts > 0 && m.moe_router_topk > m.num_experts) {
     origins.fail("model.moe_router_topk", "expected at most num_experts (" + std::to_string(m.num_experts) + ")");
+  }
+  // Megatron's group-limited routing: both or neither, groups dividing the experts, a token's
+  // top-k drawn from its chosen groups' experts.
+  if ((m.moe_router_num_groups > 0) != (m.moe_router_group_topk > 0)) {
+    origins.fail(m.moe_router_num_groups > 0 ? "model.moe_router_num_groups" : "model.moe_router_group_topk",
+                 "moe_router_num_groups and moe_router_group_topk go together (group-limited routing)");
+  }
+  if (m.moe_router_num_groups > 0) {
+    if (m.num_experts == 0 || m.num_experts % m.moe_router_num_groups != 0) {
+      origins.fail("model.moe_router_num_groups", "expected a divisor of num_experts (" + std::to_string(m.num_experts) + ")");
+    }
+    if (m.moe_router_group_topk > m.moe_router_num_groups) {
+      origins.fail("model.moe_router_group_topk", "expected at most moe_router_num_groups (" + std::to_string(m.moe_router_num_groups) + ")");
+    }
+    if (m.moe_router_topk > m.moe_router_group_topk * (m.num_experts / m.moe_router_num_groups)) {
+      origins.fail("model.moe_router_topk", "expected at most the experts of moe_router_group_topk groups (" +
+                                                std::to_string(m.moe_router_group_topk * (m.num_experts / m.moe_router_num_groups)) + ")");
+    }
   }
   r.finish();
   return m;
@@ -477,6 +505,9 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   t.align_param_gather = r.get_bool("align_param_gather", true);
   t.tp_comm_overlap = r.get_bool("tp_comm_overlap", false);
   note("tp_comm_overlap");
+  t.moe_token_dispatcher_type =
+      static_cast<models::TokenDispatcher>(r.get_choice("moe_token_dispatcher_type", 0, {"alltoall", "flex"}));
+  note("moe_token_dispatcher_type");
   t.async_tensor_model_parallel_allreduce = r.get_bool("async_tensor_model_parallel_allreduce", true);
   note("async_tensor_model_parallel_allreduce");
   t.overlap_p2p_comm = r.get_bool("overlap_p2p_comm", false);
@@ -849,6 +880,13 @@ void validate_plan(const Scenario& s, const Origins& o) {
     o.fail("training.recompute_modules", "mla_up_proj needs a model with multi_latent_attention");
   }
   if (t.recompute_moe && !m.is_moe()) o.fail("training.recompute_modules", "moe needs a mixture-of-experts model (num_experts)");
+  if (t.moe_token_dispatcher_type == models::TokenDispatcher::kFlex) {
+    if (!m.is_moe()) o.fail("training.moe_token_dispatcher_type", "flex dispatches tokens to experts: it needs a mixture-of-experts model");
+    if (p.etp() > 1) {
+      o.fail("training.moe_token_dispatcher_type",
+             "flex (DeepEP) with expert_tensor_parallel_size > 1 is not modelled: give expert_tensor_parallel_size 1 or the alltoall dispatcher");
+    }
+  }
   if (t.recompute_mlp && m.num_moe_layers() == m.num_layers) {
     o.fail("training.recompute_modules", "mlp recomputes the dense layers' MLP, and every layer of this model is a mixture-of-experts "
                                          "layer (Megatron leaves MoE layers to \"moe\")");

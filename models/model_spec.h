@@ -48,6 +48,12 @@ struct ModelSpec {
   // Mixture of experts (num_experts = 0: dense MLP).
   std::int64_t num_experts = 0;
   std::int64_t moe_router_topk = 2;
+  // Group-limited routing (Megatron's moe_router_num_groups / moe_router_group_topk; DeepSeek's
+  // n_group / topk_group): experts in equal groups, a token's top-k drawn from the experts of its
+  // top groups. 0: none. It changes what crosses nodes only with the flex dispatcher (DeepEP
+  // sends a token to each node once).
+  std::int64_t moe_router_num_groups = 0;
+  std::int64_t moe_router_group_topk = 0;
   std::int64_t moe_ffn_hidden_size = 0;  // 0 = ffn_hidden_size
   // Shared experts (Megatron-Core SharedExpertMLP): a dense MLP of this hidden size every token
   // also goes through, beside its routed experts (0: none; MoE only).

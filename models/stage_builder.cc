@@ -159,18 +159,36 @@ class StageBuilder {
   // told to wait for), plus `extra` dependencies.
   TaskIndex collective(const std::string& name, CommSlot slot, Stream stream, CollectiveKind kind, std::int64_t bytes,
                        DataType dtype, std::uint8_t cat, std::vector<TaskIndex> extra = {}, std::int64_t alloc = 0) {
+    return collective(name, slot, stream, sim::CommOp{kind, dtype, Bytes(bytes)}, cat, std::move(extra), alloc);
+  }
+  TaskIndex collective(const std::string& name, CommSlot slot, Stream stream, const sim::CommOp& op, std::uint8_t cat,
+                       std::vector<TaskIndex> extra = {}, std::int64_t alloc = 0) {
     sim::Task task;
     task.kind = sim::TaskKind::kCollective;
     task.stream = stream;
     task.category = cat;
     task.slot = slot;
-    task.payload = g_.add_comm_op(cls_, sim::CommOp{kind, dtype, Bytes(bytes)});
+    task.payload = g_.add_comm_op(cls_, op);
     task.name = g_.intern(name);
     label(task);
     task.alloc_bytes = alloc;
     if (has_compute_) extra.push_back(last_compute_);
     extra.insert(extra.end(), pending_.begin(), pending_.end());
     return g_.add_task(cls_, task, extra);
+  }
+  // The expert-parallel exchange of routed tokens (`bytes`: each token once per chosen expert):
+  // an all-to-all under the alltoall dispatcher; under flex (DeepEP) a node-aggregated multicast,
+  // the routing probabilities travelling with the tokens.
+  bool flex() const { return t_.moe_token_dispatcher_type == models::TokenDispatcher::kFlex; }
+  TaskIndex token_exchange(const std::string& name, std::int64_t bytes) {
+    sim::CommOp op{CollectiveKind::kAllToAll, d_.act, Bytes(bytes)};
+    if (flex()) {
+      op.multicast_fanout = static_cast<std::uint32_t>(d_.topk);
+      op.multicast_targets = static_cast<std::uint32_t>(d_.experts);
+      op.multicast_groups = static_cast<std::uint32_t>(m_.moe_router_num_groups);
+      op.multicast_groups_chosen = static_cast<std::uint32_t>(m_.moe_router_group_topk);
+    }
+    return collective(name, kEpSlot, kCpEpStream, op, kEpComm);
   }
   TaskIndex p2p(const std::string& name, const std::vector<sim::Transfer>& transfers, Stream stream, std::uint8_t cat,
                 std::vector<TaskIndex> extra = {}, bool after_compute = true, std::int64_t alloc = 0) {
@@ -709,10 +727,11 @@ void StageBuilder::moe_block_forward(std::uint8_t cat) {
   compute("router_softmax_topk", memory_op(Ts * E * (dt() + 4) + 12 * Ts * k), cat);
   compute("permute", memory_op(2 * dt() * Ts * k * d_.h), cat);
   if (d_.ep > 1) {
-    wait(collective("moe_dispatch_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, dt() * Ts * k * d_.h, d_.act,
-                    kEpComm));
-    wait(collective("moe_dispatch_probs_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, 4 * Ts * k,
-                    DataType::kFp32, kEpComm));
+    wait(token_exchange("moe_dispatch_all_to_all", dt() * Ts * k * d_.h));
+    if (!flex()) {
+      wait(collective("moe_dispatch_probs_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, 4 * Ts * k,
+                      DataType::kFp32, kEpComm));
+    }
   }
   if (d_.etp > 1) {
     wait(collective("moe_tokens_all_gather", kExpertTpSlot, kTpStream, CollectiveKind::kAllGather, dt() * R * d_.h, d_.act,
@@ -729,10 +748,7 @@ void StageBuilder::moe_block_forward(std::uint8_t cat) {
     wait(collective("moe_tokens_reduce_scatter", kExpertTpSlot, kTpStream, CollectiveKind::kReduceScatter, dt() * R * d_.h,
                     d_.act, kEpComm));
   }
-  if (d_.ep > 1) {
-    wait(collective("moe_combine_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, dt() * Ts * k * d_.h, d_.act,
-                    kEpComm));
-  }
+  if (d_.ep > 1) wait(token_exchange("moe_combine_all_to_all", dt() * Ts * k * d_.h));
   compute("unpermute", memory_op(dt() * Ts * k * d_.h + dt() * Ts * d_.h), cat);
   if (d_.sf > 0) shared_expert_forward(cat);
 }
@@ -754,10 +770,7 @@ void StageBuilder::moe_backward() {
   if (t_.recomputes_moe()) moe_block_forward(kRecompute);  // the checkpointed layer, forward again
   if (d_.sf > 0) shared_expert_backward();
   compute("unpermute_bwd", memory_op(2 * dt() * Ts * k * d_.h + dt() * Ts * d_.h), kBackward);
-  if (d_.ep > 1) {
-    wait(collective("moe_combine_bwd_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, dt() * Ts * k * d_.h,
-                    d_.act, kEpComm));
-  }
+  if (d_.ep > 1) wait(token_exchange("moe_combine_bwd_all_to_all", dt() * Ts * k * d_.h));
   if (d_.etp > 1) {
     wait(collective("moe_tokens_grad_all_gather", kExpertTpSlot, kTpStream, CollectiveKind::kAllGather, dt() * R * d_.h,
                     d_.act, kEpComm));
@@ -773,10 +786,11 @@ void StageBuilder::moe_backward() {
                     dt() * R * d_.h, d_.act, kEpComm));
   }
   if (d_.ep > 1) {
-    wait(collective("moe_dispatch_probs_bwd_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, 4 * Ts * k,
-                    DataType::kFp32, kEpComm));
-    wait(collective("moe_dispatch_bwd_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, dt() * Ts * k * d_.h,
-                    d_.act, kEpComm));
+    if (!flex()) {
+      wait(collective("moe_dispatch_probs_bwd_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, 4 * Ts * k,
+                      DataType::kFp32, kEpComm));
+    }
+    wait(token_exchange("moe_dispatch_bwd_all_to_all", dt() * Ts * k * d_.h));
   }
   compute("permute_bwd", memory_op(2 * dt() * Ts * k * d_.h), kBackward);
   compute("router_softmax_topk_bwd", memory_op(Ts * E * (2 * dt() + 4)), kBackward);

@@ -64,6 +64,9 @@ enum class Precision : std::uint8_t { kBf16, kFp16, kFp8 };
 enum class RecomputeGranularity : std::uint8_t { kNone, kSelective, kFull };
 enum class RecomputeMethod : std::uint8_t { kUniform, kBlock };
 enum class AttentionKernel : std::uint8_t { kFlash, kUnfused };
+// Megatron-Core's moe_token_dispatcher_type: "alltoall" (NCCL all-to-alls of each token-expert
+// pair) or "flex" with DeepEP (each token crosses to a node once, then NVLink forwarding).
+enum class TokenDispatcher : std::uint8_t { kAllToAll, kFlex };
 enum class PipelineSchedule : std::uint8_t { kGpipe, k1F1B, kInterleaved };
 
 const char* to_string(Precision p);
@@ -134,6 +137,9 @@ struct TrainingSpec {
   // bucket before it (one bucket prefetched).
   bool align_param_gather = true;
   bool tp_comm_overlap = false;
+  // How MoE layers exchange tokens (Megatron-Core's moe_token_dispatcher_type; "flex" with
+  // moe_enable_deepep / moe_flex_dispatcher_backend "deepep").
+  TokenDispatcher moe_token_dispatcher_type = TokenDispatcher::kAllToAll;
   // Megatron-LM's --async-tensor-model-parallel-allreduce (default on since 2021-09, commit
   // 16c90445 "ColumnParallelLinearWithAsyncAllreduce"): without sequence parallelism a column-
   // parallel layer's input-gradient all-reduce overlaps its weight-gradient GEMM. Off, the

@@ -69,6 +69,16 @@ struct CommOp {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   DataType dtype = DataType::kBf16;
   Bytes bytes;
+  // All-to-all as a node-aggregated multicast (multicast_fanout > 0): each rank's buffer holds
+  // `multicast_fanout` copies of each of its items, one per destination, destinations drawn
+  // uniformly without repeats among `multicast_targets` spread evenly over the group's ranks, and
+  // only from `multicast_groups_chosen` of `multicast_groups` equal blocks of them when those are
+  // set. An item crosses to each node that holds one of its destinations once and is forwarded
+  // inside that node. 0: every rank sends 1/n of its buffer to every rank.
+  std::uint32_t multicast_fanout = 0;
+  std::uint32_t multicast_targets = 0;
+  std::uint32_t multicast_groups = 0;
+  std::uint32_t multicast_groups_chosen = 0;
   bool operator==(const CommOp&) const = default;
 };
 

@@ -48,8 +48,9 @@ const char* ClusterTiming::protocol_name(std::uint8_t p) const {
   return to_string(static_cast<Protocol>(p));
 }
 
-GroupShape ClusterTiming::shape_of(CommId comm) const {
-  const auto& members = graph_.communicator(comm).members;
+GroupShape ClusterTiming::shape_of(CommId comm) const { return shape_of_members(graph_.communicator(comm).members); }
+
+GroupShape ClusterTiming::shape_of_members(const std::vector<RankId>& members) const {
   std::map<int, std::pair<int, std::set<int>>> per_node;  // node -> (members, NICs)
   for (RankId m : members) {
     auto& entry = per_node[cluster_.node_of(static_cast<int>(sim::index(m)))];
@@ -78,7 +79,7 @@ const NcclTopology& ClusterTiming::topology_of(const GroupShape& shape) {
 
 void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm,
                                         const std::vector<RankId>& members,
-                                        std::map<std::uint32_t, double>& load) const {
+                                        std::map<std::uint32_t, double>& load, const sim::CommOp& op) const {
   const std::size_t n = members.size();
   if (n < 2) return;
   auto add_route = [&](int a, int b, double c) {
@@ -87,12 +88,26 @@ void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm
     for (ResourceId r : route_scratch_) load[sim::index(r)] += c;
   };
   if (kind == CollectiveKind::kAllToAll) {
-    // Every rank sends 1/n of its buffer to every other rank.
+    if (op.multicast_fanout == 0) {
+      // Every rank sends 1/n of its buffer to every other rank.
+      for (RankId a : members) {
+        for (RankId b : members) {
+          if (a != b) add_route(static_cast<int>(sim::index(a)), static_cast<int>(sim::index(b)), 1.0 / static_cast<double>(n));
+        }
+      }
+      return;
+    }
+    // A multicast: its network share spread over the other nodes' members, its NVLink share over
+    // the node's.
+    const GroupShape s = shape_of_members(members);
+    const AllToAllShares shares = shares_of(op, s);
+    const double remote = static_cast<double>(n) - s.ranks_per_node, peers = s.ranks_per_node - 1.0;
     for (RankId a : members) {
       for (RankId b : members) {
-        if (a != b)
-          add_route(static_cast<int>(sim::index(a)), static_cast<int>(sim::index(b)),
-                    1.0 / static_cast<double>(n));
+        if (a == b) continue;
+        const bool same = cluster_.node_of(static_cast<int>(sim::index(a))) == cluster_.node_of(static_cast<int>(sim::index(b)));
+        const double part = same ? (peers > 0 ? shares.intra / peers : 0.0) : (remote > 0 ? shares.inter / remote : 0.0);
+        add_route(static_cast<int>(sim::index(a)), static_cast<int>(sim::index(b)), part);
       }
     }
     return;
@@ -157,33 +172,48 @@ std::vector<sim::Demand> ClusterTiming::to_demands(const std::map<std::uint32_t,
   return out;
 }
 
+AllToAllShares ClusterTiming::shares_of(const sim::CommOp& op, const GroupShape& s) {
+  if (op.multicast_fanout == 0) return plain_all_to_all(s);
+  return multicast_all_to_all(s, static_cast<int>(op.multicast_fanout), static_cast<int>(op.multicast_targets),
+                              static_cast<int>(op.multicast_groups), static_cast<int>(op.multicast_groups_chosen));
+}
+
+std::uint64_t ClusterTiming::multicast_key(const sim::CommOp& op) {
+  if (op.kind != CollectiveKind::kAllToAll || op.multicast_fanout == 0) return 0;
+  const auto field = [](std::uint32_t v) { return static_cast<std::uint64_t>(std::min<std::uint32_t>(v, 0xffff)); };
+  return field(op.multicast_fanout) << 48 | field(op.multicast_targets) << 32 | field(op.multicast_groups) << 16 |
+         field(op.multicast_groups_chosen);
+}
+
 const sim::CommCost& ClusterTiming::collective_cost(const sim::CommOp& op, CommId comm, bool symmetric) {
   const sim::Communicator& cm = graph_.communicator(comm);
   const std::uint32_t key_id = symmetric ? cm.symmetry_class : sim::index(comm);
+  const std::uint64_t variant = multicast_key(op);
   const auto key =
-      std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), op.bytes.count());
+      std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), op.bytes.count(), variant);
   auto it = collective_cache_.find(key);
   if (it != collective_cache_.end()) return it->second;
 
   sim::CommCost cost;
   if (cm.members.size() >= 2 && op.bytes.count() > 0) {
-    const CollectivePrediction p =
-        collective_.predict(op.kind, op.bytes, topology_of(shape_of(comm)));
+    const GroupShape shape = shape_of(comm);
+    const CollectivePrediction p = variant != 0 ? collective_.predict_all_to_all(op.bytes, shape, shares_of(op, shape))
+                                                : collective_.predict(op.kind, op.bytes, topology_of(shape));
     cost.latency = Duration::from_seconds(p.latency_us * 1e-6);
     cost.volume = op.bytes.as_double();
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
     cost.algorithm = static_cast<std::uint8_t>(p.algorithm);
     cost.protocol = static_cast<std::uint8_t>(p.protocol);
-    const auto demand_key = std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), cost.algorithm);
+    const auto demand_key = std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), cost.algorithm, variant);
     auto d = collective_demands_.find(demand_key);
     if (d == collective_demands_.end()) {
       std::map<std::uint32_t, double> own;
-      add_collective_load(op.kind, p.algorithm, cm.members, own);
+      add_collective_load(op.kind, p.algorithm, cm.members, own, op);
       std::vector<sim::Demand> demands;
       if (symmetric) {
         std::map<std::uint32_t, double> load;
         for (CommId image : comms_by_class_.at(cm.symmetry_class)) {
-          add_collective_load(op.kind, p.algorithm, graph_.communicator(image).members, load);
+          add_collective_load(op.kind, p.algorithm, graph_.communicator(image).members, load, op);
         }
         demands = to_demands(load, &own);
       } else {

@@ -55,14 +55,19 @@ class ClusterTiming final : public sim::TimingModel {
   const CollectiveModel& collective_model() const { return collective_; }
   const ComputeModel& compute_model() const { return compute_; }
   GroupShape shape_of(sim::CommId comm) const;
+  GroupShape shape_of_members(const std::vector<sim::RankId>& members) const;
 
  private:
   // Adds the link load (bytes per byte of the operation) of `kind` with `algorithm` on one
   // communicator to `load`.
+  // An all-to-all loads each pair of members by its shares of the buffer.
   void add_collective_load(sim::CollectiveKind kind, Algorithm algorithm,
                            const std::vector<sim::RankId>& members,
-                           std::map<std::uint32_t, double>& load) const;
+                           std::map<std::uint32_t, double>& load, const sim::CommOp& op) const;
   const NcclTopology& topology_of(const GroupShape& shape);
+  static AllToAllShares shares_of(const sim::CommOp& op, const GroupShape& s);
+  // 0 for every operation but a multicast all-to-all, which it tells apart by its fields.
+  static std::uint64_t multicast_key(const sim::CommOp& op);
   // Demands from link loads. With `own`, only the links in `own` are kept: under symmetry the
   // other images' private links mirror the representative's, and shared links appear in both.
   static std::vector<sim::Demand> to_demands(const std::map<std::uint32_t, double>& load,
@@ -77,10 +82,12 @@ class ClusterTiming final : public sim::TimingModel {
   std::vector<std::vector<sim::RankId>> ranks_by_class_;
   // Looked up once per started operation, so hashed (a tree of 16K+ communicators' entries costs
   // a cache miss per level). Node-based: the engine keeps pointers to the costs.
-  std::unordered_map<std::tuple<std::uint32_t, bool, std::uint8_t, std::int64_t>, sim::CommCost, TupleHash>
+  // The last key element tells multicast all-to-alls apart (multicast_key).
+  std::unordered_map<std::tuple<std::uint32_t, bool, std::uint8_t, std::int64_t, std::uint64_t>, sim::CommCost, TupleHash>
       collective_cache_;
   // Link loads depend on the communicator and the algorithm, not on the message size.
-  std::map<std::tuple<std::uint32_t, bool, std::uint8_t, std::uint8_t>, std::vector<sim::Demand>> collective_demands_;
+  std::map<std::tuple<std::uint32_t, bool, std::uint8_t, std::uint8_t, std::uint64_t>, std::vector<sim::Demand>>
+      collective_demands_;
   std::unordered_map<std::tuple<std::uint32_t, std::uint16_t, bool, std::int64_t>, sim::CommCost, TupleHash>
       transfer_cache_;
   std::map<std::tuple<std::uint32_t, std::uint16_t, bool>, std::vector<sim::Demand>> transfer_demands_;

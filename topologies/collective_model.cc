@@ -654,7 +654,7 @@ CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
   }
   if (kind == CollectiveKind::kAllToAll) {
     if (a != Algorithm::kRing || p != Protocol::kSimple) return out;
-    out = all_to_all(bytes, t.shape);
+    out = all_to_all(bytes, t.shape, plain_all_to_all(t.shape));
   } else {
     const Tuned full = tune(kind, t, a, p, 1.0, false);
     if (!full.enabled) return out;
@@ -714,22 +714,80 @@ CollectivePrediction CollectiveModel::predict_p2p(Bytes bytes, bool same_node) c
 }
 
 // All-to-all is a group of point-to-point sends (NCCL has no tuned algorithm for it): each rank
-// sends (n-1)/n of its buffer, its node's peers over NVLink and the rest through its share of the
-// node's NICs; the slower part sets the time. A rank's traffic cannot spread over several NICs
+// sends its node's peers their share over NVLink and the rest through its share of the node's
+// NICs; the slower part sets the time. A rank's traffic cannot spread over several NICs
 // (sjeaugey, NVIDIA/nccl-tests #267).
-CollectivePrediction CollectiveModel::all_to_all(Bytes bytes, const GroupShape& s) const {
+CollectivePrediction CollectiveModel::all_to_all(Bytes bytes, const GroupShape& s, const AllToAllShares& shares) const {
   const NcclCalibration& c = cluster_.nccl;
-  const double n = s.ranks, local = s.ranks_per_node;
+  const double local = s.ranks_per_node;
   const double b = bytes.as_double();
   const double link = nvlink_ > 0 ? nvlink_ : pcie_;
-  const double intra_us = b * (local - 1) / n / (1e3 * link * c.p2p_nvlink_efficiency);
+  const double intra_us = b * shares.intra / (1e3 * link * c.p2p_nvlink_efficiency);
   const double nic_share =
       std::min(nic_, pcie_) * std::min(1.0, static_cast<double>(s.nics_per_node) / local);
-  const double inter_us = b * (n - local) / n / (1e3 * nic_share * c.p2p_net_efficiency);
+  const double inter_us = b * shares.inter / (1e3 * nic_share * c.p2p_net_efficiency);
   const double stream_us = std::max({intra_us, inter_us, 1e-9});
   return p2p_prediction(
       c.p2p_latency_us + (s.nodes > 1 ? cluster_.inter_node.nic_latency.microseconds() : 0.0), b,
       b / (1e3 * stream_us));
+}
+
+CollectivePrediction CollectiveModel::predict_all_to_all(Bytes bytes, const GroupShape& shape,
+                                                         const AllToAllShares& shares) const {
+  if (shape.ranks <= 1) return predict(CollectiveKind::kAllToAll, bytes, shape);
+  return all_to_all(bytes, shape, shares);
+}
+
+AllToAllShares plain_all_to_all(const GroupShape& s) {
+  const double n = s.ranks, local = s.ranks_per_node;
+  return {(n - local) / n, (local - 1) / n};
+}
+
+namespace {
+
+// C(total - missing, k) / C(total, k): the chance that k draws without repeats from `total`
+// miss all of `missing` given ones.
+double miss_all(double total, double missing, int k) {
+  double p = 1;
+  for (int i = 0; i < k; ++i) {
+    if (total - missing - i <= 0) return 0;
+    p *= (total - missing - i) / (total - i);
+  }
+  return p;
+}
+
+double binomial(int n, int k) {
+  if (k < 0 || k > n) return 0;
+  double r = 1;
+  for (int i = 1; i <= k; ++i) r = r * (n - k + i) / i;
+  return r;
+}
+
+}  // namespace
+
+AllToAllShares multicast_all_to_all(const GroupShape& s, int fanout, int targets, int groups, int groups_chosen) {
+  const int nodes = std::max(1, s.nodes);
+  const double local = s.ranks_per_node;
+  const int k = std::max(1, fanout);
+  const double per_node = static_cast<double>(targets) / nodes;
+  double hit = 0;  // P(a given node holds one of an item's destinations)
+  if (groups > 1 && groups_chosen >= 1 && groups_chosen < groups && groups % nodes == 0) {
+    // Whole groups on each node: q of them; c of the node's groups are among those chosen.
+    const int q = groups / nodes;
+    const double per_group = static_cast<double>(targets) / groups, candidates = groups_chosen * per_group;
+    for (int c = 0; c <= std::min(q, groups_chosen); ++c) {
+      const double pc = binomial(q, c) * binomial(groups - q, groups_chosen - c) / binomial(groups, groups_chosen);
+      hit += pc * (1 - miss_all(candidates, c * per_group, k));
+    }
+  } else if (groups > 1 && groups_chosen >= 1 && groups_chosen < groups && nodes % groups == 0) {
+    // Each group spans nodes / groups whole nodes: the node's group is chosen with probability
+    // groups_chosen / groups.
+    const double candidates = groups_chosen * static_cast<double>(targets) / groups;
+    hit = static_cast<double>(groups_chosen) / groups * (1 - miss_all(candidates, per_node, k));
+  } else {
+    hit = 1 - miss_all(targets, per_node, k);
+  }
+  return {(nodes - 1) * hit / k, local > 1 ? (local - 1) / local : 0.0};
 }
 
 }  // namespace trainsim::topo

@@ -44,6 +44,23 @@ struct GroupShape {
   int nics_per_node = 1;   // distinct NICs local to the members of one node
 };
 
+// The shares of an all-to-all's buffer (the size nccl-tests prints: each rank's send buffer) that
+// one rank sends to other nodes and to the other GPUs of its node.
+struct AllToAllShares {
+  double inter = 0;
+  double intra = 0;
+};
+// Every rank sends 1/n of its buffer to every rank: (n - local)/n across nodes, (local - 1)/n inside.
+AllToAllShares plain_all_to_all(const GroupShape& s);
+// A node-aggregated multicast (sim::CommOp's multicast fields: DeepEP's dispatch and combine):
+// each item crosses once to every other node holding one of its `fanout` destinations, so the
+// network carries (nodes - 1) x P(a node is hit) / fanout of the buffer; inside the node every
+// copy whose destination is another GPU moves over NVLink, (local - 1)/local of it. Destinations
+// are uniform (balanced routing) within the chosen groups; a node is hit when one of its
+// destinations is drawn (exact hypergeometric sums, with groups that nest in nodes or nodes that
+// nest in groups; otherwise as if ungrouped).
+AllToAllShares multicast_all_to_all(const GroupShape& s, int fanout, int targets, int groups, int groups_chosen);
+
 // One algorithm's topology-search result (NCCL's ncclTopoGraph); no channels: not available.
 struct NcclGraph {
   int channels = 0;
@@ -99,6 +116,8 @@ class CollectiveModel {
                                Algorithm a, Protocol p, int gpus_per_thread = 0) const;
   // A point-to-point message between two GPUs (same node or not).
   CollectivePrediction predict_p2p(Bytes bytes, bool same_node) const;
+  // An all-to-all whose buffer moves in the given shares (plain_all_to_all is NCCL's).
+  CollectivePrediction predict_all_to_all(Bytes bytes, const GroupShape& shape, const AllToAllShares& shares) const;
 
   // nccl-tests' bus bandwidth factor for `kind` on n ranks (doc/PERFORMANCE.md).
   static double bus_factor(sim::CollectiveKind kind, int ranks);
@@ -128,7 +147,7 @@ class CollectiveModel {
   int channels_used(double bytes, const NcclTopology& t, Algorithm a, Protocol p) const;
   double pipeline_fill_us(sim::CollectiveKind kind, double bytes, const NcclTopology& t,
                           Algorithm a, int channels, const Tuned& e) const;
-  CollectivePrediction all_to_all(Bytes bytes, const GroupShape& s) const;
+  CollectivePrediction all_to_all(Bytes bytes, const GroupShape& s, const AllToAllShares& shares) const;
   void apply_measured_ring(sim::CollectiveKind kind, double bytes, const GroupShape& s,
                            CollectivePrediction& out) const;
 

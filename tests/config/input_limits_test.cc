@@ -183,6 +183,11 @@ TEST_CASE("config/hf: routed and shared experts and dense layers among them unde
       "{" + v3 + ", \"q_lora_rank\": 1536, \"kv_lora_rank\": 512, \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64, "
                  "\"v_head_dim\": 128, \"tie_word_embeddings\": false, \"num_nextn_predict_layers\": 1}"));
   CHECK(v3_mtp.mtp_num_layers == 1);
+  CHECK(v3_mtp.moe_router_num_groups == 0);  // no n_group / topk_group given
+  // Its node-limited routing: n_group 8, topk_group 4 (Megatron's moe_router_num_groups / _group_topk).
+  const models::ModelSpec v3_groups = config::load_model(hf_model("{" + v3 + ", \"n_group\": 8, \"topk_group\": 4}"));
+  CHECK(v3_groups.moe_router_num_groups == 8);
+  CHECK(v3_groups.moe_router_group_topk == 4);
   CHECK(v3_mtp.total_parameters(1) == v3_mla.total_parameters(1));
   CHECK(static_cast<double>(v3_mtp.total_parameters(1) + v3_mtp.mtp_parameters() + 2 * v3_mtp.padded_vocab(1) * 7168) ==
         doctest::Approx(685e9).epsilon(0.002));

@@ -210,6 +210,32 @@ TEST_CASE("config/Scenario: recompute_modules are Megatron-Core's, under selecti
   CHECK(error_of(moe_moe) == "");
 }
 
+TEST_CASE("config/Scenario: the flex token dispatcher and group-limited routing") {
+  const std::vector<std::string> moe = {"model.num_experts=16", "model.moe_router_topk=4", "parallelism.sequence_parallel=true",
+                                        "parallelism.expert_tensor_parallel_size=1"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> all = moe;
+    all.insert(all.end(), more.begin(), more.end());
+    return error_of(all);
+  };
+  CHECK(with({"training.moe_token_dispatcher_type=\"flex\""}) == "");
+  CHECK(with({"model.moe_router_num_groups=4", "model.moe_router_group_topk=2"}) == "");
+  CHECK(tests::contains(error_of({"training.moe_token_dispatcher_type=\"flex\""}),
+                        "/training/moe_token_dispatcher_type: flex dispatches tokens to experts: it needs a mixture-of-experts model"));
+  CHECK(tests::contains(with({"training.moe_token_dispatcher_type=\"deepep\""}),
+                        "/training/moe_token_dispatcher_type: expected one of \"alltoall\", \"flex\""));
+  CHECK(tests::contains(with({"parallelism.expert_tensor_parallel_size=2", "training.moe_token_dispatcher_type=\"flex\""}),
+                        "/training/moe_token_dispatcher_type: flex (DeepEP) with expert_tensor_parallel_size > 1 is not modelled"));
+  CHECK(tests::contains(with({"model.moe_router_num_groups=4"}),
+                        "/model/moe_router_num_groups: moe_router_num_groups and moe_router_group_topk go together"));
+  CHECK(tests::contains(with({"model.moe_router_num_groups=3", "model.moe_router_group_topk=1"}),
+                        "/model/moe_router_num_groups: expected a divisor of num_experts (16)"));
+  CHECK(tests::contains(with({"model.moe_router_num_groups=4", "model.moe_router_group_topk=5"}),
+                        "/model/moe_router_group_topk: expected at most moe_router_num_groups (4)"));
+  CHECK(tests::contains(with({"model.moe_router_num_groups=8", "model.moe_router_group_topk=1"}),
+                        "/model/moe_router_topk: expected at most the experts of moe_router_group_topk groups (2)"));
+}
+
 TEST_CASE("config/Scenario: multi-token prediction: its count, its place in a layout, and the plans trainsim does not model with it") {
   const std::string rope = "model.position_embedding_type=\"rope\"";
   CHECK(tests::contains(error_of({"model.mtp_num_layers=-1"}), "/model/mtp_num_layers: expected an integer in [0, 64]"));

@@ -183,6 +183,43 @@ TEST_CASE("topologies/CollectiveModel: all-to-all across nodes is bound by one N
   CHECK(p.time_us == doctest::Approx(nic_time_us).epsilon(0.03));
 }
 
+TEST_CASE("topologies/CollectiveModel: a node-aggregated multicast sends each item once per node it reaches") {
+  // 64 ranks on 8 nodes (DeepSeek-V3's EP 64 on DGX H100: 256 experts, 8 per token).
+  const topo::GroupShape s{64, 8, 8, 8};
+  const topo::AllToAllShares plain = topo::plain_all_to_all(s);
+  CHECK(plain.inter == doctest::Approx(56.0 / 64));
+  CHECK(plain.intra == doctest::Approx(7.0 / 64));
+  // One destination per item: what a plain all-to-all sends across nodes.
+  CHECK(topo::multicast_all_to_all(s, 1, 256, 0, 0).inter == doctest::Approx(plain.inter));
+  // Eight destinations among 256 (32 per node): a node is hit with 1 - C(224, 8)/C(256, 8);
+  // each of the 7 other nodes receives the item once, 1/8 of its 8 copies.
+  double miss = 1;
+  for (int i = 0; i < 8; ++i) miss *= (224.0 - i) / (256.0 - i);
+  const topo::AllToAllShares open = topo::multicast_all_to_all(s, 8, 256, 0, 0);
+  CHECK(open.inter == doctest::Approx(7 * (1 - miss) / 8));
+  CHECK(open.intra == doctest::Approx(7.0 / 8));  // every copy for another GPU of the node, over NVLink
+  // Group-limited to 4 of 8 groups (one per node): a node is hit only if its group is chosen (1/2),
+  // then by 1 - C(96, 8)/C(128, 8): DeepSeek-V3's at most 4 nodes per token.
+  double miss4 = 1;
+  for (int i = 0; i < 8; ++i) miss4 *= (96.0 - i) / (128.0 - i);
+  const topo::AllToAllShares limited = topo::multicast_all_to_all(s, 8, 256, 8, 4);
+  CHECK(limited.inter == doctest::Approx(7 * 0.5 * (1 - miss4) / 8));
+  CHECK(limited.inter < open.inter);
+  CHECK(limited.inter * 8 <= 4.0 + 1e-12);  // at most 4 nodes, fewer remote ones
+  // Groups spanning two nodes each (4 groups, 2 chosen): the node's group is chosen with 1/2.
+  double miss_span = 1;
+  for (int i = 0; i < 8; ++i) miss_span *= (96.0 - i) / (128.0 - i);
+  CHECK(topo::multicast_all_to_all(s, 8, 256, 4, 2).inter == doctest::Approx(7 * 0.5 * (1 - miss_span) / 8));
+  // Inside one node nothing crosses the network.
+  CHECK(topo::multicast_all_to_all(topo::GroupShape{8, 1, 8, 8}, 8, 256, 8, 4).inter == 0);
+  // The time follows the network share: half the NIC traffic, about half the time.
+  const topo::CollectiveModel m(config::load_cluster("dgx-h100", 8));
+  const auto a = m.predict_all_to_all(sim::Bytes(kGiB), s, plain);
+  const auto b = m.predict_all_to_all(sim::Bytes(kGiB), s, limited);
+  CHECK(a.time_us == doctest::Approx(m.predict(CollectiveKind::kAllToAll, sim::Bytes(kGiB), s).time_us));
+  CHECK(b.time_us / a.time_us == doctest::Approx(limited.inter / plain.inter).epsilon(0.02));
+}
+
 TEST_CASE("topologies/CollectiveModel: single-node NVLS runs at the NVLink term, not NCCL's search cap") {
   // On NVLink 5 NCCL's estimate caps NVLS at 8 x 90 (the top speed step, no link behind it);
   // B300 nodes measure ~845 GB/s busbw with NVLS (NVIDIA/nccl #2140). The predicted rate is the
