@@ -194,7 +194,10 @@ std::string summary_text(const RunResult& r) {
   if (!s.parallel.pipeline_model_parallel_layout.empty()) o << " layout \"" << s.parallel.pipeline_model_parallel_layout << "\"";
   if (s.parallel.accounts_in_split()) o << " (" << s.parallel.counted_in_split() << " counted as layers)";
   if (s.parallel.context_parallel_size > 1) o << " CP " << s.parallel.context_parallel_size;
-  if (s.parallel.expert_model_parallel_size > 1) o << " EP " << s.parallel.expert_model_parallel_size;
+  if (s.parallel.expert_model_parallel_size > 1) {
+    o << " EP " << s.parallel.expert_model_parallel_size;
+    if (s.training.moe_token_dispatcher_type == models::TokenDispatcher::kFlex) o << " (flex dispatcher)";
+  }
   o << " DP " << w.data_parallel_size << (s.parallel.sequence_parallel ? " +SP" : "") << "; micro-batch "
     << s.training.micro_batch_size << " x " << w.microbatches << ", global batch " << s.training.global_batch_size << "; "
     << models::to_string(s.training.pipeline_schedule) << ", recompute " << models::to_string(s.training.recompute_granularity);
