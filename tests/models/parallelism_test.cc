@@ -97,6 +97,12 @@ TEST_CASE("models/parallelism: symmetric and full fidelity agree for CP, EP, ZeR
   SUBCASE("dense layers among MoE ones (moe_layer_freq)") {
     check_fidelities_agree(kGpt, with(kMoe, {"model.moe_layer_freq=[0, 1, 1, 0, 1, 1, 1, 1]"}));
   }
+  SUBCASE("flex dispatcher (DeepEP) with group-limited routing, the EP group across both nodes") {
+    check_fidelities_agree(kGpt, with(kMoe, {"model.num_experts=16", "model.moe_router_num_groups=4", "model.moe_router_group_topk=2",
+                                             "parallelism.tensor_model_parallel_size=1", "parallelism.pipeline_model_parallel_size=1",
+                                             "parallelism.expert_model_parallel_size=16", "parallelism.sequence_parallel=false",
+                                             "training.moe_token_dispatcher_type=\"flex\""}));
+  }
   SUBCASE("multi-head latent attention") { check_fidelities_agree(kGpt, kMla); }
   SUBCASE("multi-head latent attention with context parallelism and FP8") {
     check_fidelities_agree(kGpt, with(kMla, {"parallelism.context_parallel_size=2", "training.precision=\"fp8\""}));
