@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Builds validate/suites/megatron_bridge_llama.json from validate/data/megatron_bridge_llama.json.
+
+Megatron-Bridge's published pre-training throughput of Llama 3 8B / 70B and Llama 3.1 405B (NeMo
+containers 25.09 and 26.04.01; DGX-GB200, DGX-B200, DGX-H100) becomes one validation case per row
+trainsim can price: the llama3.1 preset of the size, the row's plan and batch, the release's
+performance recipe for the rest (each assumption in the case's notes), and the step time the
+published tokens/s per GPU give. Rows with MXFP8 or activation offloading to the CPU, which
+trainsim does not model, are listed as excluded with the reason. No fit reads these cases: they
+check the calibrations against newer software stacks.
+
+Usage: tools/make_bridge_suite.py [megatron_bridge_llama.json] [megatron_bridge_llama_suite.json]
+"""
+
+import suite_files
+
+PRESETS = {"llama3-8b": "llama3.1-8b", "llama3-70b": "llama3.1-70b", "llama3.1-405b": "llama3.1-405b"}
+SYSTEMS = {"DGX-H100": ("dgx-h100", 8, "h100"), "DGX-B200": ("dgx-b200", 8, "b200"), "DGX-GB200": ("gb200-nvl72", 64, "gb200")}
+
+
+def run_id(r):
+    return "bridge_%s_%s_%s_%dgpu_%s" % (r["model"].replace(".", ""), r["precision"], SYSTEMS[r["system"]][2], r["gpus"],
+                                         "v" + r["release"])
+
+
+def excluded_reason(r):
+    if r["precision"] == "fp8_mx":
+        return ("MXFP8 (Transformer Engine's block scaling, one scale per 32 elements): trainsim prices FP8 with per-tensor "
+                "scales only")
+    if r.get("cpu_offloading_num_layers"):
+        return ("activation offloading to the CPU (cpu_offloading_num_layers %d) beside Megatron FSDP: trainsim does not model "
+                "offloading" % r["cpu_offloading_num_layers"])
+    return None
+
+
+def case(r):
+    preset, per_node, gpu = SYSTEMS[r["system"]]
+    tp, pp, cp, vp = r["tp"], r["pp"], r["cp"], r["vp"]
+    big = r["model"] != "llama3-8b"
+    parallelism = {"tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp, "context_parallel_size": cp,
+                   "sequence_parallel": tp > 1}
+    if r["fsdp"]:
+        parallelism["zero_stage"] = 3
+    else:
+        parallelism["use_distributed_optimizer"] = True
+    if vp > 1:
+        parallelism["virtual_pipeline_model_parallel_size"] = vp
+    if r["model"] == "llama3.1-405b" and pp > 1:
+        parallelism["account_for_embedding_in_pipeline_split"] = True
+        parallelism["account_for_loss_in_pipeline_split"] = True
+    training = {"micro_batch_size": r["mbs"], "global_batch_size": r["gbs"], "precision": "fp8", "recompute_granularity": "none",
+                "attention_kernel": "flash", "overlap_grad_reduce": True, "grad_reduce_in_fp32": False,
+                "tp_comm_overlap": big and tp > 1}
+    if not r["fsdp"]:
+        training["overlap_param_gather"] = True  # ZeRO-3 prefetches its per-layer gathers anyway
+    if vp > 1:
+        training["pipeline_schedule"] = "interleaved"
+        training["overlap_p2p_comm"] = True
+    if per_node == 64 and r["gpus"] < 64:
+        cluster = {"preset": preset, "gpus_per_node": r["gpus"], "num_nodes": 1}
+    else:
+        cluster = {"preset": preset, "num_nodes": r["gpus"] // per_node}
+    padded = r["release"] == "25.09"
+    notes = [
+        "recipe: " + r["recipe"],
+        "Llama 3%s as the %s preset (the same shape)" % (" 8B" if r["model"] == "llama3-8b" else " 70B", PRESETS[r["model"]])
+        if r["model"] != "llama3.1-405b" else "the llama3.1-405b preset",
+        "vocabulary 128,256 %s" % ("padded to a multiple of 128 x TP (make_vocab_size_divisible_by 128)" if padded
+                                   else "unpadded (make_vocab_size_divisible_by 1)"),
+        "FP8 current scaling (per-tensor, amax taken before each cast) priced as trainsim's FP8 (per-tensor scales, one amax "
+        "all-reduce per pass); the FP8 parameter gather (fp8_param_gather) priced at 16 bits",
+        "step time = global batch x 8,192 / (published tokens/s per GPU x GPUs); model TFLOP/s not compared (Megatron-Bridge "
+        "counts the causal half of attention, trainsim Megatron's full score matrix)",
+    ]
+    if r["fsdp"]:
+        notes.append("Megatron FSDP (optim_grads_params, double buffer) over %d ranks modelled as ZeRO stage 3" % r["fsdp"])
+    if r.get("cuda_graphs"):
+        notes.append("CUDA graphs on in the recipe: not modelled (trainsim keeps its per-kernel launch overhead)")
+    if per_node == 64:
+        notes.append("GB200 NVL72: " + ("the %d GPUs in one NVLink domain" % r["gpus"] if r["gpus"] < 64 else
+                                        "64-GPU NVLink domains (the segment NVIDIA recommends for jobs of 128+ GPUs; the "
+                                        "source does not state the placement)"))
+    notes += r.get("notes", [])
+    model = {"preset": PRESETS[r["model"]], "make_vocab_size_divisible_by": 128 if padded else 1}
+    tokens = r["gbs"] * r["seq"]
+    return {
+        "id": run_id(r),
+        "family": gpu,
+        "source": r["source"],
+        "notes": notes,
+        "scenario": {"name": run_id(r), "model": model, "parallelism": parallelism, "training": training, "cluster": cluster},
+        "measured": {"iteration_time_s": round(tokens / (r["tokens_per_s_per_gpu"] * r["gpus"]), 4)},
+    }
+
+
+def cases(data):
+    made, excluded = [], []
+    for r in data["runs"]:
+        assert r["gpus"] % (r["tp"] * r["pp"] * r["cp"]) == 0, r
+        reason = excluded_reason(r)
+        if reason:
+            excluded.append({"id": run_id(r), "source": r["source"], "reason": reason})
+        else:
+            made.append(case(r))
+    return made, excluded
+
+
+def main():
+    suite_files.build("validate/data/megatron_bridge_llama.json", "validate/suites/megatron_bridge_llama.json",
+                      "Megatron-Bridge's published Llama pre-training throughput (NeMo 25.09 and 26.04.01; GB200, B200, H100; "
+                      "FP8) in no fit; built by tools/make_bridge_suite.py from validate/data/megatron_bridge_llama.json", cases)
+
+
+if __name__ == "__main__":
+    main()
