@@ -417,8 +417,13 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
                            "the benchmark, is fitted to the FP8 runs (Transformer Engine also quantizes every FP8 GEMM's inputs)");
       }
       if (fit.attention_scale) {
-        notes.emplace_back("no attention benchmark for this GPU: attention_scale, the in-training attention speed relative "
-                           "to the base calibration's kernel model, is fitted to the runs");
+        const bool benchmarked = out.fit.contains("attention_forward") && out.fit["attention_forward"].contains("points");
+        notes.emplace_back(benchmarked
+                               ? "attention benchmarked only in the base calibration, not among the inputs: attention_scale, the "
+                                 "in-training attention speed of these runs' software relative to that kernel model, is fitted to "
+                                 "the runs"
+                               : "no attention benchmark for this GPU: attention_scale, the in-training attention speed relative "
+                                 "to the base calibration's kernel model, is fitted to the runs");
       }
       record["notes"] = notes;
       record["error_bars"] = error_bars(fit.report);

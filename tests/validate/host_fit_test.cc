@@ -2,10 +2,12 @@
 
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "config/hardware_reader.h"
 #include "test_files.h"
+#include "validate/calibrator.h"
 #include "validate/validation_report.h"
 
 using namespace trainsim;
@@ -104,4 +106,28 @@ TEST_CASE("validate/calibration: a100-megatron-deepspeed.json is a100.json plus 
   stack.host_issue = a100.host_issue;
   stack.source = a100.source;
   CHECK(stack == a100);
+}
+
+TEST_CASE("validate/calibration: h100-nemo25.json is h100.json with its in-training factors refitted to the NeMo 25.04 runs") {
+  // README "Calibration": the kernels stay h100.json's; only the training section moves.
+  topo::ComputeCalibration stack = config::read_compute_calibration(testing::source_path("scenarios/calibration/h100-nemo25.json"));
+  const topo::ComputeCalibration h100 = config::read_compute_calibration(testing::source_path("scenarios/calibration/h100.json"));
+  CHECK(stack.gemm_16bit == h100.gemm_16bit);
+  CHECK(stack.gemm_fp8 == h100.gemm_fp8);
+  CHECK(stack.attention == h100.attention);
+  CHECK(stack.fp8_gemm_scale > h100.fp8_gemm_scale);
+  CHECK(stack.attention_scale > 1.0);
+  REQUIRE(stack.accuracy.has_value());
+  CHECK(stack.accuracy->cases == 34);
+  // Refitting the training section from the same runs gives the same factors (the file's checks,
+  // runs predicted with the finished calibration, are not redone here).
+  validate::CalibrationInputs in;
+  in.files = {testing::source_path("validate/suites/dgxc_v2504.json")};
+  in.gpu = "h100-sxm5-80gb";
+  in.jobs = 2;
+  const validate::CalibrationResult r = validate::calibrate(in);
+  const nlohmann::json written = validate::calibration_json(r);
+  const nlohmann::json shipped = nlohmann::json::parse(testing::read_text(testing::source_path("scenarios/calibration/h100-nemo25.json")));
+  CHECK(written["training"] == shipped["training"]);
+  CHECK(written["fit"]["training"] == shipped["fit"]["training"]);
 }
