@@ -103,6 +103,10 @@ TEST_CASE("models/parallelism: symmetric and full fidelity agree for CP, EP, ZeR
                                              "parallelism.expert_model_parallel_size=16", "parallelism.sequence_parallel=false",
                                              "training.moe_token_dispatcher_type=\"flex\""}));
   }
+  SUBCASE("recompute_modules mlp and moe (dense and MoE layers checkpointed)") {
+    check_fidelities_agree(kGpt, with(kMoe, {"model.moe_layer_freq=[0, 1, 1, 0, 1, 1, 1, 1]", "training.recompute_granularity=\"selective\"",
+                                             "training.recompute_modules=[\"mlp\", \"moe\"]"}));
+  }
   SUBCASE("multi-head latent attention") { check_fidelities_agree(kGpt, kMla); }
   SUBCASE("multi-head latent attention with context parallelism and FP8") {
     check_fidelities_agree(kGpt, with(kMla, {"parallelism.context_parallel_size=2", "training.precision=\"fp8\""}));
