@@ -105,6 +105,7 @@ PipelineLayout parse_pipeline_layout(const std::string& text) {
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const std::string& s = stages[i];
     std::int64_t layers = 0;
+    bool mtp_run_checked = false;  // the run of 'm' is checked once, at its first 'm' (linear time)
     for (std::size_t k = 0; k < s.size(); ++k) {
       switch (s[k]) {
         case 't':
@@ -112,11 +113,13 @@ PipelineLayout parse_pipeline_layout(const std::string& text) {
           break;
         case 'm':
           // A run of 'm' closed by the loss: the modules on the last stage, after the decoder.
-          if (i + 1 != stages.size() || s.find_first_not_of('m', k) != s.size() - 1 || s.back() != 'L') {
+          if (!mtp_run_checked &&
+              (i + 1 != stages.size() || s.find_first_not_of('m', k) != s.size() - 1 || s.back() != 'L')) {
             return fail("virtual stage " + std::to_string(i) +
                         ": multi-token-prediction layers ('m') are modelled only as a run just before the loss 'L' "
                         "(where Megatron builds them with the output layer), not apart from it");
           }
+          mtp_run_checked = true;
           ++out.mtp_layers;
           break;
         case 'E':
