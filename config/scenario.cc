@@ -471,19 +471,18 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
     for (std::size_t i = 0; i < modules->size(); ++i) {
       const Json& m = (*modules)[i];
       const std::string name = m.is_string() ? m.get<std::string>() : "";
-      if (name == "core_attn") {
-        t.recompute_core_attn = true;
-      } else if (name == "mla_up_proj") {
-        t.recompute_mla_up_proj = true;
-      } else if (name == "mlp") {
-        t.recompute_mlp = true;
-      } else if (name == "moe") {
-        t.recompute_moe = true;
-      } else {
+      const auto known = std::find_if(std::begin(models::kRecomputeModules), std::end(models::kRecomputeModules),
+                                      [&](const models::RecomputeModule& k) { return name == k.name; });
+      if (known == std::end(models::kRecomputeModules)) {
+        std::string names;  // "a", "b" or "c"
+        const std::size_t count = std::size(models::kRecomputeModules);
+        for (std::size_t k = 0; k < count; ++k) {
+          names += std::string(k == 0 ? "" : k + 1 == count ? " or " : ", ") + "\"" + models::kRecomputeModules[k].name + "\"";
+        }
         throw InputError(r.file_of("recompute_modules"), join_path(r.path_of("recompute_modules"), i),
-                         "expected \"core_attn\", \"mla_up_proj\", \"mlp\" or \"moe\" (the recompute modules trainsim models), got " +
-                             describe(m));
+                         "expected " + names + " (the recompute modules trainsim models), got " + describe(m));
       }
+      t.*(known->flag) = true;
     }
   }
   note("recompute_modules");

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace trainsim::models {
@@ -98,15 +97,7 @@ struct TrainingSpec {
     return recompute_granularity == RecomputeGranularity::kSelective && recompute_mla_up_proj;
   }
   // The selected modules, comma-separated in Megatron's names ("" unless selective).
-  std::string recompute_modules() const {
-    if (recompute_granularity != RecomputeGranularity::kSelective) return "";
-    std::string out;
-    for (const auto& [on, name] : {std::pair{recompute_core_attn, "core_attn"}, std::pair{recompute_mla_up_proj, "mla_up_proj"},
-                                   std::pair{recompute_mlp, "mlp"}, std::pair{recompute_moe, "moe"}}) {
-      if (on) out += (out.empty() ? "" : ", ") + std::string(name);
-    }
-    return out;
-  }
+  std::string recompute_modules() const;
   bool recomputes_mlp() const { return recompute_granularity == RecomputeGranularity::kSelective && recompute_mlp; }
   bool recomputes_moe() const { return recompute_granularity == RecomputeGranularity::kSelective && recompute_moe; }
   // Megatron checkpoints each multi-token-prediction module (its projection and layer) under full
@@ -160,5 +151,25 @@ struct TrainingSpec {
   std::int64_t ddp_bucket_size = 0;
   std::optional<double> train_tokens;
 };
+
+// Megatron-Core's recompute_modules trainsim models, in Megatron's names, and the flag each sets:
+// the one list the scenario reader accepts and recompute_modules() prints.
+struct RecomputeModule {
+  const char* name;
+  bool TrainingSpec::*flag;
+};
+inline constexpr RecomputeModule kRecomputeModules[] = {{"core_attn", &TrainingSpec::recompute_core_attn},
+                                                        {"mla_up_proj", &TrainingSpec::recompute_mla_up_proj},
+                                                        {"mlp", &TrainingSpec::recompute_mlp},
+                                                        {"moe", &TrainingSpec::recompute_moe}};
+
+inline std::string TrainingSpec::recompute_modules() const {
+  if (recompute_granularity != RecomputeGranularity::kSelective) return "";
+  std::string out;
+  for (const RecomputeModule& m : kRecomputeModules) {
+    if (this->*m.flag) out += (out.empty() ? "" : ", ") + std::string(m.name);
+  }
+  return out;
+}
 
 }  // namespace trainsim::models
