@@ -8,6 +8,18 @@ namespace trainsim::models {
 
 namespace {
 
+// The MLP part of Megatron's bracket, in units of h^2: the routed experts (times top-k) and the
+// shared experts of an MoE layer (Megatron's formula adds shared hidden size / h x the gated
+// multiplier, training.py, num_floating_point_operations), or the dense MLP.
+double mlp_terms(const ModelSpec& m, bool moe) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double routed = moe ? static_cast<double>(m.moe_router_topk) : 1.0;
+  const double gated = m.gated() ? 1.5 : 1.0;
+  const double ffn = static_cast<double>(moe ? m.expert_ffn_hidden() : m.ffn_hidden_size);
+  const double shared = static_cast<double>(moe ? m.shared_expert_ffn_hidden() : 0);
+  return (ffn / h) * routed * gated + (shared / h) * gated;
+}
+
 // The bracket of Megatron's formula without the logits term, per layer, in units of h^2: of an
 // MoE layer or of a dense one.
 double layer_terms(const ModelSpec& m, bool moe) {
@@ -15,12 +27,6 @@ double layer_terms(const ModelSpec& m, bool moe) {
   const double s = static_cast<double>(m.seq_length);
   const double q_ratio = static_cast<double>(m.head_dim() * m.num_attention_heads) / h;
   const double groups = static_cast<double>(m.num_query_groups) / static_cast<double>(m.num_attention_heads);
-  const double routed = moe ? static_cast<double>(m.moe_router_topk) : 1.0;
-  const double gated = m.gated() ? 1.5 : 1.0;
-  const double ffn = static_cast<double>(moe ? m.expert_ffn_hidden() : m.ffn_hidden_size);
-  // Shared experts: Megatron's formula adds (shared hidden size / h) x the gated multiplier
-  // (training.py, num_floating_point_operations).
-  const double shared = static_cast<double>(moe ? m.shared_expert_ffn_hidden() : 0);
   double attention = (1 + groups + s / h) * q_ratio;
   if (m.multi_latent_attention) {
     // Megatron's MLA term (training.py, num_floating_point_operations): projections with their
@@ -33,18 +39,7 @@ double layer_terms(const ModelSpec& m, bool moe) {
     const double per_token = q_term + kl * (h + a * (dn + dv) + 1) + h * dr + a * dv * h + s * a * (dn + dr) / 2 + s * a * dv / 2;
     attention = per_token / (2 * h * h);
   }
-  return attention + (ffn / h) * routed * gated + (shared / h) * gated;
-}
-
-// The MLP part of layer_terms: the routed experts (times top-k) and shared experts of an MoE
-// layer, or the dense MLP.
-double mlp_terms(const ModelSpec& m, bool moe) {
-  const double h = static_cast<double>(m.hidden_size);
-  const double gated = m.gated() ? 1.5 : 1.0;
-  if (!moe) return static_cast<double>(m.ffn_hidden_size) / h * gated;
-  return (static_cast<double>(m.expert_ffn_hidden()) * static_cast<double>(m.moe_router_topk) +
-          static_cast<double>(m.shared_expert_ffn_hidden())) /
-         h * gated;
+  return attention + mlp_terms(m, moe);
 }
 
 // The layers' mean bracket: MoE and dense layers counted apart, as Megatron's formula does when
