@@ -180,7 +180,11 @@ AllToAllShares ClusterTiming::shares_of(const sim::CommOp& op, const GroupShape&
 
 std::uint64_t ClusterTiming::multicast_key(const sim::CommOp& op) {
   if (op.kind != CollectiveKind::kAllToAll || op.multicast_fanout == 0) return 0;
-  const auto field = [](std::uint32_t v) { return static_cast<std::uint64_t>(std::min<std::uint32_t>(v, 0xffff)); };
+  // 16 bits each: the scenario reader bounds experts, top-k and groups by 2^14.
+  const auto field = [](std::uint32_t v) {
+    TRAINSIM_CHECK(v <= 0xffff, "multicast field too large for the cost cache key");
+    return static_cast<std::uint64_t>(v);
+  };
   return field(op.multicast_fanout) << 48 | field(op.multicast_targets) << 32 | field(op.multicast_groups) << 16 |
          field(op.multicast_groups_chosen);
 }
