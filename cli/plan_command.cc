@@ -21,7 +21,7 @@ namespace trainsim::cli {
 namespace {
 
 struct PlanArgs {
-  std::string scenario, model, cluster, gpus, precision;
+  std::string scenario, model, cluster, gpus, precision, fp8_recipe;
   std::optional<std::int64_t> global_batch_size, seq_length;
   std::optional<double> train_tokens, deadline_days, price;
   std::size_t top = 10;
@@ -63,6 +63,16 @@ std::pair<std::int64_t, std::int64_t> parse_gpus(const std::string& text, int gp
   return {a, b};
 }
 
+// The position of `text` among `names` (an enum's order), or an InputError naming `flag`.
+std::size_t choice_of(const std::string& flag, const std::string& text, const std::vector<std::string>& names) {
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == text) return i;
+  }
+  std::string expected;  // "a, b or c"
+  for (std::size_t i = 0; i < names.size(); ++i) expected += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  throw InputError(flag, text, "expected " + expected);
+}
+
 void progress_bar(std::size_t done, std::size_t total) {
   const int width = 40;
   const int filled = total == 0 ? width : static_cast<int>(static_cast<double>(done) / static_cast<double>(total) * width);
@@ -93,15 +103,16 @@ int run(const PlanArgs& a) {
   if (a.seq_length) req.model.seq_length = *a.seq_length;
   if (a.global_batch_size) req.training.global_batch_size = *a.global_batch_size;
   if (!a.precision.empty()) {
-    if (a.precision == "bf16") {
-      req.training.precision = models::Precision::kBf16;
-    } else if (a.precision == "fp16") {
-      req.training.precision = models::Precision::kFp16;
-    } else if (a.precision == "fp8") {
-      req.training.precision = models::Precision::kFp8;
-    } else {
-      throw InputError("--precision", a.precision, "expected bf16, fp16 or fp8");
-    }
+    req.training.precision = static_cast<models::Precision>(choice_of("--precision", a.precision, {"bf16", "fp16", "fp8"}));
+  }
+  if (!a.fp8_recipe.empty()) {
+    if (req.training.precision != models::Precision::kFp8) throw InputError("--fp8-recipe", a.fp8_recipe, "applies with --precision fp8 only");
+    req.training.fp8_recipe =
+        static_cast<models::Fp8Recipe>(choice_of("--fp8-recipe", a.fp8_recipe, {"delayed", "tensorwise", "mxfp8"}));
+  }
+  if (req.training.precision == models::Precision::kFp8 && req.training.fp8_recipe == models::Fp8Recipe::kMxfp8 &&
+      req.cluster.gpu.architecture != topo::Architecture::kBlackwell) {
+    throw InputError("--fp8-recipe", "mxfp8", "needs Blackwell tensor cores (block-scaled FP8); " + req.cluster.gpu.name + " has none");
   }
   if (a.train_tokens) req.training.train_tokens = *a.train_tokens;
   if (req.training.global_batch_size < 1 || (a.scenario.empty() && !a.global_batch_size)) {
@@ -198,6 +209,7 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--global-batch-size", a->global_batch_size, "Global batch size (sequences)");
   cmd->add_option("--seq-length", a->seq_length, "Sequence length (default: the model's)");
   cmd->add_option("--precision", a->precision, "bf16 | fp16 | fp8");
+  cmd->add_option("--fp8-recipe", a->fp8_recipe, "With fp8: delayed | tensorwise | mxfp8 (Blackwell)");
   cmd->add_option("--train-tokens", a->train_tokens, "Token budget: report time to train and GPU-hours");
   cmd->add_option("--deadline-days", a->deadline_days, "With a GPU range: the smallest GPU count that trains in time");
   cmd->add_option("--price-per-gpu-hour", a->price, "Report the cost of training");

@@ -458,6 +458,11 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("global_batch_size");
   t.precision = static_cast<models::Precision>(r.get_choice("precision", 0, {"bf16", "fp16", "fp8"}));
   note("precision");
+  if (r.has("fp8_recipe") && t.precision != models::Precision::kFp8) {
+    r.fail("fp8_recipe", "applies with precision \"fp8\" only");
+  }
+  t.fp8_recipe = static_cast<models::Fp8Recipe>(r.get_choice("fp8_recipe", 0, {"delayed", "tensorwise", "mxfp8"}));
+  note("fp8_recipe");
   t.recompute_granularity =
       static_cast<models::RecomputeGranularity>(r.get_choice("recompute_granularity", 0, {"none", "selective", "full"}));
   note("recompute_granularity");
@@ -940,6 +945,11 @@ void validate_plan(const Scenario& s, const Origins& o) {
   }
   if (t.precision == models::Precision::kFp8 && s.cluster.gpu.dense_fp8.per_second() <= 0) {
     o.fail("training.precision", "fp8 needs FP8 tensor cores; " + s.cluster.gpu.name + " has none");
+  }
+  if (t.precision == models::Precision::kFp8 && t.fp8_recipe == models::Fp8Recipe::kMxfp8 &&
+      s.cluster.gpu.architecture != topo::Architecture::kBlackwell) {
+    // Transformer Engine's MXFP8BlockScaling runs on SM 10.0 and later only (its mxfp8 docs).
+    o.fail("training.fp8_recipe", "mxfp8 needs Blackwell tensor cores (block-scaled FP8); " + s.cluster.gpu.name + " has none");
   }
   if (t.recompute_granularity == models::RecomputeGranularity::kFull) {
     const std::int64_t per_chunk = m.num_layers / (pp * vp);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/json_reader.h"
+#include "models/layer_dims.h"
 #include "models/model_spec.h"
 #include "models/training_spec.h"
 #include "topologies/hardware.h"
@@ -48,6 +49,8 @@ struct Scenario {
   SimulationSpec simulation;
 
   std::int64_t num_gpus() const { return cluster.num_gpus(); }
+  // What lowering the plan needs to know of the cluster's GPU (models::lower, describe).
+  models::TargetGpu target_gpu() const { return {cluster.gpu.architecture == topo::Architecture::kBlackwell}; }
   std::int64_t data_parallel_size() const;
   std::int64_t microbatches() const;
 };

@@ -10,6 +10,11 @@
 
 namespace trainsim::models {
 
+// What the lowering needs to know of the GPU the plan runs on (config::Scenario::target_gpu).
+struct TargetGpu {
+  bool fp8_columnwise_native = false;  // LayerDims::fp8_columnwise_native (Blackwell)
+};
+
 struct LayerDims {
   std::int64_t b = 1;   // micro-batch size
   std::int64_t s = 1;   // sequence length per context-parallel rank
@@ -40,6 +45,11 @@ struct LayerDims {
   bool flash = true;
   sim::DataType act = sim::DataType::kBf16;   // activations
   sim::DataType gemm = sim::DataType::kBf16;  // GEMM inputs (fp8 under Transformer Engine)
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
+  // The GPU's tensor cores read an FP8 operand column-wise from its row-wise layout (Blackwell),
+  // so per-tensor-scaled casts need no transposed copy (Transformer Engine's "Handling
+  // transposes": Hopper transposes, Blackwell does not; MXFP8's column-wise blocks still differ).
+  bool fp8_columnwise_native = false;
   // MoE (experts = 0: dense)
   std::int64_t experts = 0;        // routed experts in total
   std::int64_t local_experts = 0;  // experts on this rank
@@ -59,9 +69,23 @@ struct LayerDims {
   std::int64_t expert_fc1_width() const { return gated ? 2 * ef : ef; }
   std::int64_t shared_fc1_width() const { return gated ? 2 * sf : sf; }
   bool fp8() const { return gemm == sim::DataType::kFp8; }
-  // Bytes per element of activations all-gathered before a GEMM: Transformer Engine casts to FP8
-  // before gathering (distributed.py, gather_along_first_dim with a Float8 quantizer).
-  std::int64_t gather_bytes() const { return fp8() ? 1 : act_bytes(); }
+  bool mxfp8() const { return fp8() && fp8_recipe == Fp8Recipe::kMxfp8; }
+  // Bytes of `elements` FP8 values with their scales: MXFP8 adds one E8M0 byte per 32 elements.
+  std::int64_t fp8_bytes(std::int64_t elements) const { return elements + (mxfp8() ? elements / 32 : 0); }
+  // Bytes of `elements` activations all-gathered before a GEMM: Transformer Engine casts to FP8
+  // before gathering (distributed.py, gather_along_first_dim with a Float8 quantizer; MXFP8
+  // gathers its scales too).
+  std::int64_t gather_bytes(std::int64_t elements) const { return fp8() ? fp8_bytes(elements) : act_bytes() * elements; }
+  // Device-memory traffic of quantizing `elements` values of `source_bytes` each to FP8 for a
+  // GEMM and its backward (Transformer Engine's docs, "FP8 Current Scaling" and "MXFP8"):
+  // delayed scaling and MXFP8 read the tensor once, current scaling twice (amax, then cast);
+  // the row-wise copy is written, and a column-wise one unless the tensor cores read the
+  // row-wise layout column-wise (Blackwell, per-tensor scales).
+  std::int64_t quantize_bytes(std::int64_t elements, std::int64_t source_bytes) const {
+    const std::int64_t reads = fp8_recipe == Fp8Recipe::kTensorwise ? 2 : 1;
+    const std::int64_t copies = fp8_columnwise_native && !mxfp8() ? 1 : 2;
+    return reads * source_bytes * elements + copies * fp8_bytes(elements);
+  }
   // MoE: tokens entering the layer on this rank (sequence-sharded), and tokens its local experts
   // process after the expert-parallel all-to-all and the expert-tensor-parallel all-gather, with
   // the router's load balanced (Megatron's alltoall token dispatcher).

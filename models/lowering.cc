@@ -69,7 +69,7 @@ std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> split_layers(con
 }
 
 Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const TrainingSpec& training,
-                  std::int64_t num_gpus) {
+                  std::int64_t num_gpus, const TargetGpu& gpu) {
   const std::int64_t tp = parallel.tensor_model_parallel_size;
   const std::int64_t pp = parallel.pipeline_model_parallel_size;
   const std::int64_t cp = parallel.context_parallel_size;
@@ -85,6 +85,7 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
   w.microbatches = training.global_batch_size / (training.micro_batch_size * dp);
   w.tokens_per_iteration = training.global_batch_size * model.seq_length;
   w.dims = layer_dims(model, parallel, training);
+  w.dims.fp8_columnwise_native = gpu.fp8_columnwise_native;
   w.flops = count_flops(model, parallel, training);
   w.mtp_layers = model.mtp_num_layers;
   w.mtp_moe = model.is_moe_layer(model.num_layers);
@@ -122,8 +123,9 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
   return w;
 }
 
-Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const TrainingSpec& training, std::int64_t num_gpus) {
-  Workload w = describe(model, parallel, training, num_gpus);
+Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const TrainingSpec& training, std::int64_t num_gpus,
+               const TargetGpu& gpu) {
+  Workload w = describe(model, parallel, training, num_gpus, gpu);
   const std::int64_t tp = parallel.tensor_model_parallel_size;
   const std::int64_t pp = parallel.pipeline_model_parallel_size;
   const std::int64_t cp = parallel.context_parallel_size;

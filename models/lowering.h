@@ -60,10 +60,10 @@ std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> split_layers(con
 
 // REQUIRES: the plan was validated (config/): sizes divide as Megatron requires.
 Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const TrainingSpec& training,
-               std::int64_t num_gpus);
+               std::int64_t num_gpus, const TargetGpu& gpu = {});
 // The workload's stages, shapes and FLOPs without its task graph (cheap: for plan searches).
 Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const TrainingSpec& training,
-                  std::int64_t num_gpus);
+                  std::int64_t num_gpus, const TargetGpu& gpu = {});
 // A quick estimate of the largest memory footprint of any stage: static memory plus the
 // activations of the micro-batches the schedule keeps in flight (1F1B: stages - stage; GPipe:
 // all; interleaved: Megatron's warm-up count of model chunks), without simulating.

@@ -42,6 +42,7 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
   d.flash = t.attention_kernel == AttentionKernel::kFlash;
   d.act = t.precision == Precision::kFp16 ? sim::DataType::kFp16 : sim::DataType::kBf16;
   d.gemm = t.precision == Precision::kFp8 ? sim::DataType::kFp8 : d.act;
+  d.fp8_recipe = t.fp8_recipe;
   if (m.is_moe()) {
     d.experts = m.num_experts;
     d.ep = p.expert_model_parallel_size;
@@ -57,21 +58,22 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
 std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
   const std::int64_t T = d.tokens(), Ts = d.sharded_tokens(), dt = d.act_bytes();
   // A GEMM's input is kept for its weight gradient; under FP8, Transformer Engine keeps the FP8
-  // (column-wise) cast instead of the 16-bit tensor (module/linear.py, saved inputmat).
-  const std::int64_t lin = d.fp8() ? 1 : dt;
+  // (column-wise) cast instead of the 16-bit tensor (module/linear.py, saved inputmat), with its
+  // scales under MXFP8.
+  auto lin = [&](std::int64_t elements) { return d.fp8() ? d.fp8_bytes(elements) : dt * elements; };
   // Attention block (Korthikanti Sec. 4.1): QKV input, Q and K for the scores, V, the output
   // projection's input and the dropout mask; softmax output, its dropout mask and dropout output
   // (the 5as^2b term) only when the score matrix is materialised. Grouped-query attention keeps
   // g key/value heads instead of a.
-  std::int64_t attention = lin * Ts * d.h                  // QKV GEMM input (sharded under SP)
+  std::int64_t attention = lin(Ts * d.h)                  // QKV GEMM input (sharded under SP)
                            + dt * T * (d.a + 2 * d.g) * d.d  // Q, K, V
-                           + lin * T * d.a * d.dv;           // output-projection input
+                           + lin(T * d.a * d.dv);           // output-projection input
   if (d.mla) {
     // MLA: the down projections' input (sharded under SP), each latent's norm input and up
     // projection input (sharded, re-gathered in backward), the shared rotary key, then Q and K
     // of qk + rope dimensions and V of the value dimension.
     const std::int64_t latents = (d.ql > 0 ? d.ql : 0) + d.kl;
-    attention = lin * Ts * d.h + (dt + lin) * Ts * latents + dt * T * d.dr + lin * T * d.a * d.dv;
+    attention = lin(Ts * d.h) + dt * Ts * latents + lin(Ts * latents) + dt * T * d.dr + lin(T * d.a * d.dv);
     // Q, K and V for the attention backward, unless recomputed from the latents.
     if (!d.mla_up_recomputed) attention += dt * T * d.a * (2 * (d.dn + d.dr) + d.dv);
   }
@@ -93,18 +95,18 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
     mlp = dt * Ts * d.h;
   } else if (d.experts == 0) {
     // MLP block (Sec. 4.1): fc1 input, activation input, fc2 input, dropout mask.
-    mlp = lin * Ts * d.h + dt * T * d.fc1_width() + lin * T * d.f;
+    mlp = lin(Ts * d.h) + dt * T * d.fc1_width() + lin(T * d.f);
   } else {
     // MoE (Megatron's MoELayer with the alltoall dispatcher): the router input, its fp32
     // probabilities, the expert GEMMs' inputs and activation input over the routed tokens, and
     // the combined expert outputs the probability-weighted unpermute needs for the router's
     // gradient.
     const std::int64_t R = d.routed_tokens();
-    mlp = dt * Ts * d.h + 4 * Ts * d.experts + lin * R * d.h + dt * R * d.expert_fc1_width() + lin * R * d.ef +
+    mlp = dt * Ts * d.h + 4 * Ts * d.experts + lin(R * d.h) + dt * R * d.expert_fc1_width() + lin(R * d.ef) +
           dt * Ts * d.topk * d.h;
     // The shared expert keeps what a dense MLP of its size keeps; its fc1 input is the router's
     // input, plus Transformer Engine's FP8 copy of it under FP8.
-    if (d.sf > 0) mlp += (d.fp8() ? Ts * d.h : 0) + dt * T * d.shared_fc1_width() + lin * T * d.sf;
+    if (d.sf > 0) mlp += (d.fp8() ? d.fp8_bytes(Ts * d.h) : 0) + dt * T * d.shared_fc1_width() + lin(T * d.sf);
   }
   if (d.hidden_dropout) mlp += Ts * d.h;
   // Two normalisations keep their inputs.

@@ -142,7 +142,13 @@ class StageBuilder {
     task.kind = sim::TaskKind::kCompute;
     task.stream = kComputeStream;
     task.category = cat;
-    task.payload = g_.add_kernel(cls_, k);
+    if (k.kernel_class == sim::KernelClass::kGemm && k.dtype == DataType::kFp8 && d_.mxfp8()) {
+      Kernel scaled = k;
+      scaled.block_scaled = true;
+      task.payload = g_.add_kernel(cls_, scaled);
+    } else {
+      task.payload = g_.add_kernel(cls_, k);
+    }
     task.name = g_.intern(name);
     label(task);
     task.alloc_bytes = alloc + pending_alloc_;
@@ -236,7 +242,7 @@ class StageBuilder {
   DataType grad_dtype() const { return t_.grad_reduce_in_fp32 ? DataType::kFp32 : d_.act; }
 
   // ---- linear layers (tensor_parallel/layers.py and Transformer Engine's modules) ----
-  void fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat);
+  void fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat, bool gathered = false);
   template <typename ChunkKernel>
   TaskIndex ring_exchange_gemm(const std::string& exchange_name, const std::string& gemm_name, std::int64_t gathered,
                                std::uint8_t cat, ChunkKernel chunk_kernel);
@@ -384,10 +390,21 @@ TaskIndex StageBuilder::ring_exchange_gemm(const std::string& exchange_name, con
   return last;
 }
 
-void StageBuilder::fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat) {
-  // Transformer Engine's cast_transpose: read the 16-bit tensor, write its FP8 row-wise and
-  // column-wise (transposed) copies for the forward/dgrad and the wgrad GEMM.
-  compute(name, memory_op(elements * (dt() + 2)), cat);
+// Transformer Engine's quantization of a 16-bit tensor for a GEMM and its backward: the row-wise
+// FP8 copy and, unless the tensor cores read it column-wise, the column-wise one (cast_transpose
+// on Hopper; MXFP8's column-wise blocks always differ). Current scaling ("tensorwise") first
+// reads the tensor for its amax (compute_amax), and a tensor that is then all-gathered over the
+// tensor-parallel group has its amax all-reduced there first, so every rank casts with one scale
+// (Transformer Engine docs, "FP8 Current Scaling", Amax reduction).
+void StageBuilder::fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat, bool gathered) {
+  const std::int64_t bytes = d_.quantize_bytes(elements, dt());
+  if (d_.fp8_recipe != Fp8Recipe::kTensorwise) {
+    compute(name, memory_op(bytes), cat);
+    return;
+  }
+  compute(name + "_amax", memory_op(dt() * elements), cat);
+  if (gathered && d_.sp) tp_collective(name + "_amax_all_reduce", CollectiveKind::kAllReduce, 4, true, DataType::kFp32);
+  compute(name, memory_op(bytes - dt() * elements), cat);
 }
 
 // Column-parallel linear forward (QKV, fc1, logits): Y[T, n] = X[T, h] W[h, n]. Under sequence
@@ -397,14 +414,14 @@ void StageBuilder::fp8_cast(const std::string& name, std::int64_t elements, std:
 void StageBuilder::column_forward(const std::string& name, std::int64_t n, std::uint8_t cat, bool fp8, std::int64_t k) {
   const std::int64_t T = d_.tokens(), K = k > 0 ? k : d_.h;
   const DataType in = fp8 ? d_.gemm : d_.act;
-  const std::int64_t elem = fp8 && d_.fp8() ? 1 : dt();
-  if (fp8 && d_.fp8()) fp8_cast(name + "_input_cast", d_.sharded_tokens() * K, cat);
+  const bool q = fp8 && d_.fp8();
+  if (q) fp8_cast(name + "_input_cast", d_.sharded_tokens() * K, cat, true);
   if (!d_.sp) {
     compute(name, gemm(T, n, K, 1, in), cat);
     return;
   }
-  const std::int64_t gathered = elem * T * K;
-  const DataType gdt = elem == 1 ? DataType::kFp8 : d_.act;
+  const std::int64_t gathered = q ? d_.fp8_bytes(T * K) : dt() * T * K;
+  const DataType gdt = q ? DataType::kFp8 : d_.act;
   if (tp_overlap()) {
     const TaskIndex last = ring_exchange_gemm(name + "_ring_exchange", name + "_chunk", gathered, cat,
                                               [&](std::int64_t rows) { return gemm(rows, n, K, 1, in); });
@@ -447,7 +464,7 @@ void StageBuilder::column_backward(const std::string& name, std::int64_t n, std:
   const DataType in = q ? d_.gemm : d_.act;
   if (q) fp8_cast(name + "_grad_cast", T * n, kBackward);
   TaskIndex gather = kNoTask;
-  const std::int64_t gathered = (q ? 1 : dt()) * T * K;
+  const std::int64_t gathered = q ? d_.fp8_bytes(T * K) : dt() * T * K;
   if (d_.sp) {
     gather = tp_collective(name + "_input_all_gather", CollectiveKind::kAllGather, gathered, false,
                            q ? DataType::kFp8 : d_.act, gathered);
@@ -473,8 +490,8 @@ void StageBuilder::column_backward(const std::string& name, std::int64_t n, std:
 // weight gradient reuses the gathered tensor).
 void StageBuilder::row_backward(const std::string& name, std::int64_t k, std::int64_t params) {
   const std::int64_t T = d_.tokens();
-  if (d_.fp8()) fp8_cast(name + "_grad_cast", d_.sharded_tokens() * d_.h, kBackward);
-  const std::int64_t gathered = d_.gather_bytes() * T * d_.h;
+  if (d_.fp8()) fp8_cast(name + "_grad_cast", d_.sharded_tokens() * d_.h, kBackward, true);
+  const std::int64_t gathered = d_.gather_bytes(T * d_.h);
   if (tp_overlap()) {
     ring_exchange_gemm(name + "_grad_ring_exchange", name + "_dgrad_chunk", gathered, kBackward,
                        [&](std::int64_t rows) { return gemm(rows, k, d_.h, 1, d_.gemm); });
@@ -807,7 +824,7 @@ void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int6
   if (d_.fp8() && (p_.zero_stage >= 3 || !forwarded_chunks_.contains(chunk_)) && cat != kRecompute) {
     // Weights cast to FP8 (row- and column-wise) once per iteration and cached, or after every
     // gather under ZeRO-3.
-    compute("fp8_weight_cast", memory_op(params_of(layer).gemm_weights * (2 + 2)), cat);
+    compute("fp8_weight_cast", memory_op(d_.quantize_bytes(params_of(layer).gemm_weights, 2)), cat);
   }
   pending_alloc_ += alloc;  // the layer's saved activations, allocated as its forward starts
   attention_forward(cat);
@@ -1383,7 +1400,7 @@ void StageBuilder::fsdp_reduce(std::int64_t unit) {
 // finishes (fp8.py, reduce_and_update_fp8_tensors): 3 forward and 2 backward tensors per GEMM,
 // 4 GEMMs per layer, one fp32 each.
 void StageBuilder::amax_reduction(std::int64_t layers, bool forward) {
-  if (!d_.fp8() || layers == 0) return;
+  if (!d_.fp8() || d_.fp8_recipe != Fp8Recipe::kDelayed || layers == 0) return;
   if (d_.t * dp_cp_ <= 1) return;
   layer_ = -1;
   wait(collective(forward ? "fp8_amax_all_reduce" : "fp8_amax_bwd_all_reduce", kAmaxSlot, kTpStream,

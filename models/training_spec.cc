@@ -14,6 +14,18 @@ const char* to_string(Precision p) {
   return "?";
 }
 
+const char* to_string(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kDelayed:
+      return "delayed";
+    case Fp8Recipe::kTensorwise:
+      return "tensorwise";
+    case Fp8Recipe::kMxfp8:
+      return "mxfp8";
+  }
+  return "?";
+}
+
 const char* to_string(RecomputeGranularity g) {
   switch (g) {
     case RecomputeGranularity::kNone:

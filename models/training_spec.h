@@ -60,6 +60,11 @@ struct ParallelSpec {
 };
 
 enum class Precision : std::uint8_t { kBf16, kFp16, kFp8 };
+// How Transformer Engine scales FP8 tensors (Megatron-Core's --fp8-recipe): "delayed" (one scale
+// per tensor from an amax history, reduced over the amax group at the end of each pass),
+// "tensorwise" (current scaling: the tensor's own amax, one extra read), "mxfp8" (one E8M0 scale
+// per 32 consecutive elements, row-wise and column-wise copies quantized separately; Blackwell).
+enum class Fp8Recipe : std::uint8_t { kDelayed, kTensorwise, kMxfp8 };
 enum class RecomputeGranularity : std::uint8_t { kNone, kSelective, kFull };
 enum class RecomputeMethod : std::uint8_t { kUniform, kBlock };
 enum class AttentionKernel : std::uint8_t { kFlash, kUnfused };
@@ -69,6 +74,7 @@ enum class TokenDispatcher : std::uint8_t { kAllToAll, kFlex };
 enum class PipelineSchedule : std::uint8_t { kGpipe, k1F1B, kInterleaved };
 
 const char* to_string(Precision p);
+const char* to_string(Fp8Recipe r);
 const char* to_string(RecomputeGranularity g);
 const char* to_string(RecomputeMethod m);
 const char* to_string(AttentionKernel k);
@@ -78,6 +84,7 @@ struct TrainingSpec {
   std::int64_t micro_batch_size = 1;
   std::int64_t global_batch_size = 1;
   Precision precision = Precision::kBf16;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with precision fp8
   RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   std::int64_t recompute_num_layers = 1;

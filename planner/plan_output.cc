@@ -61,7 +61,11 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   const bool train = request.training.train_tokens.has_value();
   o << "plans for " << request.model.name << " on " << request.cluster.gpu.name << " (" << request.cluster.name
     << "), global batch " << request.training.global_batch_size << " x " << request.model.seq_length << " tokens, "
-    << models::to_string(request.training.precision) << "\n";
+    << models::to_string(request.training.precision)
+    << (request.training.precision == models::Precision::kFp8 && request.training.fp8_recipe != models::Fp8Recipe::kDelayed
+            ? std::string(" (") + models::to_string(request.training.fp8_recipe) + ")"
+            : std::string())
+    << "\n";
   o << "  considered " << report.considered << ", simulated " << report.simulated << ", feasible " << report.plans.size()
     << ", pruned " << report.pruned_total() << ":\n";
   for (const auto& [reason, n] : report.pruned) o << "    " << n << "  " << reason << "\n";
@@ -188,6 +192,7 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
                             {"recompute_granularity", models::to_string(r.training.recompute_granularity)},
                             {"pipeline_schedule", models::to_string(r.training.pipeline_schedule)},
                             {"precision", models::to_string(r.training.precision)}};
+    if (r.training.precision == models::Precision::kFp8) plan["training"]["fp8_recipe"] = models::to_string(r.training.fp8_recipe);
     plan["iteration_time_s"] = tidy(r.iteration_time_s);
     plan["tokens_per_s"] = tidy(r.tokens_per_s);
     plan["mfu"] = tidy(r.mfu);

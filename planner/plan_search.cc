@@ -256,7 +256,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                 bool placed = false;
                 for (std::size_t i = 0; i < sp.recompute.size() && !placed; ++i) {
                   t.recompute_granularity = sp.recompute[i];
-                  const models::Workload w = models::describe(s.model, p, t, gpus);
+                  const models::Workload w = models::describe(s.model, p, t, gpus, s.target_gpu());
                   if (models::estimated_peak_bytes(w, p, t) > capacity) {
                     ++pruned_[kReasonMemoryEstimate];
                     continue;

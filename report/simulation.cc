@@ -85,7 +85,7 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
   RunResult out;
   out.scenario = scenario;
   const config::Scenario& s = out.scenario;
-  out.workload = std::make_unique<models::Workload>(models::lower(s.model, s.parallel, s.training, s.num_gpus()));
+  out.workload = std::make_unique<models::Workload>(models::lower(s.model, s.parallel, s.training, s.num_gpus(), s.target_gpu()));
   const models::Workload& w = *out.workload;
 
   // The cluster, with degraded links applied.

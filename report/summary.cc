@@ -203,7 +203,12 @@ std::string summary_text(const RunResult& r) {
     << models::to_string(s.training.pipeline_schedule) << ", recompute " << models::to_string(s.training.recompute_granularity);
   // The modules of selective recomputation, where they are not Megatron's default (core_attn).
   if (const std::string modules = s.training.recompute_modules(); !modules.empty() && modules != "core_attn") o << " (" << modules << ")";
-  o << ", " << models::to_string(s.training.precision) << "\n\n";
+  o << ", " << models::to_string(s.training.precision);
+  // The FP8 recipe, where it is not Megatron-Core's default (delayed scaling).
+  if (s.training.precision == models::Precision::kFp8 && s.training.fp8_recipe != models::Fp8Recipe::kDelayed) {
+    o << " (" << models::to_string(s.training.fp8_recipe) << ")";
+  }
+  o << "\n\n";
   o << "  iteration time        " << fmt("%.3f s", r.iteration_time_s) << "\n";
   if (const auto& a = s.cluster.gpu.calibration.accuracy) {
     // The error this calibration made on the published runs it was fitted to.

@@ -5,8 +5,8 @@ Megatron-Bridge's published pre-training throughput of Llama 3 8B / 70B and Llam
 containers 25.09 and 26.04.01; DGX-GB200, DGX-B200, DGX-H100) becomes one validation case per row
 trainsim can price: the llama3.1 preset of the size, the row's plan and batch, the release's
 performance recipe for the rest (each assumption in the case's notes), and the step time the
-published tokens/s per GPU give. Rows with MXFP8 or activation offloading to the CPU, which
-trainsim does not model, are listed as excluded with the reason. No fit reads these cases: they
+published tokens/s per GPU give. Rows with activation offloading to the CPU, which trainsim does
+not model, are listed as excluded with the reason. No fit reads these cases: they
 check the calibrations against newer software stacks.
 
 Usage: tools/make_bridge_suite.py [megatron_bridge_llama.json] [megatron_bridge_llama_suite.json]
@@ -24,9 +24,6 @@ def run_id(r):
 
 
 def excluded_reason(r):
-    if r["precision"] == "fp8_mx":
-        return ("MXFP8 (Transformer Engine's block scaling, one scale per 32 elements): trainsim prices FP8 with per-tensor "
-                "scales only")
     if r.get("cpu_offloading_num_layers"):
         return ("activation offloading to the CPU (cpu_offloading_num_layers %d) beside Megatron FSDP: trainsim does not model "
                 "offloading" % r["cpu_offloading_num_layers"])
@@ -48,7 +45,9 @@ def case(r):
     if r["model"] == "llama3.1-405b" and pp > 1:
         parallelism["account_for_embedding_in_pipeline_split"] = True
         parallelism["account_for_loss_in_pipeline_split"] = True
-    training = {"micro_batch_size": r["mbs"], "global_batch_size": r["gbs"], "precision": "fp8", "recompute_granularity": "none",
+    recipe = {"fp8_cs": "tensorwise", "fp8_mx": "mxfp8"}[r["precision"]]
+    training = {"micro_batch_size": r["mbs"], "global_batch_size": r["gbs"], "precision": "fp8", "fp8_recipe": recipe,
+                "recompute_granularity": "none",
                 "attention_kernel": "flash", "overlap_grad_reduce": True, "grad_reduce_in_fp32": False,
                 "tp_comm_overlap": big and tp > 1}
     if not r["fsdp"]:
@@ -67,8 +66,8 @@ def case(r):
         if r["model"] != "llama3.1-405b" else "the llama3.1-405b preset",
         "vocabulary 128,256 %s" % ("padded to a multiple of 128 x TP (make_vocab_size_divisible_by 128)" if padded
                                    else "unpadded (make_vocab_size_divisible_by 1)"),
-        "FP8 current scaling (per-tensor, amax taken before each cast) priced as trainsim's FP8 (per-tensor scales, one amax "
-        "all-reduce per pass); the FP8 parameter gather (fp8_param_gather) priced at 16 bits",
+        ("FP8 current scaling (Megatron-Bridge's 'cs'): fp8_recipe tensorwise" if recipe == "tensorwise" else
+         "MXFP8 (Megatron-Bridge's 'mx'): fp8_recipe mxfp8") + "; the FP8 parameter gather (fp8_param_gather) priced at 16 bits",
         "step time = global batch x 8,192 / (published tokens/s per GPU x GPUs); model TFLOP/s not compared (Megatron-Bridge "
         "counts the causal half of attention, trainsim Megatron's full score matrix)",
     ]

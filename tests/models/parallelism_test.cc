@@ -666,3 +666,56 @@ TEST_CASE("models/parallelism: aligned parameter gathers start on every stage wi
   CHECK(tests::simulate_file(kLlama, one).iteration_time_s ==
         tests::simulate_file(kLlama, with(one, {"training.align_param_gather=false"})).iteration_time_s);
 }
+
+TEST_CASE("models/parallelism: FP8 recipes price Transformer Engine's quantization") {
+  // Llama-3.1 8B with TP 2 and sequence parallelism: the QKV input is cast on its sequence shard,
+  // then all-gathered in FP8.
+  const std::string b200 = "cluster={\"preset\": \"dgx-b200\", \"num_nodes\": 2}";
+  auto lowered = [](const std::vector<std::string>& set) {
+    const config::Scenario s = config::load_scenario(kLlama, set);
+    return models::lower(s.model, s.parallel, s.training, s.num_gpus(), s.target_gpu());
+  };
+  auto kernel = [](const models::Workload& w, const std::string& name) {
+    const auto t = tasks_named(w, 0, name);
+    REQUIRE(!t.empty());
+    return w.graph.rank_class(0).kernels[t.front()->payload];
+  };
+  const models::Workload delayed = lowered({"training.precision=\"fp8\""});
+  const std::int64_t n = delayed.dims.sharded_tokens() * delayed.dims.h;
+  // Delayed scaling on Hopper: one read, the row-wise and the transposed copy written; the amax
+  // history is all-reduced at the end of each pass.
+  CHECK(kernel(delayed, "qkv_proj_input_cast").bytes.count() == 2 * n + 2 * n);
+  CHECK(!tasks_named(delayed, 0, "fp8_amax_all_reduce").empty());
+  CHECK(tasks_named(delayed, 0, "qkv_proj_input_cast_amax_all_reduce").empty());
+  // Current scaling: an amax pass first, reduced over the TP group before the gathered cast;
+  // no amax history.
+  const models::Workload tensorwise = lowered({"training.precision=\"fp8\"", "training.fp8_recipe=\"tensorwise\""});
+  CHECK(kernel(tensorwise, "qkv_proj_input_cast_amax").bytes.count() == 2 * n);
+  CHECK(kernel(tensorwise, "qkv_proj_input_cast").bytes.count() == 2 * n + 2 * n);
+  CHECK(tasks_named(tensorwise, 0, "qkv_proj_input_cast_amax_all_reduce").size() ==
+        tasks_named(tensorwise, 0, "qkv_proj_input_cast").size());
+  CHECK(tasks_named(tensorwise, 0, "fp8_amax_all_reduce").empty());
+  // Blackwell reads the row-wise copy column-wise: per-tensor casts write one copy. MXFP8 writes
+  // both (its 1x32 and 32x1 blocks differ) with one scale byte per 32 elements, gathers the
+  // scales too, and its GEMMs are block-scaled.
+  const models::Workload blackwell = lowered({"training.precision=\"fp8\"", b200});
+  CHECK(kernel(blackwell, "qkv_proj_input_cast").bytes.count() == 2 * n + n);
+  CHECK(!kernel(blackwell, "qkv_proj").block_scaled);
+  const models::Workload mx = lowered({"training.precision=\"fp8\"", "training.fp8_recipe=\"mxfp8\"", b200});
+  CHECK(kernel(mx, "qkv_proj_input_cast").bytes.count() == 2 * n + 2 * (n + n / 32));
+  CHECK(kernel(mx, "qkv_proj").block_scaled);
+  CHECK(tasks_named(mx, 0, "fp8_amax_all_reduce").empty());
+  const auto gather = tasks_named(mx, 0, "qkv_proj_all_gather");
+  REQUIRE(!gather.empty());
+  const std::int64_t gathered = delayed.dims.tokens() * delayed.dims.h;
+  CHECK(mx.graph.rank_class(0).comm_ops[gather.front()->payload].bytes.count() == gathered + gathered / 32);
+  // End to end: the extra pass makes current scaling slower than delayed scaling on H100, and
+  // MXFP8 slower than delayed scaling on B200 (both copies, block-scaled GEMM kernels), as
+  // Transformer Engine's GEMM profiling measured on H200 and B300.
+  const double h100_delayed = tests::simulate_file(kLlama, {"training.precision=\"fp8\""}).iteration_time_s;
+  CHECK(tests::simulate_file(kLlama, {"training.precision=\"fp8\"", "training.fp8_recipe=\"tensorwise\""}).iteration_time_s >
+        h100_delayed);
+  const double b200_delayed = tests::simulate_file(kLlama, {"training.precision=\"fp8\"", b200}).iteration_time_s;
+  CHECK(tests::simulate_file(kLlama, {"training.precision=\"fp8\"", "training.fp8_recipe=\"mxfp8\"", b200}).iteration_time_s >
+        b200_delayed);
+}

@@ -158,10 +158,10 @@ TEST_CASE("report/summary: the typical error of the calibration travels with eac
   CHECK(checks.front().mean_time_error < 0);
   CHECK(checks.back().cases == 8);
   CHECK(checks.back().mean_time_error > 0);
-  CHECK(report::summary_text(r).find("checked on            18 Blackwell runs in no fit (dgxc_gb200.json): 11.4% (largest 16%), "
-                                     "predictions 11.4% fast on average") != std::string::npos);
-  CHECK(report::summary_text(r).find("checked on            8 Blackwell runs in no fit (nemo_long_sequence.json): 1.9% (largest 4%), "
-                                     "predictions 1.6% slow on average") != std::string::npos);
+  CHECK(report::summary_text(r).find("checked on            18 Blackwell runs in no fit (dgxc_gb200.json): 11.6% (largest 16%), "
+                                     "predictions 11.6% fast on average") != std::string::npos);
+  CHECK(report::summary_text(r).find("checked on            8 Blackwell runs in no fit (nemo_long_sequence.json): 1.8% (largest 4%), "
+                                     "predictions 1.2% slow on average") != std::string::npos);
   CHECK(report::summary_json(r)["calibration_accuracy"]["checks"][0]["suite"] == "dgxc_gb200.json");
 
   // A calibration without the records (e.g. fitted from GEMMs alone, in code) prints no claim.

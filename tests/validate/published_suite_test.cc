@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 #include <thread>
 
@@ -122,31 +123,49 @@ TEST_CASE("validate/secondary suites: GB200 NVL72 runs check the Blackwell model
   CHECK(r.min_spearman >= 0.9);
 }
 
-TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell within 5%, H100 FP8 slow") {
+TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell within 8.5% but one, H100 FP8 slow") {
   // validate/suites/megatron_bridge_llama.json (README, "A ninth suite"), in no fit: Megatron-Bridge's
-  // published FP8 (current scaling) throughput of Llama 3 8B/70B and 3.1 405B, NeMo 25.09 and
-  // 26.04.01, on GB200, B200 and H100 (MXFP8 and CPU-offloading rows excluded). Blackwell comes out
-  // within 5%, H100 2-13% slow: these newer stacks run H100 FP8 faster than the runs the H100
-  // calibration was fitted to (as the NeMo 25.04 DGX Cloud suite shows too). The bounds hold
-  // these figures against regressions.
+  // published FP8 throughput of Llama 3 8B/70B and 3.1 405B, NeMo 25.09 and 26.04.01, on GB200,
+  // B200 and H100, current scaling and MXFP8 (CPU-offloading rows excluded). Blackwell comes out
+  // within 8.5% but for the 405B MXFP8 plan on 128 GB200, which measured 7% slower than the same
+  // plan on 128 B200 and comes out 23% fast; H100 3-16% slow: these newer stacks run H100 FP8
+  // faster than the runs the H100 calibration was fitted to (as the NeMo 25.04 DGX Cloud suite
+  // shows too). The bounds hold these figures against regressions.
   const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/megatron_bridge_llama.json"));
-  REQUIRE(suite.cases.size() == 9);
-  CHECK(suite.excluded.size() == 8);
+  REQUIRE(suite.cases.size() == 14);
+  CHECK(suite.excluded.size() == 3);
   const validate::ValidationReport r = validate::validate_suite(suite);
-  REQUIRE(r.cases.size() == 9);
+  REQUIRE(r.cases.size() == 14);
+  std::map<std::string, double> predicted;
   for (const validate::CaseResult& c : r.cases) {
     CAPTURE(c.id);
     const double e = c.metrics.front().error;
+    predicted[c.id] = c.metrics.front().predicted;
     if (c.family == "h100") {
       CHECK(e >= 0.0);
-      CHECK(e <= 0.16);
+      CHECK(e <= 0.17);
+    } else if (c.id == "bridge_llama31-405b_fp8_mx_gb200_128gpu_v25.09") {
+      CHECK(e >= -0.25);
+      CHECK(e <= -0.20);
     } else {
-      CHECK(std::abs(e) <= 0.06);
+      CHECK(std::abs(e) <= 0.085);
     }
   }
-  CHECK(r.primary.front().errors.mape <= 0.08);
+  // MXFP8 (both quantized copies, block-scaled GEMM kernels) runs slower than current scaling on
+  // the same plan, as each pair measured.
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"llama3-8b", "gb200_8gpu"}, {"llama3-8b", "b200_8gpu"}, {"llama31-405b", "b200_128gpu"}};
+  for (const auto& p : pairs) {
+    const std::string mx = "bridge_" + p.first + "_fp8_mx_" + p.second + "_v25.09";
+    const std::string cs = "bridge_" + p.first + "_fp8_cs_" + p.second + "_v25.09";
+    CAPTURE(mx);
+    REQUIRE(predicted.count(mx) == 1);
+    REQUIRE(predicted.count(cs) == 1);
+    CHECK(predicted[mx] > predicted[cs]);
+  }
+  CHECK(r.primary.front().errors.mape <= 0.085);
   // With h100-nemo25.json, the H100 calibration refitted to DGX Cloud's NeMo 25.04 runs (README
-  // "Calibration"), the H100 rows, which no fit has seen, come within 9% (MAPE 2.8%).
+  // "Calibration"), the H100 rows, which no fit has seen, come within 9% (MAPE 3.3%).
   validate::Suite h100;
   for (validate::Case c : suite.cases) {
     if (c.family != "h100") continue;
