@@ -463,6 +463,9 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   }
   t.fp8_recipe = static_cast<models::Fp8Recipe>(r.get_choice("fp8_recipe", 0, {"delayed", "tensorwise", "mxfp8"}));
   note("fp8_recipe");
+  t.fp8_param_gather = r.get_bool("fp8_param_gather", false);
+  if (t.fp8_param_gather && t.precision != models::Precision::kFp8) r.fail("fp8_param_gather", "applies with precision \"fp8\" only");
+  note("fp8_param_gather");
   t.recompute_granularity =
       static_cast<models::RecomputeGranularity>(r.get_choice("recompute_granularity", 0, {"none", "selective", "full"}));
   note("recompute_granularity");
@@ -945,6 +948,10 @@ void validate_plan(const Scenario& s, const Origins& o) {
   }
   if (t.precision == models::Precision::kFp8 && s.cluster.gpu.dense_fp8.per_second() <= 0) {
     o.fail("training.precision", "fp8 needs FP8 tensor cores; " + s.cluster.gpu.name + " has none");
+  }
+  if (t.fp8_param_gather && !p.shards_optimizer()) {
+    // Megatron-LM arguments.py: only with the distributed optimizer or FSDP.
+    o.fail("training.fp8_param_gather", "needs a sharded optimizer (use_distributed_optimizer or zero_stage >= 1)");
   }
   if (t.precision == models::Precision::kFp8 && t.fp8_recipe == models::Fp8Recipe::kMxfp8 &&
       s.cluster.gpu.architecture != topo::Architecture::kBlackwell) {

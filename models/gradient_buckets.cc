@@ -19,6 +19,7 @@ std::vector<GradientBucket> make_buckets(const std::vector<ParamGroup>& groups, 
       used[b] = true;
     }
     cur.params += g.params;
+    cur.fp8_params += g.fp8;
     cur.first_unit = std::min(cur.first_unit, g.unit);
     cur.last_unit = std::max(cur.last_unit, g.unit);
     last_of[b] = i;

@@ -20,6 +20,7 @@ struct ParamGroup {
   std::int64_t params = 0;
   bool expert = false;
   std::int64_t unit = 0;
+  std::int64_t fp8 = 0;  // of them, weights of FP8 GEMMs (gathered in FP8 under fp8_param_gather)
   bool operator==(const ParamGroup&) const = default;
 };
 
@@ -29,6 +30,7 @@ struct GradientBucket {
   std::size_t closing_group = 0;  // index of the group whose gradient completes the bucket
   std::int64_t first_unit = 0;    // forward-order span of the units it holds
   std::int64_t last_unit = 0;
+  std::int64_t fp8_params = 0;  // of `params`, weights of FP8 GEMMs
 };
 
 // Buckets of one model chunk, in the order they close. `groups` in backward order; bucket_size

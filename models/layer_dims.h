@@ -15,6 +15,19 @@ struct TargetGpu {
   bool fp8_columnwise_native = false;  // LayerDims::fp8_columnwise_native (Blackwell)
 };
 
+// Bytes of `elements` FP8 values with their scales (MXFP8: one E8M0 byte per 32 elements).
+inline std::int64_t fp8_scaled_bytes(std::int64_t elements, Fp8Recipe r) {
+  return elements + (r == Fp8Recipe::kMxfp8 ? elements / 32 : 0);
+}
+// Bytes of the FP8 copies a GEMM operand of `elements` values needs for its forward and backward
+// GEMMs (Transformer Engine docs, "Handling transposes"): the row-wise copy, and a column-wise
+// one unless the tensor cores read the row-wise layout column-wise (Blackwell with per-tensor
+// scales; MXFP8's 32x1 column blocks always differ from its 1x32 row blocks).
+inline std::int64_t fp8_copies_bytes(std::int64_t elements, Fp8Recipe r, bool columnwise_native) {
+  const std::int64_t copies = columnwise_native && r != Fp8Recipe::kMxfp8 ? 1 : 2;
+  return copies * fp8_scaled_bytes(elements, r);
+}
+
 struct LayerDims {
   std::int64_t b = 1;   // micro-batch size
   std::int64_t s = 1;   // sequence length per context-parallel rank
@@ -70,21 +83,18 @@ struct LayerDims {
   std::int64_t shared_fc1_width() const { return gated ? 2 * sf : sf; }
   bool fp8() const { return gemm == sim::DataType::kFp8; }
   bool mxfp8() const { return fp8() && fp8_recipe == Fp8Recipe::kMxfp8; }
-  // Bytes of `elements` FP8 values with their scales: MXFP8 adds one E8M0 byte per 32 elements.
-  std::int64_t fp8_bytes(std::int64_t elements) const { return elements + (mxfp8() ? elements / 32 : 0); }
+  std::int64_t fp8_bytes(std::int64_t elements) const { return fp8_scaled_bytes(elements, fp8_recipe); }
   // Bytes of `elements` activations all-gathered before a GEMM: Transformer Engine casts to FP8
   // before gathering (distributed.py, gather_along_first_dim with a Float8 quantizer; MXFP8
   // gathers its scales too).
   std::int64_t gather_bytes(std::int64_t elements) const { return fp8() ? fp8_bytes(elements) : act_bytes() * elements; }
   // Device-memory traffic of quantizing `elements` values of `source_bytes` each to FP8 for a
   // GEMM and its backward (Transformer Engine's docs, "FP8 Current Scaling" and "MXFP8"):
-  // delayed scaling and MXFP8 read the tensor once, current scaling twice (amax, then cast);
-  // the row-wise copy is written, and a column-wise one unless the tensor cores read the
-  // row-wise layout column-wise (Blackwell, per-tensor scales).
+  // delayed scaling and MXFP8 read the tensor once, current scaling twice (amax, then cast),
+  // and the copies (fp8_copies_bytes) are written.
   std::int64_t quantize_bytes(std::int64_t elements, std::int64_t source_bytes) const {
     const std::int64_t reads = fp8_recipe == Fp8Recipe::kTensorwise ? 2 : 1;
-    const std::int64_t copies = fp8_columnwise_native && !mxfp8() ? 1 : 2;
-    return reads * source_bytes * elements + copies * fp8_bytes(elements);
+    return reads * source_bytes * elements + fp8_copies_bytes(elements, fp8_recipe, fp8_columnwise_native);
   }
   // MoE: tokens entering the layer on this rank (sequence-sharded), and tokens its local experts
   // process after the expert-parallel all-to-all and the expert-tensor-parallel all-gather, with

@@ -117,7 +117,7 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
       info.params.fp8_gemm += mtp.fp8_gemm;
     }
     info.parameters = info.params.total();
-    info.static_memory = static_memory(info.params, dp * cp, w.expert_data_parallel_size, parallel, training);
+    info.static_memory = static_memory(info.params, dp * cp, w.expert_data_parallel_size, parallel, training, gpu);
     w.stages.push_back(std::move(info));
   }
   return w;

@@ -137,7 +137,7 @@ std::int64_t mtp_activation_bytes(const LayerDims& layer, const LayerDims& d, bo
 }
 
 StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::int64_t expert_dp, const ParallelSpec& p,
-                           const TrainingSpec& t) {
+                           const TrainingSpec& t, const TargetGpu& gpu) {
   TRAINSIM_CHECK(dp >= 1 && expert_dp >= 1, "data-parallel sizes must be positive");
   StaticMemory m;
   // Megatron mixed precision (docs "Distributed optimizer"): 16-bit weights (2 B), main grads
@@ -156,10 +156,19 @@ StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::
               : per_param * params.total();
   };
   m.weights = sharded(2, p.zero_stage >= 3);
-  // FP8: Transformer Engine caches each GEMM weight's FP8 cast, row-wise and column-wise
-  // (1 B each), from the first micro-batch on (module/base.py, get_weight_workspace with
-  // is_first_microbatch). Under ZeRO-3 the casts live only while a layer is gathered.
-  if (t.precision == Precision::kFp8 && p.zero_stage < 3) m.weights += 2 * params.fp8_gemm;
+  if (t.precision == Precision::kFp8) {
+    // FP8: Transformer Engine caches each GEMM weight's FP8 copies (fp8_copies_bytes) from the
+    // first micro-batch on (module/base.py, get_weight_workspace with is_first_microbatch); under
+    // ZeRO-3 they live only while a layer is gathered. With fp8_param_gather the copies are the
+    // weights: no 16-bit copy is kept (sharded under ZeRO-3, the expert weights over `expert_dp`).
+    const std::int64_t fp8 = params.fp8_gemm, expert = std::min(params.expert, fp8);
+    const auto copies = [&](std::int64_t n) { return fp8_copies_bytes(n, t.fp8_recipe, gpu.fp8_columnwise_native); };
+    if (t.fp8_param_gather && p.zero_stage >= 3) {
+      m.weights += shard(copies(fp8 - expert) - 2 * (fp8 - expert), dp) + shard(copies(expert) - 2 * expert, expert_dp);
+    } else if (p.zero_stage < 3) {
+      m.weights += copies(fp8) - (t.fp8_param_gather ? 2 * fp8 : 0);
+    }
+  }
   m.gradients = sharded(grad_bytes, p.zero_stage >= 2);
   m.optimizer_states = sharded(12, p.shards_optimizer());
   return m;

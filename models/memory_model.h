@@ -40,7 +40,7 @@ struct StageParameters {
 };
 
 struct StaticMemory {
-  std::int64_t weights = 0;            // 16-bit parameters (plus FP8 copies under fp8)
+  std::int64_t weights = 0;            // 16-bit parameters and FP8 copies under fp8
   std::int64_t gradients = 0;          // main gradients (fp32 or 16-bit)
   std::int64_t optimizer_states = 0;   // fp32 master weights and Adam moments (sharded or not)
   std::int64_t total() const { return weights + gradients + optimizer_states; }
@@ -49,6 +49,6 @@ struct StaticMemory {
 // Static memory of one GPU: dense parameters replicated over `dp` ranks, expert parameters over
 // `expert_dp` ranks.
 StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::int64_t expert_dp, const ParallelSpec& p,
-                           const TrainingSpec& t);
+                           const TrainingSpec& t, const TargetGpu& gpu = {});
 
 }  // namespace trainsim::models

@@ -313,6 +313,8 @@ class StageBuilder {
   void gather_chunk(std::int64_t chunk);
   void distributed_optimizer_gathers(std::int64_t unit);
   std::int64_t unit_dense(std::int64_t unit) const;
+  std::int64_t param_gather_bytes(std::int64_t params, std::int64_t fp8) const;
+  std::int64_t unit_gather_bytes(std::int64_t unit, bool expert) const;
   std::int64_t unit_expert(std::int64_t unit) const;
   void fsdp_acquire(std::int64_t unit, bool backward);
   void fsdp_issue(std::int64_t unit);
@@ -822,9 +824,15 @@ void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int6
   if (p_.zero_stage >= 3 && cat != kRecompute) fsdp_acquire(layer, false);
   if (!bucket_gathers_.empty() && cat != kRecompute) distributed_optimizer_gathers(layer);
   if (d_.fp8() && (p_.zero_stage >= 3 || !forwarded_chunks_.contains(chunk_)) && cat != kRecompute) {
-    // Weights cast to FP8 (row- and column-wise) once per iteration and cached, or after every
-    // gather under ZeRO-3.
-    compute("fp8_weight_cast", memory_op(d_.quantize_bytes(params_of(layer).gemm_weights, 2)), cat);
+    // Weights cast to FP8 once per iteration and cached, or after every gather under ZeRO-3.
+    // With fp8_param_gather they arrive in FP8: only Hopper's transpose of the per-tensor-scaled
+    // row-wise copy remains (post_all_gather_processing).
+    const std::int64_t weights = params_of(layer).gemm_weights;
+    if (!t_.fp8_param_gather) {
+      compute("fp8_weight_cast", memory_op(d_.quantize_bytes(weights, 2)), cat);
+    } else if (!d_.fp8_columnwise_native && !d_.mxfp8()) {
+      compute("fp8_weight_transpose", memory_op(2 * weights), cat);
+    }
   }
   pending_alloc_ += alloc;  // the layer's saved activations, allocated as its forward starts
   attention_forward(cat);
@@ -1141,27 +1149,27 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
   const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk)];
   std::vector<ParamGroup> out;
   out.reserve(static_cast<std::size_t>(12 * count + 3));  // at most 11 groups a layer
-  auto add = [&](std::int64_t params, bool expert, std::int64_t unit) {
-    if (params > 0) out.push_back(ParamGroup{params, expert, unit});
+  auto add = [&](std::int64_t params, bool expert, std::int64_t unit, bool gemm = false) {
+    if (params > 0) out.push_back(ParamGroup{params, expert, unit, gemm && d_.fp8() ? params : 0});
   };
   auto add_layer = [&](std::int64_t l) {
     if (m_.is_moe_layer(l)) {
-      add(lp_.shared_fc2, false, l);
-      add(lp_.shared_fc1, false, l);
-      add(lp_.expert_fc2, true, l);
-      add(lp_.expert_fc1, true, l);
+      add(lp_.shared_fc2, false, l, true);
+      add(lp_.shared_fc1, false, l, true);
+      add(lp_.expert_fc2, true, l, true);
+      add(lp_.expert_fc1, true, l, true);
       add(lp_.router, false, l);
     } else {
-      add(dense_lp_.fc2, false, l);
-      add(dense_lp_.fc1, false, l);
+      add(dense_lp_.fc2, false, l, true);
+      add(dense_lp_.fc1, false, l, true);
     }
     add(lp_.norm, false, l);
-    add(lp_.proj, false, l);
-    add(lp_.qkv, false, l);  // 0 under MLA, whose projections follow
-    add(lp_.kv_up, false, l);
-    add(lp_.kv_down, false, l);
-    add(lp_.q_up, false, l);
-    add(lp_.q_down, false, l);
+    add(lp_.proj, false, l, true);
+    add(lp_.qkv, false, l, true);  // 0 under MLA, whose projections follow
+    add(lp_.kv_up, false, l, true);
+    add(lp_.kv_down, false, l, true);
+    add(lp_.q_up, false, l, true);
+    add(lp_.q_down, false, l, true);
     add(lp_.norm, false, l);
   };
   if (chunk == static_cast<std::int64_t>(info_.chunks.size()) - 1 && info_.has_output) {
@@ -1171,7 +1179,7 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
     for (std::int64_t k = m_.mtp_num_layers - 1; k >= 0; --k) {
       add(lp_.norm, false, mtp_layer(k));  // final norm
       add_layer(mtp_layer(k));
-      add(mtp_projection_params(d_), false, mtp_layer(k));  // eh_proj
+      add(mtp_projection_params(d_), false, mtp_layer(k), true);  // eh_proj
       add(lp_.norm, false, mtp_layer(k));                 // hnorm
       add(lp_.norm, false, mtp_layer(k));                 // enorm
     }
@@ -1244,7 +1252,7 @@ void StageBuilder::reduce_bucket(const GradientBucket& b, TaskIndex producer) {
   layer_ = saved_layer;
 }
 
-// The distributed optimizer's parameter all-gather of one bucket (16-bit parameters).
+// The distributed optimizer's parameter all-gather of one bucket (param_gather_bytes).
 void StageBuilder::gather_bucket(std::int64_t chunk, std::size_t bucket) {
   TaskIndex& task = bucket_gathers_[static_cast<std::size_t>(chunk)][bucket];
   if (task != kNoTask) return;
@@ -1255,7 +1263,7 @@ void StageBuilder::gather_bucket(std::int64_t chunk, std::size_t bucket) {
     return;
   }
   task = collective(b.expert ? "expert_param_all_gather" : "param_all_gather", b.expert ? kExpertDpSlot : kDpSlot,
-                    kDpStream, CollectiveKind::kAllGather, 2 * b.params, d_.act, kDpComm);
+                    kDpStream, CollectiveKind::kAllGather, param_gather_bytes(b.params, b.fp8_params), d_.act, kDpComm);
 }
 
 // align_param_gather: DistributedDataParallel.start_param_sync, the gathers of every bucket of a
@@ -1322,23 +1330,41 @@ std::int64_t StageBuilder::unit_expert(std::int64_t unit) const {
   return (unit == kEmbeddingUnit || unit == output_unit()) ? 0 : params_of(unit).expert();
 }
 
+// Bytes a data-parallel gather moves for `params` parameters, `fp8` of them FP8 GEMM weights: 16
+// bits each, but for fp8_param_gather's FP8 weights (the row-wise copy; MXFP8 both copies, the
+// column-wise one not derivable from the other: Transformer Engine's cast_master_weights_to_fp8
+// writes both for the shard).
+std::int64_t StageBuilder::param_gather_bytes(std::int64_t params, std::int64_t fp8) const {
+  if (!d_.fp8() || !t_.fp8_param_gather) return 2 * params;
+  return 2 * (params - fp8) + (d_.mxfp8() ? 2 : 1) * d_.fp8_bytes(fp8);
+}
+
+// ZeRO-3: the bytes of a unit's dense (or expert) parameter gather; every expert weight is an FP8
+// GEMM weight under FP8.
+std::int64_t StageBuilder::unit_gather_bytes(std::int64_t unit, bool expert) const {
+  const std::int64_t n = expert ? unit_expert(unit) : unit_dense(unit);
+  const bool layer = unit != kEmbeddingUnit && unit != output_unit();
+  const std::int64_t fp8 = !d_.fp8() || !layer ? 0 : expert ? n : std::max<std::int64_t>(0, params_of(unit).gemm_weights - unit_expert(unit));
+  return param_gather_bytes(n, std::min(n, fp8));
+}
+
 // ZeRO-3 / FSDP (Megatron-FSDP's runtime schedule, fsdp/src/docs/runtime_schedule.md): each
 // unit's 16-bit parameters are all-gathered before use and freed after; the next unit's gather
 // is prefetched as a unit starts, so it overlaps the unit's compute (double buffering).
 void StageBuilder::fsdp_issue(std::int64_t unit) {
   if (fsdp_held_.contains(unit)) return;
   std::vector<TaskIndex> tasks;
-  const std::int64_t dense = unit_dense(unit), expert = unit_expert(unit);
+  const std::int64_t dense = unit_gather_bytes(unit, false), expert = unit_gather_bytes(unit, true);
   const auto saved = layer_;
   layer_ = unit >= 0 && unit < output_unit() ? unit : -1;
   if (dense > 0) {
     tasks.push_back(dp_cp_ > 1 ? collective("fsdp_param_all_gather", kDpSlot, kDpStream, CollectiveKind::kAllGather,
-                                            2 * dense, d_.act, kDpComm, {}, 2 * dense)
+                                            dense, d_.act, kDpComm, {}, dense)
                                : kNoTask);
   }
   if (expert > 0) {
     tasks.push_back(edp_ > 1 ? collective("fsdp_expert_param_all_gather", kExpertDpSlot, kDpStream,
-                                          CollectiveKind::kAllGather, 2 * expert, d_.act, kDpComm, {}, 2 * expert)
+                                          CollectiveKind::kAllGather, expert, d_.act, kDpComm, {}, expert)
                              : kNoTask);
   }
   layer_ = saved;
@@ -1368,7 +1394,7 @@ void StageBuilder::fsdp_acquire(std::int64_t unit, bool backward) {
 void StageBuilder::fsdp_release(std::int64_t unit) {
   auto it = fsdp_held_.find(unit);
   if (it == fsdp_held_.end()) return;
-  const std::int64_t bytes = 2 * (unit_dense(unit) + unit_expert(unit));
+  const std::int64_t bytes = unit_gather_bytes(unit, false) + unit_gather_bytes(unit, true);
   bool gathered = false;
   for (TaskIndex t : it->second) gathered |= t != kNoTask;
   if (gathered && has_compute_) free_at(last_compute_, bytes);
@@ -1459,11 +1485,19 @@ void StageBuilder::finalize() {
                   kOtherComm));
   // Adam over the local shard (Megatron's fused multi-tensor kernel): read the gradient, fp32
   // master weight and both moments, write master and moments and the 16-bit weight copy.
+  // With fp8_param_gather the FP8 GEMM weights of the shard get no 16-bit copy: Transformer
+  // Engine's cast_master_weights_to_fp8 quantizes their fp32 masters into the gather buffer.
+  const std::int64_t fp8_shard = d_.fp8() && t_.fp8_param_gather
+                                     ? std::min(shard, sharded ? (info_.params.fp8_gemm + dp_cp_ - 1) / dp_cp_ : info_.params.fp8_gemm)
+                                     : 0;
   Kernel adam;
   adam.kernel_class = KernelClass::kOptimizer;
-  adam.bytes = Bytes(shard * (4 + 4 + 4 + 4 + 4 + 4 + 4 + 2));
+  adam.bytes = Bytes(shard * (4 + 4 + 4 + 4 + 4 + 4 + 4 + 2) - 2 * fp8_shard);
   adam.flops = Flops(12.0 * static_cast<double>(shard));
   compute("adam_step", adam, kOptimizer, 0, fp32_grad_copy);
+  if (fp8_shard > 0) {
+    compute("fp8_param_quantize", memory_op(4 * fp8_shard + (d_.mxfp8() ? 2 : 1) * d_.fp8_bytes(fp8_shard)), kOptimizer);
+  }
   if (sharded && p_.zero_stage < 3 && !t_.overlap_param_gather) {
     // Updated 16-bit parameters gathered back to every data-parallel rank, bucket by bucket
     // (DistributedOptimizer.step -> start_param_sync).
@@ -1475,7 +1509,7 @@ void StageBuilder::finalize() {
         if (group <= 1) continue;
         gathers.push_back(collective(bucket.expert ? "expert_param_all_gather" : "param_all_gather",
                                      bucket.expert ? kExpertDpSlot : kDpSlot, kDpStream, CollectiveKind::kAllGather,
-                                     2 * bucket.params, d_.act, kDpComm));
+                                     param_gather_bytes(bucket.params, bucket.fp8_params), d_.act, kDpComm));
       }
     }
     for (TaskIndex t : gathers) wait(t);

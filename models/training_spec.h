@@ -85,6 +85,12 @@ struct TrainingSpec {
   std::int64_t global_batch_size = 1;
   Precision precision = Precision::kBf16;
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with precision fp8
+  // Megatron-Core's --fp8-param-gather (with a sharded optimizer): the FP8 GEMMs' weights are
+  // kept only as FP8 copies (no 16-bit copy), the optimizer quantizes its fp32 shard straight to
+  // FP8 (Transformer Engine's cast_master_weights_to_fp8) and the data-parallel gather moves the
+  // FP8 bytes: the row-wise copy under per-tensor scaling (Hopper makes the transpose after the
+  // gather), both copies under MXFP8.
+  bool fp8_param_gather = false;
   RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   std::int64_t recompute_num_layers = 1;

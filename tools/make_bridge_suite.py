@@ -47,7 +47,7 @@ def case(r):
         parallelism["account_for_loss_in_pipeline_split"] = True
     recipe = {"fp8_cs": "tensorwise", "fp8_mx": "mxfp8"}[r["precision"]]
     training = {"micro_batch_size": r["mbs"], "global_batch_size": r["gbs"], "precision": "fp8", "fp8_recipe": recipe,
-                "recompute_granularity": "none",
+                "fp8_param_gather": True, "recompute_granularity": "none",
                 "attention_kernel": "flash", "overlap_grad_reduce": True, "grad_reduce_in_fp32": False,
                 "tp_comm_overlap": big and tp > 1}
     if not r["fsdp"]:
@@ -67,7 +67,8 @@ def case(r):
         "vocabulary 128,256 %s" % ("padded to a multiple of 128 x TP (make_vocab_size_divisible_by 128)" if padded
                                    else "unpadded (make_vocab_size_divisible_by 1)"),
         ("FP8 current scaling (Megatron-Bridge's 'cs'): fp8_recipe tensorwise" if recipe == "tensorwise" else
-         "MXFP8 (Megatron-Bridge's 'mx'): fp8_recipe mxfp8") + "; the FP8 parameter gather (fp8_param_gather) priced at 16 bits",
+         "MXFP8 (Megatron-Bridge's 'mx'): fp8_recipe mxfp8") + "; FP8 parameters gathered (the recipe's fp8_param_gather; "
+        "the performance scripts turn off its BF16 first and last layers)",
         "step time = global batch x 8,192 / (published tokens/s per GPU x GPUs); model TFLOP/s not compared (Megatron-Bridge "
         "counts the causal half of attention, trainsim Megatron's full score matrix)",
     ]

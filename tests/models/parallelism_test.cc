@@ -719,3 +719,38 @@ TEST_CASE("models/parallelism: FP8 recipes price Transformer Engine's quantizati
   CHECK(tests::simulate_file(kLlama, {"training.precision=\"fp8\"", "training.fp8_recipe=\"mxfp8\"", b200}).iteration_time_s >
         b200_delayed);
 }
+
+TEST_CASE("models/parallelism: FP8 parameter gathers keep the weights in FP8 only") {
+  // Llama-3.1 8B with the distributed optimizer gathering parameters in the forward pass.
+  const std::string b200 = "cluster={\"preset\": \"dgx-b200\", \"num_nodes\": 2}";
+  auto lowered = [](const std::vector<std::string>& set) {
+    const config::Scenario s = config::load_scenario(kLlama, set);
+    return models::lower(s.model, s.parallel, s.training, s.num_gpus(), s.target_gpu());
+  };
+  auto gathered = [](const models::Workload& w) {
+    std::int64_t bytes = 0;
+    for (const sim::Task* t : tasks_named(w, 0, "param_all_gather")) bytes += w.graph.rank_class(0).comm_ops[t->payload].bytes.count();
+    return bytes;
+  };
+  const models::Workload cast = lowered({"training.precision=\"fp8\""});
+  const models::Workload fp8 = lowered({"training.precision=\"fp8\"", "training.fp8_param_gather=true"});
+  const std::int64_t params = cast.stages[0].params.total(), fp8_weights = cast.stages[0].params.fp8_gemm;
+  REQUIRE(fp8_weights > 0);
+  // No 16-bit copy of the FP8 GEMM weights: 2 bytes less for each, the FP8 copies kept.
+  CHECK(cast.stages[0].static_memory.weights - fp8.stages[0].static_memory.weights == 2 * fp8_weights);
+  // Each parameter gathered once; the FP8 weights in one byte (the row-wise copy).
+  CHECK(gathered(cast) == 2 * params);
+  CHECK(gathered(fp8) == 2 * (params - fp8_weights) + fp8_weights);
+  // The per-iteration 16-bit -> FP8 cast is gone: the optimizer quantizes its shard, and Hopper
+  // transposes the gathered row-wise copy.
+  CHECK(tasks_named(fp8, 0, "fp8_weight_cast").empty());
+  CHECK(!tasks_named(fp8, 0, "fp8_weight_transpose").empty());
+  CHECK(!tasks_named(fp8, 0, "fp8_param_quantize").empty());
+  // Blackwell needs no transpose; MXFP8 gathers both copies with their scales.
+  CHECK(tasks_named(lowered({"training.precision=\"fp8\"", "training.fp8_param_gather=true", b200}), 0, "fp8_weight_transpose").empty());
+  const models::Workload mx = lowered({"training.precision=\"fp8\"", "training.fp8_param_gather=true", "training.fp8_recipe=\"mxfp8\"", b200});
+  CHECK(gathered(mx) == 2 * (params - fp8_weights) + 2 * (fp8_weights + fp8_weights / 32));
+  // End to end: less to cast and to gather.
+  CHECK(tests::simulate_file(kLlama, {"training.precision=\"fp8\"", "training.fp8_param_gather=true"}).iteration_time_s <
+        tests::simulate_file(kLlama, {"training.precision=\"fp8\""}).iteration_time_s);
+}

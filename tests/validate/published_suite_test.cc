@@ -123,12 +123,13 @@ TEST_CASE("validate/secondary suites: GB200 NVL72 runs check the Blackwell model
   CHECK(r.min_spearman >= 0.9);
 }
 
-TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell within 8.5% but one, H100 FP8 slow") {
+TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell within 9% but one, H100 FP8 slow") {
   // validate/suites/megatron_bridge_llama.json (README, "A ninth suite"), in no fit: Megatron-Bridge's
   // published FP8 throughput of Llama 3 8B/70B and 3.1 405B, NeMo 25.09 and 26.04.01, on GB200,
-  // B200 and H100, current scaling and MXFP8 (CPU-offloading rows excluded). Blackwell comes out
-  // within 8.5% but for the 405B MXFP8 plan on 128 GB200, which measured 7% slower than the same
-  // plan on 128 B200 and comes out 23% fast; H100 3-16% slow: these newer stacks run H100 FP8
+  // B200 and H100, current scaling and MXFP8 with FP8 parameter gathers (CPU-offloading rows
+  // excluded). Blackwell comes out within 9% but for the 405B MXFP8 plan on 128 GB200, which
+  // measured 7% slower than the same plan on 128 B200 and comes out 24% fast; H100 2-15% slow:
+  // these newer stacks run H100 FP8
   // faster than the runs the H100 calibration was fitted to (as the NeMo 25.04 DGX Cloud suite
   // shows too). The bounds hold these figures against regressions.
   const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/megatron_bridge_llama.json"));
@@ -148,7 +149,7 @@ TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell 
       CHECK(e >= -0.25);
       CHECK(e <= -0.20);
     } else {
-      CHECK(std::abs(e) <= 0.085);
+      CHECK(std::abs(e) <= 0.09);
     }
   }
   // MXFP8 (both quantized copies, block-scaled GEMM kernels) runs slower than current scaling on
@@ -165,7 +166,7 @@ TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell 
   }
   CHECK(r.primary.front().errors.mape <= 0.085);
   // With h100-nemo25.json, the H100 calibration refitted to DGX Cloud's NeMo 25.04 runs (README
-  // "Calibration"), the H100 rows, which no fit has seen, come within 9% (MAPE 3.3%).
+  // "Calibration"), the H100 rows, which no fit has seen, come within 9% (MAPE 3.0%).
   validate::Suite h100;
   for (validate::Case c : suite.cases) {
     if (c.family != "h100") continue;
