@@ -133,10 +133,10 @@ TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell 
   // faster than the runs the H100 calibration was fitted to (as the NeMo 25.04 DGX Cloud suite
   // shows too). The bounds hold these figures against regressions.
   const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/megatron_bridge_llama.json"));
-  REQUIRE(suite.cases.size() == 14);
+  REQUIRE(suite.cases.size() == 16);
   CHECK(suite.excluded.size() == 3);
   const validate::ValidationReport r = validate::validate_suite(suite);
-  REQUIRE(r.cases.size() == 14);
+  REQUIRE(r.cases.size() == 16);
   std::map<std::string, double> predicted;
   for (const validate::CaseResult& c : r.cases) {
     CAPTURE(c.id);
@@ -164,7 +164,7 @@ TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell 
     REQUIRE(predicted.count(cs) == 1);
     CHECK(predicted[mx] > predicted[cs]);
   }
-  CHECK(r.primary.front().errors.mape <= 0.085);
+  CHECK(r.primary.front().errors.mape <= 0.08);
   // With h100-nemo25.json, the H100 calibration refitted to DGX Cloud's NeMo 25.04 runs (README
   // "Calibration"), the H100 rows, which no fit has seen, come within 9% (MAPE 3.0%).
   validate::Suite h100;
