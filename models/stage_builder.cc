@@ -75,6 +75,13 @@ Kernel memory_op(std::int64_t bytes, double flops = 0) {
   return k;
 }
 
+// Transformer Engine's FP8 quantization kernels (memory-bound; reported apart).
+Kernel quantize_op(std::int64_t bytes) {
+  Kernel k = memory_op(bytes);
+  k.quantize = true;
+  return k;
+}
+
 Kernel flash(std::int64_t b_heads, std::int64_t q, std::int64_t kv, std::int64_t head_dim, std::int64_t bytes, bool causal,
              bool backward, DataType dt) {
   Kernel k;
@@ -401,12 +408,12 @@ TaskIndex StageBuilder::ring_exchange_gemm(const std::string& exchange_name, con
 void StageBuilder::fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat, bool gathered) {
   const std::int64_t bytes = d_.quantize_bytes(elements, dt());
   if (d_.fp8_recipe != Fp8Recipe::kTensorwise) {
-    compute(name, memory_op(bytes), cat);
+    compute(name, quantize_op(bytes), cat);
     return;
   }
-  compute(name + "_amax", memory_op(dt() * elements), cat);
+  compute(name + "_amax", quantize_op(dt() * elements), cat);
   if (gathered && d_.sp) tp_collective(name + "_amax_all_reduce", CollectiveKind::kAllReduce, 4, true, DataType::kFp32);
-  compute(name, memory_op(bytes - dt() * elements), cat);
+  compute(name, quantize_op(bytes - dt() * elements), cat);
 }
 
 // Column-parallel linear forward (QKV, fc1, logits): Y[T, n] = X[T, h] W[h, n]. Under sequence
@@ -829,9 +836,9 @@ void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int6
     // row-wise copy remains (post_all_gather_processing).
     const std::int64_t weights = params_of(layer).gemm_weights;
     if (!t_.fp8_param_gather) {
-      compute("fp8_weight_cast", memory_op(d_.quantize_bytes(weights, 2)), cat);
+      compute("fp8_weight_cast", quantize_op(d_.quantize_bytes(weights, 2)), cat);
     } else if (!d_.fp8_columnwise_native && !d_.mxfp8()) {
-      compute("fp8_weight_transpose", memory_op(2 * weights), cat);
+      compute("fp8_weight_transpose", quantize_op(2 * weights), cat);
     }
   }
   pending_alloc_ += alloc;  // the layer's saved activations, allocated as its forward starts
@@ -1496,7 +1503,7 @@ void StageBuilder::finalize() {
   adam.flops = Flops(12.0 * static_cast<double>(shard));
   compute("adam_step", adam, kOptimizer, 0, fp32_grad_copy);
   if (fp8_shard > 0) {
-    compute("fp8_param_quantize", memory_op(4 * fp8_shard + (d_.mxfp8() ? 2 : 1) * d_.fp8_bytes(fp8_shard)), kOptimizer);
+    compute("fp8_param_quantize", quantize_op(4 * fp8_shard + (d_.mxfp8() ? 2 : 1) * d_.fp8_bytes(fp8_shard)), kOptimizer);
   }
   if (sharded && p_.zero_stage < 3 && !t_.overlap_param_gather) {
     // Updated 16-bit parameters gathered back to every data-parallel rank, bucket by bucket

@@ -1,6 +1,7 @@
 #include "report/simulation.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -33,6 +34,29 @@ const char* communication_kind(std::uint8_t c) {
 namespace {
 
 using models::Category;
+
+// A rank's kernel time by kind (TimeBreakdown::compute_by_kernel): every compute task of its
+// pipeline stage at the rank's speed.
+std::vector<std::pair<std::string, double>> kernels_by_kind(const sim::TaskGraph& g, sim::RankId rank, sim::TimingModel& timing,
+                                                            const std::vector<double>& slowdown) {
+  const sim::RankClass& rc = g.rank_class(g.class_of(rank));
+  const double speed = slowdown.empty() ? 1.0 : slowdown[sim::index(rank)];
+  std::array<double, 5> kinds{};  // gemm, attention, memory_bound, fp8_quantization, optimizer
+  for (const sim::Task& t : rc.tasks) {
+    if (t.kind != sim::TaskKind::kCompute) continue;
+    const sim::Kernel& k = rc.kernels[t.payload];
+    const std::size_t kind = k.quantize                                            ? 3
+                             : k.kernel_class == sim::KernelClass::kGemm           ? 0
+                             : k.kernel_class == sim::KernelClass::kFlashAttention ? 1
+                             : k.kernel_class == sim::KernelClass::kOptimizer      ? 4
+                                                                                   : 2;
+    kinds[kind] += timing.kernel_time(k).seconds() * speed;
+  }
+  const char* names[] = {"gemm", "attention", "memory_bound", "fp8_quantization", "optimizer"};
+  std::vector<std::pair<std::string, double>> out;
+  for (std::size_t i = 0; i < kinds.size(); ++i) out.emplace_back(names[i], kinds[i]);
+  return out;
+}
 
 TimeBreakdown breakdown_of(const sim::RankAccount& a, sim::TimePoint makespan) {
   TimeBreakdown b;
@@ -196,6 +220,7 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
   }
   out.critical_rank = sim::index(out.engine.ranks[critical]);
   out.breakdown = breakdown_of(out.engine.accounts[critical], out.engine.makespan);
+  out.breakdown.compute_by_kernel = kernels_by_kind(w.graph, out.engine.ranks[critical], timing, slowdown);
 
   // Per stage: the rank of the stage with the highest memory peak.
   out.capacity_bytes_per_gpu = s.cluster.gpu.memory.count();
@@ -221,6 +246,7 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
       sr.peak_time_s = a.peak_memory_time.seconds();
       sr.finish_s = a.finish.seconds();
       sr.breakdown = breakdown_of(a, out.engine.makespan);
+      sr.breakdown.compute_by_kernel = kernels_by_kind(w.graph, out.engine.ranks[best], timing, slowdown);
     }
     out.peak_bytes_per_gpu = std::max(out.peak_bytes_per_gpu, sr.peak_bytes);
     out.stages.push_back(std::move(sr));

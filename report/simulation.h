@@ -48,6 +48,10 @@ struct TimeBreakdown {
   // each communication kind (hidden or not).
   std::vector<std::pair<std::string, double>> exposed_by_kind;
   std::vector<std::pair<std::string, double>> communication_by_kind;
+  // The rank's kernel time (compute, recompute and optimizer together) by kind: gemm, attention,
+  // memory_bound (norms, activations, dropout, softmax, embedding, loss), fp8_quantization
+  // (Transformer Engine's casts, amax passes and transposes) and optimizer.
+  std::vector<std::pair<std::string, double>> compute_by_kernel;
 };
 
 // The rank that bounds a full-fidelity iteration: the one with the most work of its own

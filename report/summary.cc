@@ -44,6 +44,9 @@ Json breakdown_json(const TimeBreakdown& b) {
   for (const auto& [k, v] : b.communication_by_kind) total[k] = tidy(v);
   j["exposed_communication_by_kind_s"] = exposed;
   j["communication_time_by_kind_s"] = total;
+  Json kernels = Json::object();
+  for (const auto& [k, v] : b.compute_by_kernel) kernels[k] = tidy(v);
+  j["compute_by_kernel_s"] = kernels;
   return j;
 }
 
@@ -249,6 +252,18 @@ std::string summary_text(const RunResult& r) {
   row("compute               ", b.compute_s);
   row("recompute             ", b.recompute_s);
   row("optimizer             ", b.optimizer_s);
+  if (!b.compute_by_kernel.empty()) {
+    // The kernels behind the three rows above, by kind.
+    const char* labels[] = {"GEMM", "attention", "memory-bound", "FP8 quantization", "optimizer"};
+    o << "      kernels:";
+    const char* sep = " ";
+    for (std::size_t i = 0; i < b.compute_by_kernel.size() && i < std::size(labels); ++i) {
+      if (b.compute_by_kernel[i].second <= 0) continue;
+      o << sep << labels[i] << fmt(" %.3f s", b.compute_by_kernel[i].second);
+      sep = ", ";
+    }
+    o << "\n";
+  }
   row("pipeline bubble       ", b.pipeline_bubble_s);
   row("exposed communication ", b.exposed_communication_s);
   for (const auto& [k, v] : b.exposed_by_kind) {

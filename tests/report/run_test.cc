@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -169,4 +170,32 @@ TEST_CASE("report/summary: the typical error of the calibration travels with eac
   r.scenario.cluster.gpu.calibration.checks.clear();
   CHECK(report::summary_text(r).find("typical error") == std::string::npos);
   CHECK_FALSE(report::summary_json(r).contains("calibration_accuracy"));
+}
+
+TEST_CASE("report/summary: kernel time by kind adds up to the rank's compute, recompute and optimizer time") {
+  const std::string llama = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/llama3.1-8b-interleaved-h100.json";
+  auto by_kind = [](const report::RunResult& r) {
+    std::map<std::string, double> m;
+    double sum = 0;
+    for (const auto& [k, v] : r.breakdown.compute_by_kernel) {
+      m[k] = v;
+      sum += v;
+    }
+    const report::TimeBreakdown& b = r.breakdown;
+    CHECK(sum == doctest::Approx(b.compute_s + b.recompute_s + b.optimizer_s).epsilon(1e-6));
+    return m;
+  };
+  const auto bf16 = by_kind(tests::simulate_file(llama));
+  CHECK(bf16.at("gemm") > bf16.at("attention"));
+  CHECK(bf16.at("fp8_quantization") == 0);
+  const auto full = by_kind(tests::simulate_file(llama, {"training.recompute_granularity=\"full\""}));
+  CHECK(full.at("gemm") > bf16.at("gemm"));  // the forward GEMMs run again
+  const auto delayed = by_kind(tests::simulate_file(llama, {"training.precision=\"fp8\""}));
+  const auto tensorwise = by_kind(tests::simulate_file(llama, {"training.precision=\"fp8\"", "training.fp8_recipe=\"tensorwise\""}));
+  CHECK(delayed.at("fp8_quantization") > 0);
+  CHECK(delayed.at("gemm") < bf16.at("gemm"));
+  // Current scaling's amax pass: half as much quantization traffic again on Hopper (6 bytes per
+  // element against 4), plus the per-kernel launch cost of the extra kernels.
+  CHECK(tensorwise.at("fp8_quantization") > 1.4 * delayed.at("fp8_quantization"));
+  CHECK(tensorwise.at("gemm") == doctest::Approx(delayed.at("gemm")));
 }
