@@ -47,6 +47,21 @@ std::string percent_change(double a, double b) {
   return " (" + signed_fmt("%.1f", 100 * (b - a) / a) + "%)";
 }
 
+// The two critical ranks' kernel time by kind (TimeBreakdown::compute_by_kernel), kind by kind.
+std::vector<Cause> kernel_changes(const RunResult& a, const RunResult& b) {
+  const auto &x = a.breakdown.compute_by_kernel, &y = b.breakdown.compute_by_kernel;
+  std::vector<Cause> out;
+  for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    const std::string& kind = x[i].first;
+    const std::string label = kind == "gemm"               ? "GEMM"
+                              : kind == "memory_bound"     ? "memory-bound"
+                              : kind == "fp8_quantization" ? "FP8 quantization"
+                                                           : kind;
+    out.push_back(Cause{x[i].first, label, x[i].second, y[i].second});
+  }
+  return out;
+}
+
 }  // namespace
 
 Comparison compare_runs(const RunResult& a, const RunResult& b) {
@@ -138,6 +153,15 @@ std::string comparison_text(const RunResult& a, const RunResult& b) {
     o << "\n  largest cause: " << top.label << " (" << signed_fmt("%.4f s", top.change_s()) << " of "
       << signed_fmt("%.4f s", c.change_s) << ")\n";
   }
+  // What the compute, recompute and optimizer rows are made of.
+  const auto kernels = kernel_changes(a, b);
+  if (!kernels.empty()) {
+    o << "\n  kernels of those ranks by kind (compute + recompute + optimizer)\n";
+    for (const Cause& k : kernels) {
+      if (std::abs(k.a_s) < 5e-5 && std::abs(k.b_s) < 5e-5) continue;
+      row("  " + k.label, fmt("%.4f s", k.a_s), fmt("%.4f s", k.b_s), signed_fmt("%.4f s", k.change_s()));
+    }
+  }
   return o.str();
 }
 
@@ -160,6 +184,11 @@ nlohmann::ordered_json comparison_json(const RunResult& a, const RunResult& b, b
     causes.push_back(Json{{"cause", cause.name}, {"a_s", cause.a_s}, {"b_s", cause.b_s}, {"change_s", cause.change_s()}});
   }
   j["attribution"] = Json{{"iteration_time_change_s", c.change_s}, {"causes", causes}, {"largest_cause", c.causes[c.largest].name}};
+  Json kernels = Json::array();
+  for (const Cause& k : kernel_changes(a, b)) {
+    kernels.push_back(Json{{"kind", k.name}, {"a_s", k.a_s}, {"b_s", k.b_s}, {"change_s", k.change_s()}});
+  }
+  j["kernels_by_kind"] = kernels;
   return j;
 }
 

@@ -218,6 +218,14 @@ TEST_CASE("report/pipeline: GPipe, 1F1B and interleaved bubbles follow the sched
   CHECK(c.change_s < 0);
   const std::string text = report::comparison_text(ofob, inter);
   CHECK(text.find("largest cause: pipeline bubble") != std::string::npos);
+  // The same kernels on both sides: the interleaved schedule changes when they run, not what.
+  const auto json = report::comparison_json(ofob, inter, false);
+  REQUIRE(json["kernels_by_kind"].size() == 5);
+  for (const auto& k : json["kernels_by_kind"]) {
+    CAPTURE(k["kind"].get<std::string>());
+    CHECK(k["change_s"].get<double>() == doctest::Approx(0).epsilon(1e-9).scale(1));
+  }
+  CHECK(text.find("kernels of those ranks by kind") != std::string::npos);
 }
 
 TEST_CASE("report/timeline: merging bounds the blocks and keeps the work") {
