@@ -146,23 +146,27 @@ TEST_CASE("report/summary: the typical error of the calibration travels with eac
 
   // A B200 borrows the Hopper in-training fit, and says it has no runs of its own; the runs its
   // calibration was checked on (fit.checks: DGX Cloud's GB200 runs, NeMo's B200 long-sequence
-  // runs) are printed beside it.
+  // runs, Megatron-Bridge's Blackwell rows) are printed beside it.
   r = tests::simulate_file(kDefault, {"model.preset=\"gpt3-1.7b\"", "cluster.preset=\"dgx-b200\"", "cluster.num_nodes=4",
                                       "parallelism.tensor_model_parallel_size=2", "parallelism.pipeline_model_parallel_size=4",
                                       "training.global_batch_size=32"});
   CHECK(report::summary_text(r).find("Hopper runs the calibration was fitted to") != std::string::npos);
   CHECK(report::summary_text(r).find("; none on this GPU's architecture yet") != std::string::npos);
   const auto& checks = r.scenario.cluster.gpu.calibration.checks;
-  REQUIRE(checks.size() == 2);
+  REQUIRE(checks.size() == 3);
   CHECK(checks.front().architecture == "blackwell");
   CHECK(checks.front().cases == 18);
   CHECK(checks.front().mean_time_error < 0);
-  CHECK(checks.back().cases == 8);
-  CHECK(checks.back().mean_time_error > 0);
+  CHECK(checks[1].cases == 8);
+  CHECK(checks[1].mean_time_error > 0);
+  CHECK(checks.back().suite == "megatron_bridge_llama.json");
+  CHECK(checks.back().cases == 11);
   CHECK(report::summary_text(r).find("checked on            18 Blackwell runs in no fit (dgxc_gb200.json): 11.6% (largest 16%), "
                                      "predictions 11.6% fast on average") != std::string::npos);
   CHECK(report::summary_text(r).find("checked on            8 Blackwell runs in no fit (nemo_long_sequence.json): 1.8% (largest 4%), "
                                      "predictions 1.2% slow on average") != std::string::npos);
+  CHECK(report::summary_text(r).find("checked on            11 Blackwell runs in no fit (megatron_bridge_llama.json): 5.9% (largest 24%), "
+                                     "predictions 4.0% fast on average") != std::string::npos);
   CHECK(report::summary_json(r)["calibration_accuracy"]["checks"][0]["suite"] == "dgxc_gb200.json");
 
   // A calibration without the records (e.g. fitted from GEMMs alone, in code) prints no claim.

@@ -202,19 +202,22 @@ TEST_CASE("validate/calibration: the shipped H100 GEMM calibration reproduces th
 }
 
 TEST_CASE("validate/calibrate: refitting the GEMMs of the shipped sweep reproduces scenarios/calibration/h100.json byte for byte") {
-  // With the file's checks: the held-out DGX Cloud runs and their NeMo 25.04 successors.
+  // With the file's checks: the held-out DGX Cloud runs, their NeMo 25.04 successors and
+  // Megatron-Bridge's H100 rows.
   check_refit_reproduces(kGemmFile, "h100-sxm5-80gb", "scenarios/calibration/h100.json",
-                         {testing::source_path("validate/suites/dgxc_heldout.json"), testing::source_path("validate/suites/dgxc_v2504.json")});
+                         {testing::source_path("validate/suites/dgxc_heldout.json"), testing::source_path("validate/suites/dgxc_v2504.json"),
+                          testing::source_path("validate/suites/megatron_bridge_llama.json")});
 }
 
 TEST_CASE("validate/calibrate: refitting the GEMMs of XLA's B200 table reproduces scenarios/calibration/b200.json byte for byte") {
   // Only the GEMMs are refitted; the rest stays as the file holds it (attention from the GB200
   // cuDNN benchmark, the in-training factors from the H100 fit), which is what a refit over its
-  // own base keeps. The GB200 suite and the B200 long-sequence runs are the file's checks
-  // (fit.checks), predicted anew.
+  // own base keeps. The GB200 suite, the B200 long-sequence runs and Megatron-Bridge's Blackwell
+  // rows are the file's checks (fit.checks), predicted anew.
   check_refit_reproduces(kB200GemmFile, "b200", "scenarios/calibration/b200.json",
                          {testing::source_path("validate/suites/dgxc_gb200.json"),
-                          testing::source_path("validate/suites/nemo_long_sequence.json")});
+                          testing::source_path("validate/suites/nemo_long_sequence.json"),
+                          testing::source_path("validate/suites/megatron_bridge_llama.json")});
 }
 
 TEST_CASE("validate/calibrate: the full B200 fit (XLA's GEMMs, cuDNN's GB200 attention) reproduces scenarios/calibration/b200.json") {
@@ -222,7 +225,8 @@ TEST_CASE("validate/calibrate: the full B200 fit (XLA's GEMMs, cuDNN's GB200 att
   in.files = {kB200GemmFile, kGb200AttentionFile};
   in.gpu = "b200";
   in.check_runs = {testing::source_path("validate/suites/dgxc_gb200.json"),
-                   testing::source_path("validate/suites/nemo_long_sequence.json")};
+                   testing::source_path("validate/suites/nemo_long_sequence.json"),
+                   testing::source_path("validate/suites/megatron_bridge_llama.json")};
   in.jobs = 2;
   const validate::CalibrationResult r = validate::calibrate(in);
   CHECK(validate::calibration_json(r).dump(2) + "\n" == testing::read_text(testing::source_path("scenarios/calibration/b200.json")));
