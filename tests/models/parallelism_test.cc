@@ -750,6 +750,14 @@ TEST_CASE("models/parallelism: FP8 parameter gathers keep the weights in FP8 onl
   CHECK(tasks_named(lowered({"training.precision=\"fp8\"", "training.fp8_param_gather=true", b200}), 0, "fp8_weight_transpose").empty());
   const models::Workload mx = lowered({"training.precision=\"fp8\"", "training.fp8_param_gather=true", "training.fp8_recipe=\"mxfp8\"", b200});
   CHECK(gathered(mx) == 2 * (params - fp8_weights) + 2 * (fp8_weights + fp8_weights / 32));
+  // ZeRO-3 keeps a shard of the gathered row-wise FP8 copy instead of a shard of 16-bit weights.
+  const std::vector<std::string> zero3 = {"parallelism.use_distributed_optimizer=false", "parallelism.zero_stage=3",
+                                          "training.overlap_param_gather=false", "training.precision=\"fp8\""};
+  const models::Workload z = lowered(zero3);
+  const models::Workload zg = lowered(with(zero3, {"training.fp8_param_gather=true"}));
+  const std::int64_t dp = z.data_parallel_size;
+  CHECK(z.stages[0].static_memory.weights - zg.stages[0].static_memory.weights ==
+        doctest::Approx(static_cast<double>(fp8_weights) / static_cast<double>(dp)).epsilon(1e-3));
   // End to end: less to cast and to gather.
   CHECK(tests::simulate_file(kLlama, {"training.precision=\"fp8\"", "training.fp8_param_gather=true"}).iteration_time_s <
         tests::simulate_file(kLlama, {"training.precision=\"fp8\""}).iteration_time_s);
