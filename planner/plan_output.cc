@@ -192,7 +192,10 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
                             {"recompute_granularity", models::to_string(r.training.recompute_granularity)},
                             {"pipeline_schedule", models::to_string(r.training.pipeline_schedule)},
                             {"precision", models::to_string(r.training.precision)}};
-    if (r.training.precision == models::Precision::kFp8) plan["training"]["fp8_recipe"] = models::to_string(r.training.fp8_recipe);
+    if (r.training.precision == models::Precision::kFp8) {
+      plan["training"]["fp8_recipe"] = models::to_string(r.training.fp8_recipe);
+      plan["training"]["fp8_param_gather"] = r.training.fp8_param_gather;
+    }
     plan["iteration_time_s"] = tidy(r.iteration_time_s);
     plan["tokens_per_s"] = tidy(r.tokens_per_s);
     plan["mfu"] = tidy(r.mfu);

@@ -238,6 +238,9 @@ void Searcher::enumerate(std::int64_t gpus) {
                 t.micro_batch_size = mbs;
                 t.pipeline_schedule = vp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B;
                 t.overlap_param_gather = sharding == 1 && req_.training.overlap_param_gather;
+                // The recipe's FP8 parameter gathers where the plan shards the optimizer (Megatron
+                // requires it); replicated plans gather nothing.
+                t.fp8_param_gather = req_.training.fp8_param_gather && sharding != 0;
                 t.overlap_p2p_comm = vp > 1 && req_.training.overlap_p2p_comm;
                 // The recipe's TP communication overlap where the plan admits it (sequence
                 // parallelism, the group inside a node); other plans run without it.

@@ -123,6 +123,26 @@ TEST_CASE("planner/search: a recipe with TP communication overlap keeps the plan
   CHECK(tp2);
 }
 
+TEST_CASE("planner/search: a recipe with FP8 parameter gathers keeps the replicated-optimizer plans without them") {
+  // Megatron gathers FP8 parameters only with a sharded optimizer: those plans gather them, the
+  // replicated ones are kept, gathering nothing.
+  planner::PlanRequest r = request("gpt3-7.5b", "dgx-h100", 64, 256);
+  r.training.precision = models::Precision::kFp8;
+  r.training.fp8_param_gather = true;
+  r.space.tensor = {2};
+  r.space.pipeline = {1};
+  r.space.optimizer_sharding = {1, 0};
+  const planner::PlanReport rep = planner::search(r);
+  bool sharded = false, replicated = false;
+  for (const planner::PlanResult& p : rep.plans) {
+    const bool shards = p.parallel.shards_optimizer();
+    CHECK(p.training.fp8_param_gather == shards);
+    (shards ? sharded : replicated) = true;
+  }
+  CHECK(sharded);
+  CHECK(replicated);
+}
+
 TEST_CASE("planner/search: extrapolating the steady state agrees with whole iterations") {
   planner::PlanRequest r = request("gpt3-7.5b", "dgx-a100-80gb", 64, 512);
   r.space.tensor = {2, 4};
