@@ -280,6 +280,15 @@ def dgxc(r):
     if precision == "fp8":
         notes.append("FP8 (Transformer Engine): linear-layer GEMMs in FP8, attention in BF16" +
                      ("; MFU against the FP8 peak (1,979 TFLOP/s) as the source computes it" if preset == "dgx-h100" else ""))
+        release = r["id"].rsplit("_v", 1)[-1]
+        sharded = parallelism.get("use_distributed_optimizer") or parallelism.get("zero_stage", 0) >= 1
+        if int(release.split(".")[0]) >= 25 and sharded:
+            # Releases 25.x run NeMo 2's performance scripts: delayed scaling through
+            # bf16_with_fp8_mixed, which gathers FP8 parameters.
+            training["fp8_param_gather"] = True
+            notes.append("FP8 parameters gathered: NeMo's performance scripts (scripts/performance/utils.py @2b03b748, "
+                         "v2.3.0, the 25.04 container) use bf16_with_fp8_mixed (delayed scaling), whose "
+                         "fp8_param_gather is on (off only under Megatron FSDP)")
     if preset == "gb200-nvl72":
         notes.append("GB200 NVL72 racks as 64-GPU NVLink domains (the 16-tray segment NVIDIA recommends for jobs of 128+ GPUs; "
                      "the source does not state the placement), one 400 Gb/s NIC per GPU between domains; the B200 "
