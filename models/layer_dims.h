@@ -28,6 +28,13 @@ inline std::int64_t fp8_copies_bytes(std::int64_t elements, Fp8Recipe r, bool co
   return copies * fp8_scaled_bytes(elements, r);
 }
 
+// Bytes fp8_param_gather moves, and ZeRO-3 then keeps sharded, per FP8 GEMM weight: the row-wise
+// copy; under MXFP8 both copies, the column-wise one not derivable from the other (Transformer
+// Engine's cast_master_weights_to_fp8 writes both for the optimizer's shard).
+inline std::int64_t fp8_gathered_param_bytes(std::int64_t elements, Fp8Recipe r) {
+  return (r == Fp8Recipe::kMxfp8 ? 2 : 1) * fp8_scaled_bytes(elements, r);
+}
+
 struct LayerDims {
   std::int64_t b = 1;   // micro-batch size
   std::int64_t s = 1;   // sequence length per context-parallel rank

@@ -161,13 +161,11 @@ StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::
     // first micro-batch on (module/base.py, get_weight_workspace with is_first_microbatch); under
     // ZeRO-3 they live only while a layer is gathered. With fp8_param_gather the copies are the
     // weights: no 16-bit copy is kept. Under ZeRO-3 each rank then keeps its shard of what the
-    // gather moves (the row-wise copy, MXFP8 both; the expert weights sharded over `expert_dp`).
+    // gather moves (fp8_gathered_param_bytes; the expert weights sharded over `expert_dp`).
     const std::int64_t fp8 = params.fp8_gemm, expert = std::min(params.expert, fp8);
     const auto copies = [&](std::int64_t n) { return fp8_copies_bytes(n, t.fp8_recipe, gpu.fp8_columnwise_native); };
     if (t.fp8_param_gather && p.zero_stage >= 3) {
-      const auto gathered = [&](std::int64_t n) {
-        return (t.fp8_recipe == Fp8Recipe::kMxfp8 ? 2 : 1) * fp8_scaled_bytes(n, t.fp8_recipe) - 2 * n;
-      };
+      const auto gathered = [&](std::int64_t n) { return fp8_gathered_param_bytes(n, t.fp8_recipe) - 2 * n; };
       m.weights += shard(gathered(fp8 - expert), dp) + shard(gathered(expert), expert_dp);
     } else if (p.zero_stage < 3) {
       m.weights += copies(fp8) - (t.fp8_param_gather ? 2 * fp8 : 0);

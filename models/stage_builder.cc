@@ -1338,12 +1338,10 @@ std::int64_t StageBuilder::unit_expert(std::int64_t unit) const {
 }
 
 // Bytes a data-parallel gather moves for `params` parameters, `fp8` of them FP8 GEMM weights: 16
-// bits each, but for fp8_param_gather's FP8 weights (the row-wise copy; MXFP8 both copies, the
-// column-wise one not derivable from the other: Transformer Engine's cast_master_weights_to_fp8
-// writes both for the shard).
+// bits each, but fp8_param_gather's FP8 weights (fp8_gathered_param_bytes).
 std::int64_t StageBuilder::param_gather_bytes(std::int64_t params, std::int64_t fp8) const {
   if (!d_.fp8() || !t_.fp8_param_gather) return 2 * params;
-  return 2 * (params - fp8) + (d_.mxfp8() ? 2 : 1) * d_.fp8_bytes(fp8);
+  return 2 * (params - fp8) + fp8_gathered_param_bytes(fp8, d_.fp8_recipe);
 }
 
 // ZeRO-3: the bytes of a unit's dense (or expert) parameter gather; every expert weight is an FP8
@@ -1503,7 +1501,7 @@ void StageBuilder::finalize() {
   adam.flops = Flops(12.0 * static_cast<double>(shard));
   compute("adam_step", adam, kOptimizer, 0, fp32_grad_copy);
   if (fp8_shard > 0) {
-    compute("fp8_param_quantize", quantize_op(4 * fp8_shard + (d_.mxfp8() ? 2 : 1) * d_.fp8_bytes(fp8_shard)), kOptimizer);
+    compute("fp8_param_quantize", quantize_op(4 * fp8_shard + fp8_gathered_param_bytes(fp8_shard, d_.fp8_recipe)), kOptimizer);
   }
   if (sharded && p_.zero_stage < 3 && !t_.overlap_param_gather) {
     // Updated 16-bit parameters gathered back to every data-parallel rank, bucket by bucket
