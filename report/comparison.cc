@@ -51,13 +51,8 @@ std::string percent_change(double a, double b) {
 std::vector<Cause> kernel_changes(const RunResult& a, const RunResult& b) {
   const auto &x = a.breakdown.compute_by_kernel, &y = b.breakdown.compute_by_kernel;
   std::vector<Cause> out;
-  for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    const std::string& kind = x[i].first;
-    const std::string label = kind == "gemm"               ? "GEMM"
-                              : kind == "memory_bound"     ? "memory-bound"
-                              : kind == "fp8_quantization" ? "FP8 quantization"
-                                                           : kind;
-    out.push_back(Cause{x[i].first, label, x[i].second, y[i].second});
+  for (std::size_t i = 0; i < x.size() && i < y.size() && i < std::size(kKernelKinds); ++i) {
+    out.push_back(Cause{kKernelKinds[i].name, kKernelKinds[i].label, x[i].second, y[i].second});
   }
   return out;
 }

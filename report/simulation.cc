@@ -41,7 +41,7 @@ std::vector<std::pair<std::string, double>> kernels_by_kind(const sim::TaskGraph
                                                             const std::vector<double>& slowdown) {
   const sim::RankClass& rc = g.rank_class(g.class_of(rank));
   const double speed = slowdown.empty() ? 1.0 : slowdown[sim::index(rank)];
-  std::array<double, 5> kinds{};  // gemm, attention, memory_bound, fp8_quantization, optimizer
+  std::array<double, std::size(kKernelKinds)> kinds{};
   for (const sim::Task& t : rc.tasks) {
     if (t.kind != sim::TaskKind::kCompute) continue;
     const sim::Kernel& k = rc.kernels[t.payload];
@@ -52,9 +52,8 @@ std::vector<std::pair<std::string, double>> kernels_by_kind(const sim::TaskGraph
                                                                                    : 2;
     kinds[kind] += timing.kernel_time(k).seconds() * speed;
   }
-  const char* names[] = {"gemm", "attention", "memory_bound", "fp8_quantization", "optimizer"};
   std::vector<std::pair<std::string, double>> out;
-  for (std::size_t i = 0; i < kinds.size(); ++i) out.emplace_back(names[i], kinds[i]);
+  for (std::size_t i = 0; i < kinds.size(); ++i) out.emplace_back(kKernelKinds[i].name, kinds[i]);
   return out;
 }
 

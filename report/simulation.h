@@ -34,6 +34,16 @@ struct RunOptions {
   std::array<double, sim::kMaxCategories> comm_time_scale = sim::EngineOptions::unit_scales();
 };
 
+// The kinds TimeBreakdown::compute_by_kernel splits a rank's kernel time into, in its order: the
+// JSON key and the text label.
+struct KernelKind {
+  const char* name;
+  const char* label;
+};
+inline constexpr KernelKind kKernelKinds[] = {
+    {"gemm", "GEMM"}, {"attention", "attention"}, {"memory_bound", "memory-bound"},
+    {"fp8_quantization", "FP8 quantization"}, {"optimizer", "optimizer"}};
+
 // Time of an iteration split by cause, for one rank. The parts add up to the iteration time.
 struct TimeBreakdown {
   double compute_s = 0;          // forward and backward kernels
@@ -48,9 +58,9 @@ struct TimeBreakdown {
   // each communication kind (hidden or not).
   std::vector<std::pair<std::string, double>> exposed_by_kind;
   std::vector<std::pair<std::string, double>> communication_by_kind;
-  // The rank's kernel time (compute, recompute and optimizer together) by kind: gemm, attention,
-  // memory_bound (norms, activations, dropout, softmax, embedding, loss), fp8_quantization
-  // (Transformer Engine's casts, amax passes and transposes) and optimizer.
+  // The rank's kernel time (compute, recompute and optimizer together) by kind, one entry per
+  // kKernelKinds: gemm, attention, memory_bound (norms, activations, dropout, softmax, embedding,
+  // loss), fp8_quantization (Transformer Engine's casts, amax passes and transposes), optimizer.
   std::vector<std::pair<std::string, double>> compute_by_kernel;
 };
 

@@ -254,12 +254,11 @@ std::string summary_text(const RunResult& r) {
   row("optimizer             ", b.optimizer_s);
   if (!b.compute_by_kernel.empty()) {
     // The kernels behind the three rows above, by kind.
-    const char* labels[] = {"GEMM", "attention", "memory-bound", "FP8 quantization", "optimizer"};
     o << "      kernels:";
     const char* sep = " ";
-    for (std::size_t i = 0; i < b.compute_by_kernel.size() && i < std::size(labels); ++i) {
+    for (std::size_t i = 0; i < b.compute_by_kernel.size() && i < std::size(kKernelKinds); ++i) {
       if (b.compute_by_kernel[i].second <= 0) continue;
-      o << sep << labels[i] << fmt(" %.3f s", b.compute_by_kernel[i].second);
+      o << sep << kKernelKinds[i].label << fmt(" %.3f s", b.compute_by_kernel[i].second);
       sep = ", ";
     }
     o << "\n";
