@@ -159,6 +159,9 @@ std::optional<std::int64_t> read_hf_config(const std::string& file, ModelSpec& m
   m.position_embedding_type = rotary ? PositionEmbedding::kRope : PositionEmbedding::kLearnedAbsolute;
   m.untie_embeddings_and_output_weights = !flag("tie_word_embeddings", gemma || !rms);
   m.add_bias_linear = flag("attention_bias", flag("bias", !rms)) || flag("mlp_bias", false);  // "bias": Falcon
+  // Qwen3 and Qwen3-MoE normalise each query and key head (Qwen3Attention's q_norm, k_norm over
+  // head_dim: Megatron-Core's qk_layernorm); their configs do not say so, their model_type does.
+  m.qk_layernorm = type == "qwen3" || type == "qwen3_moe";
   m.hidden_dropout = fraction("hidden_dropout", fraction("resid_pdrop", 0.0));
   m.attention_dropout = fraction("attention_dropout", fraction("attn_pdrop", 0.0));
   // Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): q_lora_rank null means no q bottleneck.
@@ -314,6 +317,12 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
   integer("qk_head_dim", m.qk_head_dim, 1, false);
   integer("qk_pos_emb_head_dim", m.qk_pos_emb_head_dim, 0, false);
   integer("v_head_dim", m.v_head_dim, 1, false);
+  m.qk_layernorm = r.get_bool("qk_layernorm", m.qk_layernorm);
+  origins.note("model.qk_layernorm", r, "qk_layernorm");
+  if (m.multi_latent_attention && m.qk_layernorm) {
+    origins.fail("model.qk_layernorm", "multi-head latent attention normalises its latents (q_lora_rank, kv_lora_rank), not its heads: "
+                                       "qk_layernorm does not apply");
+  }
   if (m.multi_latent_attention) {
     if (m.kv_lora_rank == 0) origins.fail("model.kv_lora_rank", "multi-head latent attention needs kv_lora_rank > 0");
     // Every head has its own key and value (Megatron asserts MLA without group-query attention).

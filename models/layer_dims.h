@@ -59,6 +59,7 @@ struct LayerDims {
   bool gated = false;   // SwiGLU: fc1 produces 2f
   bool layernorm = true;
   bool rope = false;
+  bool qk_norm = false;  // qk_layernorm: each query and key head normalised before the rotary embedding
   bool bias = true;
   bool hidden_dropout = true;
   bool attention_dropout = true;
@@ -116,6 +117,7 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
 // (experts over expert-tensor and expert parallelism), norms and row-parallel biases replicated.
 struct LayerParams {
   std::int64_t norm = 0;  // each of the two normalisations
+  std::int64_t qk_norm = 0;  // qk_layernorm's two head-sized norms, replicated over TP ranks
   std::int64_t qkv = 0, proj = 0, fc1 = 0, fc2 = 0;  // dense MLP (0 for MoE)
   // MLA projections (qkv = 0): the down projections with their norms, replicated over TP ranks
   // (q_down = 0 without a q bottleneck), and the column-parallel up projections (q_up: the q
@@ -125,7 +127,7 @@ struct LayerParams {
   std::int64_t shared_fc1 = 0, shared_fc2 = 0;             // the shared expert (dense, tensor-parallel)
   std::int64_t gemm_weights = 0;  // weights of GEMMs in Transformer Engine modules (FP8-capable)
   std::int64_t dense() const {
-    return 2 * norm + qkv + q_down + q_up + kv_down + kv_up + proj + fc1 + fc2 + router + shared_fc1 + shared_fc2;
+    return 2 * norm + qk_norm + qkv + q_down + q_up + kv_down + kv_up + proj + fc1 + fc2 + router + shared_fc1 + shared_fc2;
   }
   std::int64_t expert() const { return expert_fc1 + expert_fc2; }
 };
@@ -145,6 +147,7 @@ inline LayerParams layer_params(const LayerDims& d) {
   LayerParams p;
   const std::int64_t bias = d.bias ? 1 : 0;
   p.norm = d.layernorm ? 2 * d.h : d.h;
+  p.qk_norm = d.qk_norm ? 2 * (d.layernorm ? 2 : 1) * d.d : 0;
   p.qkv = d.h * d.qkv_width() + bias * d.qkv_width();
   p.proj = d.a * d.dv * d.h + bias * d.h;
   std::int64_t attention_gemm = d.h * (d.qkv_width() + d.a * d.d);

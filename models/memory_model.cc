@@ -36,6 +36,7 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
   d.gated = m.gated();
   d.layernorm = m.normalization == Normalization::kLayerNorm;
   d.rope = m.position_embedding_type == PositionEmbedding::kRope;
+  d.qk_norm = m.qk_layernorm;
   d.bias = m.add_bias_linear;
   d.hidden_dropout = m.hidden_dropout > 0;
   d.attention_dropout = m.attention_dropout > 0;
@@ -68,6 +69,8 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
   std::int64_t attention = lin(Ts * d.h)                  // QKV GEMM input (sharded under SP)
                            + dt * T * (d.a + 2 * d.g) * d.d  // Q, K, V
                            + lin(T * d.a * d.dv);           // output-projection input
+  // qk_layernorm keeps its inputs, the projected queries and keys.
+  if (d.qk_norm) attention += dt * T * (d.a + d.g) * d.d;
   if (d.mla) {
     // MLA: the down projections' input (sharded under SP), each latent's norm input and up
     // projection input (sharded, re-gathered in backward), the shared rotary key, then Q and K

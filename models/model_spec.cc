@@ -38,6 +38,7 @@ std::int64_t ModelSpec::layer_parameters(bool moe_layer) const {
   const std::int64_t bias = add_bias_linear ? 1 : 0;
   const std::int64_t norm = normalization == Normalization::kLayerNorm ? 2 * h : h;
   std::int64_t attn = h * (q + 2 * kv) + bias * (q + 2 * kv) + q * h + bias * h;
+  if (qk_layernorm) attn += 2 * (norm / h) * d;  // q_layernorm and k_layernorm
   if (multi_latent_attention) {
     // Megatron-Core's MLA: q down/up projections with a norm between (or one q projection), kv
     // down projection (latent plus the shared rotary key) with a norm, kv up projection, output.

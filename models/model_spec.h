@@ -35,6 +35,9 @@ struct ModelSpec {
   bool add_bias_linear = true;
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
+  // Megatron-Core's qk_layernorm (Qwen3, OLMoE): a normalisation of each query and key head
+  // (weights of head_dim, shared by the heads) between the QKV projection and the rotary embedding.
+  bool qk_layernorm = false;
   // Multi-head latent attention (DeepSeek-V2/V3; Megatron-Core MLASelfAttention): queries
   // through a rank-q_lora_rank bottleneck (0: a plain projection), keys and values through a
   // shared rank-kv_lora_rank latent; heads of qk_head_dim + qk_pos_emb_head_dim for scores and

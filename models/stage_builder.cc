@@ -621,6 +621,7 @@ void StageBuilder::attention_forward(std::uint8_t cat) {
     mla_projections_forward(cat);
   } else {
     column_forward("qkv_proj", d_.qkv_width(), cat, true);
+    if (d_.qk_norm) compute("qk_layernorm", memory_op(2 * dt() * T * (d_.a + d_.g) * d_.d), cat);
     if (d_.rope) compute("rotary_embedding", memory_op(2 * dt() * T * (d_.a + d_.g) * d_.d), cat);
   }
   attention_core_forward(cat);
@@ -640,6 +641,9 @@ void StageBuilder::attention_backward() {
     return;
   }
   if (d_.rope) compute("rotary_embedding_bwd", memory_op(2 * dt() * T * (d_.a + d_.g) * d_.d), kBackward);
+  if (d_.qk_norm) {
+    gradient_ready(lp_.qk_norm, false, compute("qk_layernorm_bwd", memory_op(4 * dt() * T * (d_.a + d_.g) * d_.d), kBackward));
+  }
   column_backward("qkv_proj", d_.qkv_width(), lp_.qkv, true);
 }
 
@@ -1172,6 +1176,7 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
     }
     add(lp_.norm, false, l);
     add(lp_.proj, false, l, true);
+    add(lp_.qk_norm, false, l);
     add(lp_.qkv, false, l, true);  // 0 under MLA, whose projections follow
     add(lp_.kv_up, false, l, true);
     add(lp_.kv_down, false, l, true);
@@ -1453,15 +1458,17 @@ void StageBuilder::finalize() {
   for (TaskIndex s : grad_syncs_) wait(s);
   // Sequence parallelism: the gradients of replicated norm weights (and row-parallel biases)
   // differ per TP rank and are summed over the TP group
-  // (finalize_model_grads._allreduce_non_tensor_model_parallel_grads).
-  if (d_.sp) {
+  // (finalize_model_grads._allreduce_non_tensor_model_parallel_grads); so are qk_layernorm's,
+  // each rank's a sum over its own heads, with or without sequence parallelism.
+  if (d_.sp || (lp_.qk_norm > 0 && d_.t > 1)) {
     std::int64_t layers = 0;
     for (const auto& c : info_.chunks) layers += c.second;
     // MLA's down projections (with their norms) are replicated too.
     // Each multi-token-prediction module adds a layer and three norms.
     const std::int64_t mtp = info_.has_output ? m_.mtp_num_layers : 0;
-    const std::int64_t replicated = (layers + mtp) * (2 * lp_.norm + (d_.bias ? 2 * d_.h : 0) + lp_.q_down + lp_.kv_down) +
-                                    (info_.has_output ? lp_.norm : 0) + 3 * mtp * lp_.norm;
+    const std::int64_t per_layer = d_.sp ? 2 * lp_.norm + (d_.bias ? 2 * d_.h : 0) + lp_.q_down + lp_.kv_down : 0;
+    const std::int64_t outside = d_.sp ? (info_.has_output ? lp_.norm : 0) + 3 * mtp * lp_.norm : 0;
+    const std::int64_t replicated = (layers + mtp) * (per_layer + lp_.qk_norm) + outside;
     wait(collective("layernorm_grad_all_reduce", kTpSlot, kTpStream, CollectiveKind::kAllReduce, grad_bytes() * replicated,
                     grad_dtype(), kTpComm));
   }

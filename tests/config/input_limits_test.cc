@@ -135,6 +135,12 @@ TEST_CASE("config/hf: routed and shared experts and dense layers among them unde
   CHECK(m.expert_ffn_hidden() == 768);
   CHECK(m.head_dim() == 128);
   CHECK(static_cast<double>(m.total_parameters(1)) == doctest::Approx(30.5e9).epsilon(0.01));
+  // Its model_type says its heads are normalised; another model_type's are not.
+  CHECK_FALSE(m.qk_layernorm);
+  const models::ModelSpec typed = config::load_model(hf_model("{" + qwen3 + ", \"model_type\": \"qwen3_moe\"}"));
+  CHECK(typed.qk_layernorm);
+  CHECK(typed.total_parameters(1) == m.total_parameters(1) + 48 * 2 * 128);
+  CHECK_FALSE(config::load_model(hf_model("{" + qwen3 + ", \"model_type\": \"qwen2_moe\"}")).qk_layernorm);
   // "num_experts": 0 is a dense model.
   CHECK_FALSE(config::load_model(hf_model("{\"hidden_size\": 1024, \"num_hidden_layers\": 4, \"num_attention_heads\": 16, "
                                           "\"vocab_size\": 32000, \"num_experts\": 0}")).is_moe());

@@ -319,6 +319,49 @@ TEST_CASE("models/parallelism: a shared expert is a tensor-parallel dense MLP be
   CHECK(with_shared.iteration_time_s > without.iteration_time_s);
 }
 
+TEST_CASE("models/parallelism: qk_layernorm normalises each query and key head and sums its gradients over TP") {
+  // GPT-3 7.5B on TP 4 without sequence parallelism: only qk_layernorm's weights need the TP sum.
+  const std::vector<std::string> plain = {"parallelism.sequence_parallel=false"};
+  const std::vector<std::string> normed = with(plain, {"model.qk_layernorm=true"});
+  const config::Scenario s = config::load_scenario(kGpt, normed);
+  const config::Scenario b = config::load_scenario(kGpt, plain);
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  const models::Workload base = models::lower(b.model, b.parallel, b.training, b.num_gpus());
+  // One forward and one backward norm per layer and micro-batch, after the QKV projection.
+  const auto fwd = tasks_named(w, 0, "qk_layernorm");
+  REQUIRE(!fwd.empty());
+  CHECK(fwd.size() == tasks_named(w, 0, "qkv_proj").size());
+  CHECK(tasks_named(w, 0, "qk_layernorm_bwd").size() == fwd.size());
+  CHECK(tasks_named(base, 0, "qk_layernorm").empty());
+  // 32 heads of 128 over TP 4: 8 query and 8 key heads per rank, read and written in 16 bits.
+  const std::int64_t heads = w.dims.a + w.dims.g, d = w.dims.d;
+  CHECK(heads == 16);
+  CHECK(d == 128);
+  const sim::Kernel& k = w.graph.rank_class(0).kernels[fwd.front()->payload];
+  CHECK(k.bytes.count() == 2 * 2 * w.dims.tokens() * heads * d);
+  // Two head-sized LayerNorms (weight and bias) per layer, replicated on every TP rank and
+  // summed over it.
+  std::int64_t layers = 0;
+  for (const auto& chunk : w.stages[0].chunks) layers += chunk.second;
+  CHECK(w.stages[0].params.dense - base.stages[0].params.dense == layers * 2 * 2 * d);
+  CHECK(tasks_named(base, 0, "layernorm_grad_all_reduce").empty());
+  const auto sum = tasks_named(w, 0, "layernorm_grad_all_reduce");
+  REQUIRE(sum.size() == 1);
+  CHECK(collective_bytes(w, 0, *sum.front()) == (s.training.grad_reduce_in_fp32 ? 4 : 2) * layers * 2 * 2 * d);
+  // Its inputs are kept for the backward pass; the model's parameter count has the weights.
+  CHECK(models::layer_activation_bytes(w.dims, true) - models::layer_activation_bytes(base.dims, true) ==
+        2 * w.dims.tokens() * heads * d);
+  CHECK(s.model.total_parameters(1) - b.model.total_parameters(1) == s.model.num_layers * 2 * 2 * d);
+  CHECK(tests::simulate_file(kGpt, normed).iteration_time_s > tests::simulate_file(kGpt, plain).iteration_time_s);
+  // Latent attention normalises its latents instead.
+  try {
+    config::load_scenario(kGpt, with(kMla, {"model.qk_layernorm=true"}));
+    FAIL("latent attention with qk_layernorm accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("qk_layernorm does not apply") != std::string::npos);
+  }
+}
+
 TEST_CASE("models/parallelism: moe_layer_freq puts the dense MLP in the layers it names dense") {
   // Layers 0 and 3 dense: stage 0 holds layers 0-3 (two dense), stage 1 layers 4-7 (none).
   const std::vector<std::string> mixed = with(kMoe, {"model.moe_layer_freq=[0, 1, 1, 0, 1, 1, 1, 1]"});
