@@ -528,6 +528,10 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("async_tensor_model_parallel_allreduce");
   t.overlap_p2p_comm = r.get_bool("overlap_p2p_comm", false);
   note("overlap_p2p_comm");
+  t.overlap_moe_expert_parallel_comm = r.get_bool("overlap_moe_expert_parallel_comm", false);
+  note("overlap_moe_expert_parallel_comm");
+  t.delay_wgrad_compute = r.get_bool("delay_wgrad_compute", false);
+  note("delay_wgrad_compute");
   t.scatter_gather_tensors_in_pipeline = r.get_bool("scatter_gather_tensors_in_pipeline", false);
   note("scatter_gather_tensors_in_pipeline");
   t.grad_reduce_in_fp32 = r.get_bool("grad_reduce_in_fp32", true);
@@ -902,6 +906,27 @@ void validate_plan(const Scenario& s, const Origins& o) {
       o.fail("training.moe_token_dispatcher_type",
              "flex (DeepEP) with expert_tensor_parallel_size > 1 is not modelled: give expert_tensor_parallel_size 1 or the alltoall dispatcher");
     }
+  }
+  // overlap_moe_expert_parallel_comm: Megatron-Core's own conditions (TransformerConfig's
+  // __post_init__ and combined_1f1b.py), and ZeRO-3, whose per-layer gathers trainsim does not
+  // interleave across two passes.
+  if (t.overlap_moe_expert_parallel_comm) {
+    auto refuse = [&](const std::string& why) { o.fail("training.overlap_moe_expert_parallel_comm", why); };
+    if (!m.is_moe() || p.expert_model_parallel_size <= 1) refuse("overlaps expert-parallel all-to-alls: it needs expert_model_parallel_size > 1");
+    if (p.pipeline_model_parallel_size > 1 && t.pipeline_schedule != models::PipelineSchedule::kInterleaved) {
+      refuse("with pipeline parallelism it runs in the interleaved schedule only (Megatron-Core asserts "
+             "virtual_pipeline_model_parallel_size)");
+    }
+    if (t.recompute_granularity == models::RecomputeGranularity::kFull) refuse("expected no full recomputation (Megatron-Core refuses it)");
+    if (t.recomputes_moe()) refuse("expected recompute_modules without moe (Megatron-Core refuses it)");
+    if (m.mtp_num_layers > 1) refuse("expected at most one multi-token-prediction layer (Megatron-Core refuses more)");
+    if (m.mtp_num_layers == 1 && p.pipeline_model_parallel_size == 1) {
+      refuse("with a multi-token-prediction layer it needs pipeline parallelism (Megatron-Core refuses it without)");
+    }
+    if (p.zero_stage >= 3) refuse("ZeRO stage 3 with overlapped expert-parallel passes is not modelled by trainsim");
+  }
+  if (t.delay_wgrad_compute && !t.overlap_moe_expert_parallel_comm) {
+    o.fail("training.delay_wgrad_compute", "delay_wgrad_compute needs overlap_moe_expert_parallel_comm (Megatron-Core refuses it without)");
   }
   if (t.recompute_mlp && m.num_moe_layers() == m.num_layers) {
     o.fail("training.recompute_modules", "mlp recomputes the dense layers' MLP, and every layer of this model is a mixture-of-experts "

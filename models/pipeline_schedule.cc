@@ -14,6 +14,9 @@ class StepList {
  public:
   void forward(std::int64_t mb, std::int64_t chunk) { steps_.push_back({Kind::kForward, mb, chunk, {}, PipelineStep::Wait::kNow}); }
   void backward(std::int64_t mb, std::int64_t chunk) { steps_.push_back({Kind::kBackward, mb, chunk, {}, PipelineStep::Wait::kNow}); }
+  void forward_backward(std::int64_t mb, std::int64_t chunk, std::int64_t backward_mb, std::int64_t backward_chunk) {
+    steps_.push_back({Kind::kForwardBackward, mb, chunk, {}, PipelineStep::Wait::kNow, backward_mb, backward_chunk});
+  }
   // One batch; ops that are switched off are dropped, an empty batch is no step.
   void communicate(std::initializer_list<std::pair<bool, PipelineP2P>> ops,
                    PipelineStep::Wait wait = PipelineStep::Wait::kNow) {
@@ -99,7 +102,7 @@ std::vector<PipelineStep> interleaved(std::int64_t p, const PipelineShape& shape
     }
   }
   const std::int64_t total = m * V;
-  std::int64_t warmup = (P - p - 1) * 2 + (V - 1) * G;
+  std::int64_t warmup = (P - p - 1) * 2 + (V - 1) * G + (shape.combined_1f1b ? 1 : 0);
   const bool all_warmup = warmup >= total;
   if (all_warmup) warmup = total;
   const std::int64_t remaining = total - warmup;
@@ -138,14 +141,17 @@ std::vector<PipelineStep> interleaved(std::int64_t p, const PipelineShape& shape
     const std::int64_t fc = chunk(fk, true), bc = chunk(bk, false);
     const bool recv_prev = receives(fk, true) && k != remaining - 1;
     const bool recv_next = receives(bk, false);
+    if (shape.combined_1f1b) s.forward_backward(microbatch(fk), fc, microbatch(bk), bc);
     if (overlap) {
-      s.forward(microbatch(fk), fc);
+      if (!shape.combined_1f1b) s.forward(microbatch(fk), fc);
       s.communicate({{!last_virtual(fc), kSendForward}, {recv_prev, kRecvForward}}, Wait::kBeforeNextForward);
-      s.backward(microbatch(bk), bc);
+      if (!shape.combined_1f1b) s.backward(microbatch(bk), bc);
       s.communicate({{!first_virtual(bc), kSendBackward}, {recv_next, kRecvBackward}}, Wait::kBeforeNextBackward);
     } else {
-      s.forward(microbatch(fk), fc);
-      s.backward(microbatch(bk), bc);
+      if (!shape.combined_1f1b) {
+        s.forward(microbatch(fk), fc);
+        s.backward(microbatch(bk), bc);
+      }
       s.communicate({{!last_virtual(fc), kSendForward},
                      {!first_virtual(bc), kSendBackward},
                      {recv_prev, kRecvForward},
@@ -162,10 +168,23 @@ std::vector<PipelineStep> interleaved(std::int64_t p, const PipelineShape& shape
   return s.take();
 }
 
+// combined_1f1b_schedule_for_no_pipelining (Megatron-Core combined_1f1b.py): micro-batch 0's
+// forward alone, then micro-batch i + 1's forward with i's backward, then the last backward.
+std::vector<PipelineStep> combined_without_pipelining(std::int64_t m) {
+  StepList s;
+  s.forward(0, 0);
+  for (std::int64_t i = 0; i + 1 < m; ++i) s.forward_backward(i + 1, 0, i, 0);
+  s.backward(m - 1, 0);
+  return s.take();
+}
+
 }  // namespace
 
 std::vector<PipelineStep> pipeline_steps(PipelineSchedule schedule, std::int64_t stage, const PipelineShape& shape) {
   TRAINSIM_CHECK(stage >= 0 && stage < shape.stages && shape.microbatches >= 1 && shape.chunks >= 1, "bad pipeline shape");
+  if (shape.combined_1f1b && shape.stages == 1 && shape.chunks == 1) return combined_without_pipelining(shape.microbatches);
+  TRAINSIM_CHECK(!shape.combined_1f1b || schedule == PipelineSchedule::kInterleaved,
+                 "combined 1F1B needs the interleaved schedule with more than one stage");
   switch (schedule) {
     case PipelineSchedule::kGpipe:
       return gpipe(stage, shape.stages, shape.microbatches);

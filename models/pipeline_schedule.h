@@ -6,7 +6,8 @@
 // `interleaved`: forward_backward_pipelining_with_interleaving (virtual stages; micro-batches
 // in groups of microbatch_group_size_per_vp_stage, by default p), including its rules for which
 // sends and receives each step batches and, with overlap_p2p_comm, its asynchronous sends and
-// receives that the compute stream waits for only before the pass that needs them.
+// receives that the compute stream waits for only before the pass that needs them; and the
+// combined forward-backward steps of overlap_moe_expert_parallel_comm.
 
 #include <cstdint>
 #include <vector>
@@ -24,7 +25,10 @@ struct PipelineP2P {
 };
 
 struct PipelineStep {
-  enum class Kind : std::uint8_t { kForward, kBackward, kCommunicate };
+  // kForwardBackward: overlap_moe_expert_parallel_comm's combined 1F1B step, the forward pass of
+  // (microbatch, chunk) run layer by layer together with the backward pass of
+  // (backward_microbatch, backward_chunk).
+  enum class Kind : std::uint8_t { kForward, kBackward, kCommunicate, kForwardBackward };
   // When the compute stream waits for a communicate step: at once (Megatron waits on the
   // batch's requests), or, for overlap_p2p_comm's asynchronous requests, before the next
   // forward or backward pass.
@@ -34,6 +38,8 @@ struct PipelineStep {
   std::int64_t chunk = 0;       // model chunk (virtual stage index on this rank)
   std::vector<PipelineP2P> transfers;  // communicate: one batch_isend_irecv
   Wait wait = Wait::kNow;
+  std::int64_t backward_microbatch = 0;  // forward-backward
+  std::int64_t backward_chunk = 0;
 };
 
 struct PipelineShape {
@@ -42,6 +48,11 @@ struct PipelineShape {
   std::int64_t microbatches = 1;
   std::int64_t group = 0;         // interleaved: microbatch_group_size_per_vp_stage (0 = stages)
   bool overlap_p2p = false;       // interleaved: overlap_p2p_comm
+  // overlap_moe_expert_parallel_comm (Megatron-Core combined_1f1b.py): each steady-state forward
+  // pass runs with the backward pass it precedes; the interleaved schedule warms up one forward
+  // pass more, and without pipelining (one stage) micro-batch i + 1's forward runs with i's
+  // backward.
+  bool combined_1f1b = false;
 };
 
 // REQUIRES: 0 <= stage < shape.stages; microbatches >= 1; chunks >= 1; interleaved: the group

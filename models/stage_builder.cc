@@ -258,7 +258,9 @@ class StageBuilder {
   void row_forward(const std::string& name, std::int64_t k, std::uint8_t cat);
   void column_backward(const std::string& name, std::int64_t n, std::int64_t params, bool fp8, std::int64_t k = 0);
   void row_backward(const std::string& name, std::int64_t k, std::int64_t params);
-  void expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params);
+  // `wgrad` false: the data gradient only; expert_wgrad then adds the weight gradient.
+  void expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params, bool wgrad = true);
+  void expert_wgrad(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params);
 
   // ---- model pieces ----
   void embedding_forward();
@@ -298,6 +300,33 @@ class StageBuilder {
   void mla_projections_forward(std::uint8_t cat);
   void mla_up_projections(std::uint8_t cat);
   void moe_block_forward(std::uint8_t cat);
+  // MoELayer's steps (router and permutation; dispatch; experts; combine; unpermutation), which
+  // overlap_moe_expert_parallel_comm runs as separate nodes, and their backward passes.
+  void moe_route_forward(std::uint8_t cat);
+  void moe_dispatch_forward();
+  void moe_experts_forward(std::uint8_t cat);
+  void moe_combine_forward();
+  void moe_unpermute_forward(std::uint8_t cat);
+  void moe_combine_backward();
+  void moe_experts_backward(bool wgrad);
+  void moe_dispatch_backward();
+  void moe_experts_wgrad();
+  void moe_route_backward();
+  // overlap_moe_expert_parallel_comm: one layer as Megatron-Core's schedule nodes
+  // (fine_grained_callables.py). Compute nodes on the compute stream, the all-to-alls on their
+  // own; the combine node's unpermutation and residual add follow as compute (`tail`).
+  bool overlapped_nodes() const { return t_.overlap_moe_expert_parallel_comm; }
+  void fp8_weights(std::int64_t layer, std::uint8_t cat);
+  void attn_node_forward(std::int64_t layer, std::int64_t alloc);
+  void dispatch_node_forward();
+  void mlp_node_forward();
+  void combine_node_forward();
+  void combine_node_forward_tail();
+  void combine_node_backward(std::int64_t layer);
+  void mlp_node_backward();
+  void dispatch_node_backward();
+  void mlp_node_backward_dw();
+  void attn_node_backward(std::int64_t free);
   void mla_projections_backward();
   void shared_expert_backward();
   void norm(const std::string& name, std::uint8_t cat, std::int64_t alloc = 0);
@@ -306,6 +335,17 @@ class StageBuilder {
   // ---- pipeline ----
   void chunk_forward(std::int64_t mb, std::int64_t chunk);
   void chunk_backward(std::int64_t mb, std::int64_t chunk);
+  void forward_begin(std::int64_t mb, std::int64_t chunk);
+  void forward_layer(std::int64_t index);  // layer `index` of the current chunk
+  void forward_end();
+  void backward_begin(std::int64_t mb, std::int64_t chunk);
+  void backward_layer(std::int64_t index);
+  void backward_end();
+  std::int64_t forward_alloc(std::int64_t index) const;
+  // overlap_moe_expert_parallel_comm's combined step (combined_1f1b.py, TransformerModelChunk-
+  // SchedulePlan.run): the forward pass's layers paired with the backward pass's, last first.
+  void forward_backward(const PipelineStep& step, bool final_backward);
+  void switch_pass(int pass);
   void communicate(const PipelineStep& step);
   bool full_recompute_layer(std::int64_t index_in_chunk) const;
 
@@ -361,6 +401,24 @@ class StageBuilder {
   std::vector<std::vector<GradientBucket>> buckets_;
   std::size_t cursor_ = 0;
   bool final_backward_ = false;  // the backward pass that completes this chunk's gradients
+  // A combined step's two passes (0: forward, 1: backward): what each carries while the other
+  // emits. active_pass_ is -1 outside combined steps.
+  struct Pass {
+    std::int64_t mb = -1, chunk = 0, layer = -1;
+    std::size_t cursor = 0;
+    bool final_backward = false;
+    std::vector<TaskIndex> pending;
+    std::int64_t pending_alloc = 0;
+    TaskIndex last = 0;  // its last compute task
+    bool has_last = false;
+  };
+  Pass passes_[2];
+  int active_pass_ = -1;
+  TaskIndex pass_entry_last_ = 0;
+  // After a combined step, the forward pass's last compute task, which its activations' send
+  // waits for (Megatron-Core issues post_forward on the communication stream).
+  TaskIndex combined_forward_last_ = 0;
+  bool combined_forward_done_ = false;
   std::vector<TaskIndex> grad_syncs_;
   std::vector<std::int64_t> last_backward_step_;
   std::set<std::int64_t> forwarded_chunks_;
@@ -515,13 +573,18 @@ void StageBuilder::row_backward(const std::string& name, std::int64_t k, std::in
 
 // Grouped expert GEMM backward (TE GroupedLinear): per local expert, data and weight gradients
 // over the tokens routed to it. Forward: Y[R/e, n] = X[R/e, k] W[k, n].
-void StageBuilder::expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params) {
+void StageBuilder::expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params, bool wgrad) {
   const std::int64_t le = std::max<std::int64_t>(1, d_.local_experts);
   const std::int64_t rows = std::max<std::int64_t>(1, d_.routed_tokens() / le);
   if (d_.fp8()) fp8_cast(name + "_grad_cast", d_.routed_tokens() * n, kBackward);
   compute(name + "_dgrad", gemm(rows, k, n, le, d_.gemm), kBackward);
-  const TaskIndex wgrad = compute(name + "_wgrad", gemm(k, n, rows, le, d_.gemm), kBackward);
-  gradient_ready(params, true, wgrad);
+  if (wgrad) expert_wgrad(name, k, n, params);
+}
+
+void StageBuilder::expert_wgrad(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params) {
+  const std::int64_t le = std::max<std::int64_t>(1, d_.local_experts);
+  const std::int64_t rows = std::max<std::int64_t>(1, d_.routed_tokens() / le);
+  gradient_ready(params, true, compute(name + "_wgrad", gemm(k, n, rows, le, d_.gemm), kBackward));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -750,12 +813,23 @@ void StageBuilder::moe_forward(std::uint8_t cat) {
 // MoELayer.forward: routing, dispatch, experts, combine and the shared experts; what
 // recompute_modules moe checkpoints and runs again before the layer's backward.
 void StageBuilder::moe_block_forward(std::uint8_t cat) {
-  const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk, E = d_.experts;
-  const std::int64_t le = std::max<std::int64_t>(1, d_.local_experts);
-  const std::int64_t rows = std::max<std::int64_t>(1, R / le);
+  moe_route_forward(cat);
+  moe_dispatch_forward();
+  moe_experts_forward(cat);
+  moe_combine_forward();
+  moe_unpermute_forward(cat);
+  if (d_.sf > 0) shared_expert_forward(cat);
+}
+
+void StageBuilder::moe_route_forward(std::uint8_t cat) {
+  const std::int64_t Ts = d_.moe_tokens(), k = d_.topk, E = d_.experts;
   compute("router", gemm(Ts, E, d_.h, 1, d_.act), cat);
   compute("router_softmax_topk", memory_op(Ts * E * (dt() + 4) + 12 * Ts * k), cat);
   compute("permute", memory_op(2 * dt() * Ts * k * d_.h), cat);
+}
+
+void StageBuilder::moe_dispatch_forward() {
+  const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk;
   if (d_.ep > 1) {
     wait(token_exchange("moe_dispatch_all_to_all", dt() * Ts * k * d_.h));
     if (!flex()) {
@@ -767,6 +841,12 @@ void StageBuilder::moe_block_forward(std::uint8_t cat) {
     wait(collective("moe_tokens_all_gather", kExpertTpSlot, kTpStream, CollectiveKind::kAllGather, dt() * R * d_.h, d_.act,
                     kEpComm));
   }
+}
+
+void StageBuilder::moe_experts_forward(std::uint8_t cat) {
+  const std::int64_t R = d_.routed_tokens();
+  const std::int64_t le = std::max<std::int64_t>(1, d_.local_experts);
+  const std::int64_t rows = std::max<std::int64_t>(1, R / le);
   if (d_.local_experts > 1) compute("sort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.fp8()) fp8_cast("expert_fc1_input_cast", R * d_.h, cat);
   compute("expert_fc1", gemm(rows, d_.expert_fc1_width(), d_.h, le, d_.gemm), cat);
@@ -778,9 +858,15 @@ void StageBuilder::moe_block_forward(std::uint8_t cat) {
     wait(collective("moe_tokens_reduce_scatter", kExpertTpSlot, kTpStream, CollectiveKind::kReduceScatter, dt() * R * d_.h,
                     d_.act, kEpComm));
   }
-  if (d_.ep > 1) wait(token_exchange("moe_combine_all_to_all", dt() * Ts * k * d_.h));
-  compute("unpermute", memory_op(dt() * Ts * k * d_.h + dt() * Ts * d_.h), cat);
-  if (d_.sf > 0) shared_expert_forward(cat);
+}
+
+void StageBuilder::moe_combine_forward() {
+  if (d_.ep > 1) wait(token_exchange("moe_combine_all_to_all", dt() * d_.moe_tokens() * d_.topk * d_.h));
+}
+
+void StageBuilder::moe_unpermute_forward(std::uint8_t cat) {
+  const std::int64_t Ts = d_.moe_tokens();
+  compute("unpermute", memory_op(dt() * Ts * d_.topk * d_.h + dt() * Ts * d_.h), cat);
 }
 
 // Shared experts (Megatron-Core SharedExpertMLP, moe_shared_expert_overlap off): after the
@@ -795,26 +881,47 @@ void StageBuilder::shared_expert_forward(std::uint8_t cat) {
 void StageBuilder::shared_expert_backward() { dense_mlp_backward("shared_", d_.sf, lp_.shared_fc1, lp_.shared_fc2); }
 
 void StageBuilder::moe_backward() {
-  const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk, E = d_.experts;
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
   if (t_.recomputes_moe()) moe_block_forward(kRecompute);  // the checkpointed layer, forward again
   if (d_.sf > 0) shared_expert_backward();
+  moe_combine_backward();
+  moe_experts_backward(true);
+  moe_dispatch_backward();
+  moe_route_backward();
+  norm_backward("pre_mlp_norm");
+}
+
+void StageBuilder::moe_combine_backward() {
+  const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk;
   compute("unpermute_bwd", memory_op(2 * dt() * Ts * k * d_.h + dt() * Ts * d_.h), kBackward);
   if (d_.ep > 1) wait(token_exchange("moe_combine_bwd_all_to_all", dt() * Ts * k * d_.h));
   if (d_.etp > 1) {
     wait(collective("moe_tokens_grad_all_gather", kExpertTpSlot, kTpStream, CollectiveKind::kAllGather, dt() * R * d_.h,
                     d_.act, kEpComm));
   }
+}
+
+void StageBuilder::moe_experts_backward(bool wgrad) {
+  const std::int64_t R = d_.routed_tokens();
   if (d_.local_experts > 1) compute("unsort_chunks_bwd", memory_op(2 * dt() * R * d_.h), kBackward);
-  expert_backward("expert_fc2", d_.ef, d_.h, lp_.expert_fc2);
+  expert_backward("expert_fc2", d_.ef, d_.h, lp_.expert_fc2, wgrad);
   compute(d_.gated ? "expert_swiglu_bwd" : "expert_activation_bwd",
           memory_op(dt() * R * (2 * d_.expert_fc1_width() + d_.ef)), kBackward);
-  expert_backward("expert_fc1", d_.h, d_.expert_fc1_width(), lp_.expert_fc1);
+  expert_backward("expert_fc1", d_.h, d_.expert_fc1_width(), lp_.expert_fc1, wgrad);
   if (d_.local_experts > 1) compute("sort_chunks_bwd", memory_op(2 * dt() * R * d_.h), kBackward);
   if (d_.etp > 1) {
     wait(collective("moe_tokens_grad_reduce_scatter", kExpertTpSlot, kTpStream, CollectiveKind::kReduceScatter,
                     dt() * R * d_.h, d_.act, kEpComm));
   }
+}
+
+void StageBuilder::moe_experts_wgrad() {
+  expert_wgrad("expert_fc2", d_.ef, d_.h, lp_.expert_fc2);
+  expert_wgrad("expert_fc1", d_.h, d_.expert_fc1_width(), lp_.expert_fc1);
+}
+
+void StageBuilder::moe_dispatch_backward() {
+  const std::int64_t Ts = d_.moe_tokens(), k = d_.topk;
   if (d_.ep > 1) {
     if (!flex()) {
       wait(collective("moe_dispatch_probs_bwd_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, 4 * Ts * k,
@@ -822,29 +929,30 @@ void StageBuilder::moe_backward() {
     }
     wait(token_exchange("moe_dispatch_bwd_all_to_all", dt() * Ts * k * d_.h));
   }
+}
+
+void StageBuilder::moe_route_backward() {
+  const std::int64_t Ts = d_.moe_tokens(), k = d_.topk, E = d_.experts;
   compute("permute_bwd", memory_op(2 * dt() * Ts * k * d_.h), kBackward);
   compute("router_softmax_topk_bwd", memory_op(Ts * E * (2 * dt() + 4)), kBackward);
   compute("router_dgrad", gemm(Ts, d_.h, E, 1, d_.act), kBackward);
   const TaskIndex router = compute("router_wgrad", gemm(d_.h, E, Ts, 1, d_.act), kBackward);
   gradient_ready(lp_.router, false, router);
-  norm_backward("pre_mlp_norm");
 }
 
 void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int64_t alloc) {
+  if (overlapped_nodes() && cat != kRecompute) {
+    attn_node_forward(layer, alloc);
+    dispatch_node_forward();
+    mlp_node_forward();
+    combine_node_forward();
+    combine_node_forward_tail();
+    return;
+  }
   layer_ = layer;
   if (p_.zero_stage >= 3 && cat != kRecompute) fsdp_acquire(layer, false);
   if (!bucket_gathers_.empty() && cat != kRecompute) distributed_optimizer_gathers(layer);
-  if (d_.fp8() && (p_.zero_stage >= 3 || !forwarded_chunks_.contains(chunk_)) && cat != kRecompute) {
-    // Weights cast to FP8 once per iteration and cached, or after every gather under ZeRO-3.
-    // With fp8_param_gather they arrive in FP8: only Hopper's transpose of the per-tensor-scaled
-    // row-wise copy remains (post_all_gather_processing).
-    const std::int64_t weights = params_of(layer).gemm_weights;
-    if (!t_.fp8_param_gather) {
-      compute("fp8_weight_cast", quantize_op(d_.quantize_bytes(weights, 2)), cat);
-    } else if (!d_.fp8_columnwise_native && !d_.mxfp8()) {
-      compute("fp8_weight_transpose", quantize_op(2 * weights), cat);
-    }
-  }
+  if (cat != kRecompute) fp8_weights(layer, cat);
   pending_alloc_ += alloc;  // the layer's saved activations, allocated as its forward starts
   attention_forward(cat);
   mlp_forward(cat);
@@ -852,6 +960,14 @@ void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int6
 }
 
 void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
+  if (overlapped_nodes()) {
+    combine_node_backward(layer);
+    mlp_node_backward();
+    dispatch_node_backward();
+    mlp_node_backward_dw();
+    attn_node_backward(free);
+    return;
+  }
   layer_ = layer;
   if (p_.zero_stage >= 3) {
     fsdp_acquire(layer, true);
@@ -866,6 +982,92 @@ void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
     fsdp_reduce(layer);
     fsdp_release(layer);
   }
+}
+
+// Weights cast to FP8 once per iteration and cached, or after every gather under ZeRO-3. With
+// fp8_param_gather they arrive in FP8: only Hopper's transpose of the per-tensor-scaled row-wise
+// copy remains (post_all_gather_processing).
+void StageBuilder::fp8_weights(std::int64_t layer, std::uint8_t cat) {
+  if (!d_.fp8() || (p_.zero_stage < 3 && forwarded_chunks_.contains(chunk_))) return;
+  const std::int64_t weights = params_of(layer).gemm_weights;
+  if (!t_.fp8_param_gather) {
+    compute("fp8_weight_cast", quantize_op(d_.quantize_bytes(weights, 2)), cat);
+  } else if (!d_.fp8_columnwise_native && !d_.mxfp8()) {
+    compute("fp8_weight_transpose", quantize_op(2 * weights), cat);
+  }
+}
+
+// The attention node: the layer's parameter gathers and FP8 weights as layer_forward has them,
+// the attention block, and in an MoE layer the pre-MLP norm, the shared expert (computed here,
+// before the dispatch, as MoELayer's shared_experts_compute) and the router with the
+// permutation. A dense layer's MLP is its mlp node.
+void StageBuilder::attn_node_forward(std::int64_t layer, std::int64_t alloc) {
+  layer_ = layer;
+  if (!bucket_gathers_.empty()) distributed_optimizer_gathers(layer);
+  fp8_weights(layer, kForward);
+  pending_alloc_ += alloc;
+  attention_forward(kForward);
+  if (!m_.is_moe_layer(layer_)) return;
+  norm("pre_mlp_norm", kForward);
+  if (d_.sf > 0) dense_mlp_forward("shared_", d_.sf, kForward);
+  moe_route_forward(kForward);
+}
+
+void StageBuilder::dispatch_node_forward() {
+  if (m_.is_moe_layer(layer_)) moe_dispatch_forward();
+}
+
+void StageBuilder::mlp_node_forward() {
+  if (m_.is_moe_layer(layer_)) {
+    moe_experts_forward(kForward);
+  } else {
+    mlp_forward(kForward);
+  }
+}
+
+void StageBuilder::combine_node_forward() {
+  if (m_.is_moe_layer(layer_)) moe_combine_forward();
+}
+
+void StageBuilder::combine_node_forward_tail() {
+  if (!m_.is_moe_layer(layer_)) return;
+  moe_unpermute_forward(kForward);
+  if (d_.sf > 0) compute("shared_expert_add", memory_op(3 * sharded_hidden_bytes()), kForward);
+  compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), kForward);
+}
+
+void StageBuilder::combine_node_backward(std::int64_t layer) {
+  layer_ = layer;
+  if (!m_.is_moe_layer(layer_)) return;
+  compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
+  moe_combine_backward();
+}
+
+void StageBuilder::mlp_node_backward() {
+  if (m_.is_moe_layer(layer_)) {
+    moe_experts_backward(!t_.delay_wgrad_compute);
+  } else {
+    mlp_backward();
+  }
+}
+
+void StageBuilder::dispatch_node_backward() {
+  if (m_.is_moe_layer(layer_)) moe_dispatch_backward();
+}
+
+void StageBuilder::mlp_node_backward_dw() {
+  if (m_.is_moe_layer(layer_) && t_.delay_wgrad_compute) moe_experts_wgrad();
+}
+
+void StageBuilder::attn_node_backward(std::int64_t free) {
+  if (m_.is_moe_layer(layer_)) {
+    moe_route_backward();
+    if (d_.sf > 0) shared_expert_backward();
+    norm_backward("pre_mlp_norm");
+  }
+  attention_backward();
+  norm_backward("input_norm");
+  if (free != 0) free_at(last_compute_, free);
 }
 
 void StageBuilder::embedding_forward() {
@@ -1035,32 +1237,53 @@ bool StageBuilder::full_recompute_layer(std::int64_t index_in_chunk) const {
 }
 
 void StageBuilder::chunk_forward(std::int64_t mb, std::int64_t chunk) {
+  forward_begin(mb, chunk);
+  const std::int64_t count = info_.chunks[static_cast<std::size_t>(chunk)].second;
+  for (std::int64_t i = 0; i < count; ++i) forward_layer(i);
+  forward_end();
+}
+
+void StageBuilder::forward_begin(std::int64_t mb, std::int64_t chunk) {
   mb_ = mb;
   chunk_ = chunk;
   for (TaskIndex t : gate_forward_) wait(t);
   gate_forward_.clear();
-  const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk)];
   if (chunk == 0 && info_.has_embedding) embedding_forward();
-  const bool selective = t_.recomputes_core_attention();
-  const std::int64_t group = std::max<std::int64_t>(1, t_.recompute_num_layers);
-  for (std::int64_t i = 0; i < count; ++i) {
-    std::int64_t alloc = layer_activation_bytes(dims_of(first + i), selective);
-    if (full_recompute_layer(i)) {
-      // Uniform: one checkpoint per group of recompute_num_layers layers; block: per layer.
-      const bool group_start = t_.recompute_method == RecomputeMethod::kBlock || i % group == 0;
-      alloc = group_start ? layer_checkpoint_bytes(d_) : 0;
-    }
-    layer_forward(first + i, kForward, alloc);
+}
+
+std::int64_t StageBuilder::forward_alloc(std::int64_t index) const {
+  const std::int64_t first = info_.chunks[static_cast<std::size_t>(chunk_)].first;
+  if (full_recompute_layer(index)) {
+    // Uniform: one checkpoint per group of recompute_num_layers layers; block: per layer.
+    const std::int64_t group = std::max<std::int64_t>(1, t_.recompute_num_layers);
+    const bool group_start = t_.recompute_method == RecomputeMethod::kBlock || index % group == 0;
+    return group_start ? layer_checkpoint_bytes(d_) : 0;
   }
-  const bool last_chunk = chunk == static_cast<std::int64_t>(info_.chunks.size()) - 1;
+  return layer_activation_bytes(dims_of(first + index), t_.recomputes_core_attention());
+}
+
+void StageBuilder::forward_layer(std::int64_t index) {
+  layer_forward(info_.chunks[static_cast<std::size_t>(chunk_)].first + index, kForward, forward_alloc(index));
+}
+
+void StageBuilder::forward_end() {
+  const std::int64_t count = info_.chunks[static_cast<std::size_t>(chunk_)].second;
+  const bool last_chunk = chunk_ == static_cast<std::int64_t>(info_.chunks.size()) - 1;
   if (last_chunk && info_.has_output) output_forward();
   // The multi-token-prediction layers' FP8 scaling state is reduced with the chunk's.
   const std::int64_t mtp = last_chunk && info_.has_output ? m_.mtp_num_layers : 0;
   amax_reduction(count + mtp, true);
-  forwarded_chunks_.insert(chunk);
+  forwarded_chunks_.insert(chunk_);
 }
 
 void StageBuilder::chunk_backward(std::int64_t mb, std::int64_t chunk) {
+  backward_begin(mb, chunk);
+  const std::int64_t count = info_.chunks[static_cast<std::size_t>(chunk)].second;
+  for (std::int64_t i = count - 1; i >= 0; --i) backward_layer(i);
+  backward_end();
+}
+
+void StageBuilder::backward_begin(std::int64_t mb, std::int64_t chunk) {
   mb_ = mb;
   chunk_ = chunk;
   cursor_ = 0;
@@ -1084,30 +1307,132 @@ void StageBuilder::chunk_backward(std::int64_t mb, std::int64_t chunk) {
     if (chunk == 0 && info_.has_embedding) backward_units_.push_back(kEmbeddingUnit);
   }
   if (last_chunk && info_.has_output) output_backward();
+}
+
+void StageBuilder::backward_layer(std::int64_t i) {
+  const auto [first, count] = info_.chunks[static_cast<std::size_t>(chunk_)];
   const std::int64_t group = std::max<std::int64_t>(1, t_.recompute_num_layers);
-  for (std::int64_t i = count - 1; i >= 0; --i) {
-    std::int64_t free = layer_activation_bytes(dims_of(first + i), t_.recomputes_core_attention());
-    if (full_recompute_layer(i)) {
-      const bool block = t_.recompute_method == RecomputeMethod::kBlock;
-      const std::int64_t group_start = block ? i : (i / group) * group;
-      if (block || i == std::min(count - 1, group_start + group - 1)) {
-        // Recompute the forward of the whole group from its checkpoint before its backward.
-        const std::int64_t group_end = block ? i : std::min(count - 1, group_start + group - 1);
-        for (std::int64_t j = group_start; j <= group_end; ++j) {
-          if (p_.zero_stage >= 3) {
-            layer_ = first + j;
-            fsdp_acquire(first + j, true);
-          }
-          layer_forward(first + j, kRecompute, layer_activation_bytes(dims_of(first + j), false));
+  std::int64_t free = layer_activation_bytes(dims_of(first + i), t_.recomputes_core_attention());
+  if (full_recompute_layer(i)) {
+    const bool block = t_.recompute_method == RecomputeMethod::kBlock;
+    const std::int64_t group_start = block ? i : (i / group) * group;
+    if (block || i == std::min(count - 1, group_start + group - 1)) {
+      // Recompute the forward of the whole group from its checkpoint before its backward.
+      const std::int64_t group_end = block ? i : std::min(count - 1, group_start + group - 1);
+      for (std::int64_t j = group_start; j <= group_end; ++j) {
+        if (p_.zero_stage >= 3) {
+          layer_ = first + j;
+          fsdp_acquire(first + j, true);
         }
+        layer_forward(first + j, kRecompute, layer_activation_bytes(dims_of(first + j), false));
       }
-      free = layer_activation_bytes(dims_of(first + i), false) + (i == group_start ? layer_checkpoint_bytes(d_) : 0);
     }
-    layer_backward(first + i, free);
+    free = layer_activation_bytes(dims_of(first + i), false) + (i == group_start ? layer_checkpoint_bytes(d_) : 0);
   }
-  if (chunk == 0 && info_.has_embedding) embedding_backward();
-  TRAINSIM_CHECK(cursor_ == groups_[static_cast<std::size_t>(chunk)].size(), "gradient groups out of step with the buckets");
+  layer_backward(first + i, free);
+}
+
+void StageBuilder::backward_end() {
+  const std::int64_t count = info_.chunks[static_cast<std::size_t>(chunk_)].second;
+  const bool last_chunk = chunk_ == static_cast<std::int64_t>(info_.chunks.size()) - 1;
+  if (chunk_ == 0 && info_.has_embedding) embedding_backward();
+  TRAINSIM_CHECK(cursor_ == groups_[static_cast<std::size_t>(chunk_)].size(), "gradient groups out of step with the buckets");
   amax_reduction(count + (last_chunk && info_.has_output ? m_.mtp_num_layers : 0), false);
+}
+
+// Makes pass 0 (forward) or 1 (backward) of a combined step the one emitting: the other keeps
+// its micro-batch, chunk, gradient cursor and the waits and allocation its next compute task
+// carries.
+void StageBuilder::switch_pass(int pass) {
+  if (active_pass_ == pass) return;
+  if (active_pass_ >= 0) {
+    Pass& out = passes_[active_pass_];
+    out.mb = mb_;
+    out.chunk = chunk_;
+    out.layer = layer_;
+    out.cursor = cursor_;
+    out.final_backward = final_backward_;
+    out.pending = std::move(pending_);
+    out.pending_alloc = pending_alloc_;
+    if (has_compute_ && last_compute_ != pass_entry_last_) {
+      out.last = last_compute_;
+      out.has_last = true;
+    }
+  }
+  Pass& in = passes_[pass];
+  mb_ = in.mb;
+  chunk_ = in.chunk;
+  layer_ = in.layer;
+  cursor_ = in.cursor;
+  final_backward_ = in.final_backward;
+  pending_ = std::move(in.pending);
+  in.pending.clear();
+  pending_alloc_ = in.pending_alloc;
+  pass_entry_last_ = last_compute_;
+  active_pass_ = pass;
+}
+
+void StageBuilder::forward_backward(const PipelineStep& step, bool final_backward) {
+  // The waits pending before the step (the receive a passed gate or batch left) go with the
+  // forward pass, which computes first.
+  passes_[0] = Pass{};
+  passes_[1] = Pass{};
+  passes_[1].final_backward = final_backward;
+  passes_[0].pending = std::move(pending_);
+  pending_.clear();
+  passes_[0].pending_alloc = pending_alloc_;
+  pending_alloc_ = 0;
+  active_pass_ = -1;
+  switch_pass(0);
+  forward_begin(step.microbatch, step.chunk);
+  switch_pass(1);
+  backward_begin(step.backward_microbatch, step.backward_chunk);
+  const auto [f_first, f_count] = info_.chunks[static_cast<std::size_t>(step.chunk)];
+  const std::int64_t b_count = info_.chunks[static_cast<std::size_t>(step.backward_chunk)].second;
+  const std::int64_t b_first = info_.chunks[static_cast<std::size_t>(step.backward_chunk)].first;
+  // TransformerLayerSchedulePlan.run: per pair, in issue order
+  //   comm: combine_bwd | dispatch_fwd, dispatch_bwd | combine_fwd
+  //   comp: attn_fwd    | mlp_bwd, mlp_bwd_dw, mlp_fwd | attn_bwd
+  const std::int64_t pairs = std::min(f_count, b_count);
+  for (std::int64_t i = 0; i < pairs; ++i) {
+    const std::int64_t b = b_count - 1 - i;
+    switch_pass(1);
+    combine_node_backward(b_first + b);
+    switch_pass(0);
+    attn_node_forward(f_first + i, forward_alloc(i));
+    switch_pass(1);
+    mlp_node_backward();
+    switch_pass(0);
+    dispatch_node_forward();
+    switch_pass(1);
+    dispatch_node_backward();
+    mlp_node_backward_dw();
+    switch_pass(0);
+    mlp_node_forward();
+    combine_node_forward();
+    switch_pass(1);
+    attn_node_backward(layer_activation_bytes(dims_of(b_first + b), t_.recomputes_core_attention()));
+    switch_pass(0);
+    combine_node_forward_tail();
+  }
+  // Unpaired layers run alone: the backward pass's, then the forward pass's.
+  switch_pass(1);
+  for (std::int64_t b = b_count - 1 - pairs; b >= 0; --b) backward_layer(b);
+  switch_pass(0);
+  for (std::int64_t i = pairs; i < f_count; ++i) forward_layer(i);
+  forward_end();
+  switch_pass(1);
+  backward_end();
+  switch_pass(0);
+  combined_forward_last_ = passes_[0].has_last ? passes_[0].last : last_compute_;
+  combined_forward_done_ = true;
+  // Back to a single pass: the next compute task waits for what either pass left pending.
+  std::vector<TaskIndex> left = std::move(pending_);
+  left.insert(left.end(), passes_[1].pending.begin(), passes_[1].pending.end());
+  pending_ = std::move(left);
+  pending_alloc_ += passes_[1].pending_alloc;
+  final_backward_ = false;
+  active_pass_ = -1;
 }
 
 void StageBuilder::communicate(const PipelineStep& step) {
@@ -1125,7 +1450,12 @@ void StageBuilder::communicate(const PipelineStep& step) {
     name += std::string(op.is_send ? "send_" : "recv_") + (op.forward ? "forward" : "backward");
   }
   layer_ = -1;
+  // After a combined step the activations' send waits for the forward pass only.
+  const bool forward_only = std::all_of(step.transfers.begin(), step.transfers.end(), [](const PipelineP2P& op) { return op.forward; });
+  const TaskIndex issued_after = last_compute_;
+  if (combined_forward_done_ && forward_only) last_compute_ = combined_forward_last_;
   const TaskIndex batch = p2p(name, transfers, kPpStream, kPpComm);
+  last_compute_ = issued_after;
   switch (step.wait) {
     case PipelineStep::Wait::kNow:
       wait(batch);  // Megatron waits for the batch's requests before continuing
@@ -1164,7 +1494,15 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
     if (params > 0) out.push_back(ParamGroup{params, expert, unit, gemm && d_.fp8() ? params : 0});
   };
   auto add_layer = [&](std::int64_t l) {
-    if (m_.is_moe_layer(l)) {
+    if (m_.is_moe_layer(l) && overlapped_nodes()) {
+      // The schedule nodes' order: the experts (mlp node), then the attention node's router and
+      // shared expert.
+      add(lp_.expert_fc2, true, l, true);
+      add(lp_.expert_fc1, true, l, true);
+      add(lp_.router, false, l);
+      add(lp_.shared_fc2, false, l, true);
+      add(lp_.shared_fc1, false, l, true);
+    } else if (m_.is_moe_layer(l)) {
       add(lp_.shared_fc2, false, l, true);
       add(lp_.shared_fc1, false, l, true);
       add(lp_.expert_fc2, true, l, true);
@@ -1554,6 +1892,7 @@ void StageBuilder::build() {
   shape.microbatches = microbatches_;
   shape.group = p_.microbatch_group_size_per_vp_stage;
   shape.overlap_p2p = t_.overlap_p2p_comm;
+  shape.combined_1f1b = t_.overlap_moe_expert_parallel_comm;
   const std::vector<PipelineStep> steps = pipeline_steps(t_.pipeline_schedule, info_.stage, shape);
   // align_param_gather (schedules.py, forward_backward_pipelining_with_interleaving): the first
   // two chunks' gathers when the schedule starts, on every stage at once; chunk c + 1's at the
@@ -1564,7 +1903,7 @@ void StageBuilder::build() {
   std::vector<const PipelineStep*> forwards;  // in virtual micro-batch order (aligned only)
   if (aligned_gather_) {
     for (const PipelineStep& step : steps) {
-      if (step.kind == PipelineStep::Kind::kForward) forwards.push_back(&step);
+      if (step.kind == PipelineStep::Kind::kForward || step.kind == PipelineStep::Kind::kForwardBackward) forwards.push_back(&step);
     }
     gather_chunk(0);
     gather_chunk(1);
@@ -1574,41 +1913,53 @@ void StageBuilder::build() {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     if (steps[i].kind == PipelineStep::Kind::kBackward) {
       last_backward_step_[static_cast<std::size_t>(steps[i].chunk)] = static_cast<std::int64_t>(i);
+    } else if (steps[i].kind == PipelineStep::Kind::kForwardBackward) {
+      last_backward_step_[static_cast<std::size_t>(steps[i].backward_chunk)] = static_cast<std::int64_t>(i);
     }
   }
   // align_grad_reduce: a chunk's reduction is launched after the backward pass `stage` virtual
   // micro-batches after the chunk's last one (backward_step_helper_postprocess), or, when
   // that lies past the end, once the schedule is done.
   const bool aligned = t_.overlap_grad_reduce && p_.zero_stage < 2 && !reduces_in_hooks();
-  std::vector<const PipelineStep*> backwards;
+  std::vector<std::pair<std::int64_t, std::int64_t>> backwards;  // (micro-batch, chunk) in order
   std::vector<bool> reduced(info_.chunks.size(), false);
+  auto forward_gathers = [&]() {
+    const std::size_t ahead = forward_index++ + static_cast<std::size_t>(info_.stage);
+    if (aligned_gather_ && ahead < forwards.size() && forwards[ahead]->microbatch == 0) {
+      const std::int64_t next = forwards[ahead]->chunk + 1;
+      if (next > 1 && next < chunks) gather_chunk(next);
+    }
+  };
+  auto backward_done = [&](std::int64_t mb, std::int64_t chunk) {
+    backwards.emplace_back(mb, chunk);
+    const auto delayed = static_cast<std::int64_t>(backwards.size()) - 1 - info_.stage;
+    if (aligned && chunks > 1 && delayed >= 0) {
+      const auto due = backwards[static_cast<std::size_t>(delayed)];
+      if (due.first == microbatches_ - 1 && !reduced[static_cast<std::size_t>(due.second)]) {
+        reduce_chunk(due.second);
+        reduced[static_cast<std::size_t>(due.second)] = true;
+      }
+    }
+  };
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const PipelineStep& step = steps[i];
+    if (step.kind != PipelineStep::Kind::kCommunicate) combined_forward_done_ = false;
     switch (step.kind) {
-      case PipelineStep::Kind::kForward: {
-        const std::size_t ahead = forward_index++ + static_cast<std::size_t>(info_.stage);
-        if (aligned_gather_ && ahead < forwards.size() && forwards[ahead]->microbatch == 0) {
-          const std::int64_t next = forwards[ahead]->chunk + 1;
-          if (next > 1 && next < chunks) gather_chunk(next);
-        }
+      case PipelineStep::Kind::kForward:
+        forward_gathers();
         chunk_forward(step.microbatch, step.chunk);
         break;
-      }
-      case PipelineStep::Kind::kBackward: {
+      case PipelineStep::Kind::kBackward:
         final_backward_ = last_backward_step_[static_cast<std::size_t>(step.chunk)] == static_cast<std::int64_t>(i);
         chunk_backward(step.microbatch, step.chunk);
         final_backward_ = false;
-        backwards.push_back(&step);
-        const auto delayed = static_cast<std::int64_t>(backwards.size()) - 1 - info_.stage;
-        if (aligned && chunks > 1 && delayed >= 0) {
-          const PipelineStep& due = *backwards[static_cast<std::size_t>(delayed)];
-          if (due.microbatch == microbatches_ - 1 && !reduced[static_cast<std::size_t>(due.chunk)]) {
-            reduce_chunk(due.chunk);
-            reduced[static_cast<std::size_t>(due.chunk)] = true;
-          }
-        }
+        backward_done(step.microbatch, step.chunk);
         break;
-      }
+      case PipelineStep::Kind::kForwardBackward:
+        forward_gathers();
+        forward_backward(step, last_backward_step_[static_cast<std::size_t>(step.backward_chunk)] == static_cast<std::int64_t>(i));
+        backward_done(step.backward_microbatch, step.backward_chunk);
+        break;
       case PipelineStep::Kind::kCommunicate:
         communicate(step);
         break;

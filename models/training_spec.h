@@ -151,6 +151,16 @@ struct TrainingSpec {
   // copy_to_tensor_model_parallel_region all-reduces synchronously, as in the SC'21 runs).
   bool async_tensor_model_parallel_allreduce = true;
   bool overlap_p2p_comm = false;
+  // Megatron-Core's overlap_moe_expert_parallel_comm ("EP A2A overlap", combined_1f1b.py and
+  // model_chunk_schedule_plan.py): in the 1F1B steady state one micro-batch's forward pass runs
+  // layer by layer with another's backward pass, so that each MoE layer's token all-to-alls,
+  // issued on their own stream, run while the other pass computes (a layer pair: the backward
+  // combine beside the forward attention; the forward and backward dispatches beside the expert
+  // backward and forward; the forward combine beside the backward attention). The interleaved
+  // schedule warms up one forward pass more. delay_wgrad_compute: the experts' weight-gradient
+  // GEMMs run after the backward dispatch is issued, beside it.
+  bool overlap_moe_expert_parallel_comm = false;
+  bool delay_wgrad_compute = false;
   // Megatron-LM's --scatter-gather-tensors-in-pipeline (Narayanan et al. 2021, Sec. 4.1, "scatter/
   // gather communication optimization"; on by default from commit 72e4230b, 2021-02-16, until
   // p2p_communication.py moved into Megatron Core, commit 39b83c79, 2023-01-31, which dropped it).

@@ -362,6 +362,99 @@ TEST_CASE("models/parallelism: qk_layernorm normalises each query and key head a
   }
 }
 
+TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same work with the all-to-alls beside another pass") {
+  // kMoe interleaved (2 chunks of 2 layers per stage) with overlap_p2p_comm, as Megatron-Core
+  // requires for the combined 1F1B schedule under pipeline parallelism; on 4 nodes with EP 8, so
+  // that the all-to-alls cross InfiniBand, and 16 micro-batches.
+  const std::vector<std::string> plain =
+      with(kMoe, {"parallelism.virtual_pipeline_model_parallel_size=2", "training.pipeline_schedule=\"interleaved\"",
+                  "training.overlap_p2p_comm=true", "cluster.num_nodes=4", "parallelism.expert_model_parallel_size=8",
+                  "training.global_batch_size=128"});
+  const std::vector<std::string> overlapped = with(plain, {"training.overlap_moe_expert_parallel_comm=true"});
+  const std::vector<std::string> delayed = with(overlapped, {"training.delay_wgrad_compute=true"});
+  auto workload = [](const std::vector<std::string>& o) {
+    const config::Scenario s = config::load_scenario(kGpt, o);
+    return models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  };
+  const models::Workload a = workload(plain), b = workload(overlapped), c = workload(delayed);
+  // The same tasks, in another order.
+  for (const char* name : {"moe_dispatch_all_to_all", "moe_combine_all_to_all", "moe_combine_bwd_all_to_all",
+                           "moe_dispatch_bwd_all_to_all", "expert_fc1_wgrad", "qkv_proj", "router_wgrad"}) {
+    CAPTURE(name);
+    CHECK(!tasks_named(a, 0, name).empty());
+    CHECK(tasks_named(b, 0, name).size() == tasks_named(a, 0, name).size());
+    CHECK(tasks_named(c, 0, name).size() == tasks_named(a, 0, name).size());
+  }
+  // In a combined step the backward's combine all-to-all is issued, then the other micro-batch's
+  // attention computes before the backward's experts use its tokens.
+  auto interleaved_forward = [](const models::Workload& w) {
+    const sim::RankClass& rc = w.graph.rank_class(0);
+    for (std::size_t i = 0; i < rc.tasks.size(); ++i) {
+      if (w.graph.name(rc.tasks[i].name) != "moe_combine_bwd_all_to_all") continue;
+      for (std::size_t j = i + 1; j < rc.tasks.size(); ++j) {
+        const std::string n = w.graph.name(rc.tasks[j].name);
+        if (n == "expert_fc2_dgrad") break;
+        if (n == "qkv_proj" && rc.tasks[j].microbatch != rc.tasks[i].microbatch) return true;
+      }
+    }
+    return false;
+  };
+  CHECK_FALSE(interleaved_forward(a));
+  CHECK(interleaved_forward(b));
+  // delay_wgrad_compute: the experts' weight gradients follow the backward dispatch.
+  auto wgrad_after_dispatch = [](const models::Workload& w) {
+    const sim::RankClass& rc = w.graph.rank_class(0);
+    std::size_t dispatch = rc.tasks.size(), wgrad = rc.tasks.size();
+    for (std::size_t i = 0; i < rc.tasks.size(); ++i) {
+      const std::string n = w.graph.name(rc.tasks[i].name);
+      if (n == "moe_dispatch_bwd_all_to_all" && dispatch == rc.tasks.size()) dispatch = i;
+      if (n == "expert_fc2_wgrad" && wgrad == rc.tasks.size()) wgrad = i;
+    }
+    return wgrad > dispatch;
+  };
+  CHECK_FALSE(wgrad_after_dispatch(b));
+  CHECK(wgrad_after_dispatch(c));
+  // The same kernels; the expert-parallel traffic hides behind the other pass.
+  const report::RunResult ra = tests::simulate_file(kGpt, plain), rb = tests::simulate_file(kGpt, overlapped);
+  CHECK(rb.breakdown.compute_s == doctest::Approx(ra.breakdown.compute_s).epsilon(1e-9));
+  auto exposed_ep = [](const report::RunResult& r) {
+    for (const auto& [kind, seconds] : r.breakdown.exposed_by_kind) {
+      if (kind == "ep") return seconds;
+    }
+    return 0.0;
+  };
+  CHECK(exposed_ep(rb) < 0.7 * exposed_ep(ra));
+  // The step is shorter, though the extra warm-up pass and the forward's later sends (after the
+  // paired backward's last layer) lengthen the pipeline bubble.
+  CHECK(rb.iteration_time_s < 0.97 * ra.iteration_time_s);
+  CHECK(rb.breakdown.pipeline_bubble_s > ra.breakdown.pipeline_bubble_s);
+  check_fidelities_agree(kGpt, delayed);
+  // Without pipelining: micro-batch i + 1's forward beside i's backward.
+  const std::vector<std::string> single = {
+      "model={\"preset\": \"mixtral-8x7b\", \"num_layers\": 4}",
+      "parallelism={\"tensor_model_parallel_size\": 1, \"pipeline_model_parallel_size\": 1, \"expert_model_parallel_size\": 8, "
+      "\"use_distributed_optimizer\": true}",
+      "training={\"micro_batch_size\": 1, \"global_batch_size\": 64}", "cluster={\"preset\": \"dgx-h100\", \"num_nodes\": 2}"};
+  CHECK(interleaved_forward(workload(with(single, {"training.overlap_moe_expert_parallel_comm=true"}))));
+  CHECK(tests::simulate_file(kGpt, with(single, {"training.overlap_moe_expert_parallel_comm=true"})).iteration_time_s <
+        tests::simulate_file(kGpt, single).iteration_time_s);
+  // Megatron-Core's conditions.
+  auto error = [](const std::vector<std::string>& o) -> std::string {
+    try {
+      config::load_scenario(kGpt, o);
+      return "";
+    } catch (const InputError& e) {
+      return e.what();
+    }
+  };
+  CHECK(error(with(kMoe, {"training.overlap_moe_expert_parallel_comm=true"})).find("interleaved schedule") != std::string::npos);
+  CHECK(error(with(overlapped, {"training.recompute_granularity=\"full\"", "training.recompute_method=\"uniform\"",
+                                "training.recompute_num_layers=1"}))
+            .find("full recomputation") != std::string::npos);
+  CHECK(error(with(plain, {"training.delay_wgrad_compute=true"})).find("needs overlap_moe_expert_parallel_comm") != std::string::npos);
+  CHECK(error({"training.overlap_moe_expert_parallel_comm=true"}).find("expert_model_parallel_size > 1") != std::string::npos);
+}
+
 TEST_CASE("models/parallelism: moe_layer_freq puts the dense MLP in the layers it names dense") {
   // Layers 0 and 3 dense: stage 0 holds layers 0-3 (two dense), stage 1 layers 4-7 (none).
   const std::vector<std::string> mixed = with(kMoe, {"model.moe_layer_freq=[0, 1, 1, 0, 1, 1, 1, 1]"});

@@ -14,10 +14,12 @@ std::vector<std::string> compute_order(const std::vector<PipelineStep>& steps) {
   std::vector<std::string> out;
   for (const auto& s : steps) {
     if (s.kind == PipelineStep::Kind::kCommunicate) continue;
-    std::string id = s.kind == PipelineStep::Kind::kForward ? "F" : "B";
+    std::string id = s.kind == PipelineStep::Kind::kBackward ? "B" : "F";
     id += std::to_string(s.microbatch);
     id += '.';
     id += std::to_string(s.chunk);
+    // A combined step: "F3.0+B0.1".
+    if (s.kind == PipelineStep::Kind::kForwardBackward) id += "+B" + std::to_string(s.backward_microbatch) + "." + std::to_string(s.backward_chunk);
     out.push_back(id);
   }
   return out;
@@ -115,4 +117,39 @@ TEST_CASE("models/pipeline: interleaved micro-batch groups follow Megatron-Core'
     gated += step.wait != PipelineStep::Wait::kNow ? 1 : 0;
   }
   CHECK(gated > 0);
+}
+
+TEST_CASE("models/pipeline: overlap_moe_expert_parallel_comm pairs each steady-state forward with the backward after it") {
+  // Interleaved (Megatron-Core schedules.py, get_pp_rank_microbatches): one more warm-up forward,
+  // then the plain schedule's (forward, backward) steady-state pairs as combined steps.
+  PipelineShape shape;
+  shape.stages = 2;
+  shape.chunks = 2;
+  shape.microbatches = 4;
+  shape.overlap_p2p = true;
+  shape.combined_1f1b = true;
+  const auto s0 = compute_order(pipeline_steps(PipelineSchedule::kInterleaved, 0, shape));
+  CHECK(s0 == std::vector<std::string>{"F0.0", "F1.0", "F0.1", "F1.1", "F2.0", "F3.0+B0.1", "F2.1+B1.1", "F3.1+B0.0",
+                                       "B1.0", "B2.1", "B3.1", "B2.0", "B3.0"});
+  // Every pass once; the sends still match the neighbour's receives.
+  for (std::int64_t p = 0; p < 2; ++p) {
+    const auto mine = pipeline_steps(PipelineSchedule::kInterleaved, p, shape);
+    const auto next = pipeline_steps(PipelineSchedule::kInterleaved, (p + 1) % 2, shape);
+    CHECK(count(mine, true, true) == count(next, false, true));
+    CHECK(count(next, true, false) == count(mine, false, false));
+    int forwards = 0, backwards = 0;
+    for (const auto& step : mine) {
+      forwards += step.kind == PipelineStep::Kind::kForward || step.kind == PipelineStep::Kind::kForwardBackward ? 1 : 0;
+      backwards += step.kind == PipelineStep::Kind::kBackward || step.kind == PipelineStep::Kind::kForwardBackward ? 1 : 0;
+    }
+    CHECK(forwards == 8);
+    CHECK(backwards == 8);
+  }
+  // Without pipelining (combined_1f1b_schedule_for_no_pipelining): micro-batch 0's forward, then
+  // i + 1's forward with i's backward, then the last backward.
+  PipelineShape one;
+  one.microbatches = 3;
+  one.combined_1f1b = true;
+  CHECK(compute_order(pipeline_steps(PipelineSchedule::k1F1B, 0, one)) ==
+        std::vector<std::string>{"F0.0", "F1.0+B0.0", "F2.0+B1.0", "B2.0"});
 }
