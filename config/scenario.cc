@@ -535,6 +535,14 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   t.scatter_gather_tensors_in_pipeline = r.get_bool("scatter_gather_tensors_in_pipeline", false);
   note("scatter_gather_tensors_in_pipeline");
   t.grad_reduce_in_fp32 = r.get_bool("grad_reduce_in_fp32", true);
+  t.use_precision_aware_optimizer = r.get_bool("use_precision_aware_optimizer", false);
+  note("use_precision_aware_optimizer");
+  t.exp_avg_bf16 = r.get_choice("exp_avg_dtype", 0, {"fp32", "bf16", "fp16"}) != 0;
+  note("exp_avg_dtype");
+  t.exp_avg_sq_bf16 = r.get_choice("exp_avg_sq_dtype", 0, {"fp32", "bf16", "fp16"}) != 0;
+  note("exp_avg_sq_dtype");
+  t.store_param_remainders = r.get_bool("store_param_remainders", true);
+  note("store_param_remainders");
   t.ddp_bucket_size = r.get_int("ddp_bucket_size", 0, 0, kBig);
   t.train_tokens = r.get_optional_double("train_tokens", 1, 1e18);
   r.finish();
@@ -924,6 +932,16 @@ void validate_plan(const Scenario& s, const Origins& o) {
       refuse("with a multi-token-prediction layer it needs pipeline parallelism (Megatron-Core refuses it without)");
     }
     if (p.zero_stage >= 3) refuse("ZeRO stage 3 with overlapped expert-parallel passes is not modelled by trainsim");
+  }
+  // Megatron-Core's OptimizerConfig and get_megatron_optimizer.
+  if (t.use_precision_aware_optimizer && !p.use_distributed_optimizer) {
+    o.fail("training.use_precision_aware_optimizer", "the precision-aware optimizer needs use_distributed_optimizer (Megatron-Core refuses it without)");
+  }
+  for (const char* key : {"exp_avg_dtype", "exp_avg_sq_dtype"}) {
+    const bool low = std::string(key) == "exp_avg_dtype" ? t.exp_avg_bf16 : t.exp_avg_sq_bf16;
+    if (low && !t.use_precision_aware_optimizer) {
+      o.fail(std::string("training.") + key, std::string(key) + " can only be fp32 without use_precision_aware_optimizer (Megatron-Core refuses it)");
+    }
   }
   if (t.delay_wgrad_compute && !t.overlap_moe_expert_parallel_comm) {
     o.fail("training.delay_wgrad_compute", "delay_wgrad_compute needs overlap_moe_expert_parallel_comm (Megatron-Core refuses it without)");

@@ -149,6 +149,8 @@ StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::
   // and the Adam step: the guide's 20 B (4 + 16/d) against 18 B (6 + 12/d). That copy lives only
   // from the end of the backward pass to the end of the step, so the optimizer tasks allocate
   // and free it (StageBuilder's optimizer step) and it shows in the peak, not here.
+  // The precision-aware optimizer keeps less (TrainingSpec::optimizer_state_bytes), and without
+  // the fp32 gradient copy when it holds the master weights.
   // Distributed optimizer / ZeRO-1 shard the 12 B over the data-parallel group (expert
   // parameters over the expert-data-parallel group); ZeRO-2 also the gradients; ZeRO-3 also the
   // weights.
@@ -175,7 +177,7 @@ StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::
     }
   }
   m.gradients = sharded(grad_bytes, p.zero_stage >= 2);
-  m.optimizer_states = sharded(12, p.shards_optimizer());
+  m.optimizer_states = sharded(t.optimizer_state_bytes(), p.shards_optimizer());
   return m;
 }
 

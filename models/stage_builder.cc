@@ -1828,13 +1828,15 @@ void StageBuilder::finalize() {
   // model_grad.float()); they live through clipping and the Adam step. Megatron Core's
   // "Distributed optimizer" guide counts them: 20 B per parameter with 16-bit parameters and
   // gradients (4 + 16/d under the distributed optimizer) against 18 (6 + 12/d) with fp32 ones.
-  const std::int64_t fp32_grad_copy = t_.grad_reduce_in_fp32 ? 0 : 4 * shard;
+  // The precision-aware optimizer holding the master weights reads the gradients as they are.
+  const std::int64_t fp32_grad_copy = t_.grad_reduce_in_fp32 || t_.optimizer_holds_master_weights() ? 0 : 4 * shard;
   if (fp32_grad_copy > 0) compute("main_grad_to_fp32", memory_op(grad_bytes() * shard + fp32_grad_copy), kOptimizer, fp32_grad_copy);
   compute("grad_norm", memory_op(4 * shard), kOptimizer);
   wait(collective("grad_norm_all_reduce", kGradStatsSlot, kTpStream, CollectiveKind::kAllReduce, 4, DataType::kFp32,
                   kOtherComm));
   // Adam over the local shard (Megatron's fused multi-tensor kernel): read the gradient, fp32
-  // master weight and both moments, write master and moments and the 16-bit weight copy.
+  // master weight and both moments, write master and moments and the 16-bit weight copy (the
+  // precision-aware optimizer: the gradient as reduced, its moment and master-weight bytes).
   // With fp8_param_gather the FP8 GEMM weights of the shard get no 16-bit copy: Transformer
   // Engine's cast_master_weights_to_fp8 quantizes their fp32 masters into the gather buffer.
   const std::int64_t fp8_shard = d_.fp8() && t_.fp8_param_gather
@@ -1842,7 +1844,8 @@ void StageBuilder::finalize() {
                                      : 0;
   Kernel adam;
   adam.kernel_class = KernelClass::kOptimizer;
-  adam.bytes = Bytes(shard * (4 + 4 + 4 + 4 + 4 + 4 + 4 + 2) - 2 * fp8_shard);
+  const std::int64_t grad_read = fp32_grad_copy > 0 || t_.grad_reduce_in_fp32 ? 4 : grad_bytes();
+  adam.bytes = Bytes(shard * (grad_read + 2 * t_.optimizer_state_bytes() + 2) - 2 * fp8_shard);
   adam.flops = Flops(12.0 * static_cast<double>(shard));
   compute("adam_step", adam, kOptimizer, 0, fp32_grad_copy);
   if (fp8_shard > 0) {

@@ -170,6 +170,26 @@ struct TrainingSpec {
   // sends the whole tensor.
   bool scatter_gather_tensors_in_pipeline = false;
   bool grad_reduce_in_fp32 = true;
+  // Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer, Transformer
+  // Engine's FusedAdam; distributed optimizer only): Adam's moments in exp_avg_dtype /
+  // exp_avg_sq_dtype (fp32, bf16 or fp16: 4 or 2 bytes each). Unless the weights are FP8 under a
+  // scaling other than delayed (use_precision_aware_optimizer_no_fp8_or_ds_fp8, optimizer_config.py),
+  // FusedAdam also holds the fp32 master weights and reads the 16-bit gradients as they are (no
+  // fp32 copy), and with store_param_remainders (default on) over bf16 weights keeps only the 16
+  // bits of each master weight the bf16 weight lacks (FP8 weights that are gathered have none).
+  bool use_precision_aware_optimizer = false;
+  bool exp_avg_bf16 = false;     // exp_avg_dtype: fp32 (false) or a 16-bit type
+  bool exp_avg_sq_bf16 = false;  // exp_avg_sq_dtype
+  bool store_param_remainders = true;
+  bool optimizer_holds_master_weights() const {
+    return use_precision_aware_optimizer && (precision != Precision::kFp8 || fp8_recipe == Fp8Recipe::kDelayed);
+  }
+  // Bytes per parameter of the master weight and Adam's two moments.
+  std::int64_t optimizer_state_bytes() const {
+    const bool bf16_weights = precision == Precision::kBf16 || (precision == Precision::kFp8 && !fp8_param_gather);
+    const bool remainders = optimizer_holds_master_weights() && store_param_remainders && bf16_weights;
+    return (remainders ? 2 : 4) + (exp_avg_bf16 ? 2 : 4) + (exp_avg_sq_bf16 ? 2 : 4);
+  }
   // Parameters per gradient bucket; 0 = Megatron's default, max(40M, 1M x data-parallel size).
   std::int64_t ddp_bucket_size = 0;
   std::optional<double> train_tokens;

@@ -67,3 +67,30 @@ TEST_CASE("models/memory: the distributed optimizer shards optimizer state over 
   CHECK(sharded.weights == plain.weights);
   CHECK(plain.total() == 18'000'000);  // Megatron: 18 bytes per parameter without sharding
 }
+
+TEST_CASE("models/memory: the precision-aware optimizer keeps 16-bit moments, and 16-bit remainders of bf16 master weights") {
+  models::ParallelSpec p;
+  p.use_distributed_optimizer = true;
+  models::TrainingSpec t;
+  const models::StageParameters params{1'000'000, 0, 0};
+  t.use_precision_aware_optimizer = true;
+  // fp32 moments: the master weights as 16-bit remainders of the bf16 weights, 2 + 4 + 4 bytes.
+  CHECK(models::static_memory(params, 1, 1, p, t).optimizer_states == 10'000'000);
+  t.exp_avg_bf16 = t.exp_avg_sq_bf16 = true;
+  // BF16 weights: Transformer Engine's FusedAdam holds the master weights, 16 bits each beside
+  // the bf16 weight (store_param_remainders), and the bf16 moments: 6 bytes.
+  CHECK(models::static_memory(params, 1, 1, p, t).optimizer_states == 6'000'000);
+  t.store_param_remainders = false;
+  CHECK(models::static_memory(params, 1, 1, p, t).optimizer_states == 8'000'000);
+  // FP8 under current scaling or MXFP8 with gathered FP8 weights: Megatron-Core keeps the fp32
+  // master weights (use_precision_aware_optimizer_no_fp8_or_ds_fp8 false), the moments are bf16.
+  t.store_param_remainders = true;
+  t.precision = models::Precision::kFp8;
+  t.fp8_recipe = models::Fp8Recipe::kMxfp8;
+  t.fp8_param_gather = true;
+  CHECK_FALSE(t.optimizer_holds_master_weights());
+  CHECK(models::static_memory(params, 1, 1, p, t).optimizer_states == 8'000'000);
+  t.fp8_recipe = models::Fp8Recipe::kDelayed;
+  CHECK(t.optimizer_holds_master_weights());
+  CHECK(models::static_memory(params, 1, 1, p, t).optimizer_states == 8'000'000);  // FP8 weights: no remainders
+}

@@ -455,6 +455,39 @@ TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same wo
   CHECK(error({"training.overlap_moe_expert_parallel_comm=true"}).find("expert_model_parallel_size > 1") != std::string::npos);
 }
 
+TEST_CASE("models/parallelism: the precision-aware optimizer reads 16-bit gradients as they are when it holds the master weights") {
+  // Llama 3.1 8B golden (BF16, distributed optimizer, gradients reduced in fp32 unless told).
+  const std::vector<std::string> bf16 = {"training.grad_reduce_in_fp32=false"};
+  const std::vector<std::string> aware = with(bf16, {"training.use_precision_aware_optimizer=true", "training.exp_avg_dtype=\"bf16\"",
+                                                     "training.exp_avg_sq_dtype=\"bf16\""});
+  auto workload = [](const std::vector<std::string>& o) {
+    const config::Scenario s = config::load_scenario(kLlama, o);
+    return models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  };
+  const models::Workload a = workload(bf16), b = workload(aware);
+  CHECK(!tasks_named(a, 0, "main_grad_to_fp32").empty());
+  CHECK(tasks_named(b, 0, "main_grad_to_fp32").empty());
+  const sim::Kernel& adam_a = a.graph.rank_class(0).kernels[tasks_named(a, 0, "adam_step").front()->payload];
+  const sim::Kernel& adam_b = b.graph.rank_class(0).kernels[tasks_named(b, 0, "adam_step").front()->payload];
+  // Per parameter: gradient 4 -> 2 bytes read, master weight and moments 12 -> 6 bytes each way.
+  CHECK(adam_b.bytes.count() * 30 == adam_a.bytes.count() * 16);
+  CHECK(b.stages[0].static_memory.optimizer_states * 2 == a.stages[0].static_memory.optimizer_states);
+  CHECK(tests::simulate_file(kLlama, aware).peak_bytes_per_gpu < tests::simulate_file(kLlama, bf16).peak_bytes_per_gpu);
+  // Megatron-Core's conditions.
+  auto error = [](const std::vector<std::string>& o) -> std::string {
+    try {
+      config::load_scenario(kLlama, o);
+      return "";
+    } catch (const InputError& e) {
+      return e.what();
+    }
+  };
+  CHECK(error({"training.exp_avg_dtype=\"bf16\""}).find("without use_precision_aware_optimizer") != std::string::npos);
+  CHECK(error({"training.use_precision_aware_optimizer=true", "parallelism.use_distributed_optimizer=false"})
+            .find("needs use_distributed_optimizer") != std::string::npos);
+  CHECK(error({"training.exp_avg_sq_dtype=\"fp64\""}).find("exp_avg_sq_dtype") != std::string::npos);
+}
+
 TEST_CASE("models/parallelism: moe_layer_freq puts the dense MLP in the layers it names dense") {
   // Layers 0 and 3 dense: stage 0 holds layers 0-3 (two dense), stage 1 layers 4-7 (none).
   const std::vector<std::string> mixed = with(kMoe, {"model.moe_layer_freq=[0, 1, 1, 0, 1, 1, 1, 1]"});
