@@ -31,7 +31,6 @@ def excluded_reason(r):
 
 
 def case(r):
-    preset, per_node, gpu = SYSTEMS[r["system"]]
     tp, pp, cp, vp = r["tp"], r["pp"], r["cp"], r["vp"]
     big = r["model"] != "llama3-8b"
     parallelism = {"tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp, "context_parallel_size": cp,
@@ -55,10 +54,6 @@ def case(r):
     if vp > 1:
         training["pipeline_schedule"] = "interleaved"
         training["overlap_p2p_comm"] = True
-    if per_node == 64 and r["gpus"] < 64:
-        cluster = {"preset": preset, "gpus_per_node": r["gpus"], "num_nodes": 1}
-    else:
-        cluster = {"preset": preset, "num_nodes": r["gpus"] // per_node}
     padded = r["release"] == "25.09"
     notes = [
         "recipe: " + r["recipe"],
@@ -76,20 +71,31 @@ def case(r):
         notes.append("Megatron FSDP (optim_grads_params, double buffer) over %d ranks modelled as ZeRO stage 3" % r["fsdp"])
     if r.get("cuda_graphs"):
         notes.append("CUDA graphs on in the recipe: not modelled (trainsim keeps its per-kernel launch overhead)")
+    model = {"preset": PRESETS[r["model"]], "make_vocab_size_divisible_by": 128 if padded else 1}
+    return bridge_case(r, run_id(r), model, parallelism, training, notes,
+                       "the segment NVIDIA recommends for jobs of 128+ GPUs; the source does not state the placement")
+
+
+def bridge_case(r, case_id, model, parallelism, training, notes, placement):
+    """The validation case of published row `r`: its system's cluster (a GB200 row's GPUs in one
+    NVLink domain, or 64-GPU domains as `placement` says), the row's notes after `notes`, and the
+    step time its tokens/s per GPU give."""
+    preset, per_node, gpu = SYSTEMS[r["system"]]
+    if per_node == 64 and r["gpus"] < 64:
+        cluster = {"preset": preset, "gpus_per_node": r["gpus"], "num_nodes": 1}
+    else:
+        cluster = {"preset": preset, "num_nodes": r["gpus"] // per_node}
     if per_node == 64:
         notes.append("GB200 NVL72: " + ("the %d GPUs in one NVLink domain" % r["gpus"] if r["gpus"] < 64 else
-                                        "64-GPU NVLink domains (the segment NVIDIA recommends for jobs of 128+ GPUs; the "
-                                        "source does not state the placement)"))
+                                        "64-GPU NVLink domains (%s)" % placement))
     notes += r.get("notes", [])
-    model = {"preset": PRESETS[r["model"]], "make_vocab_size_divisible_by": 128 if padded else 1}
-    tokens = r["gbs"] * r["seq"]
     return {
-        "id": run_id(r),
+        "id": case_id,
         "family": gpu,
         "source": r["source"],
         "notes": notes,
-        "scenario": {"name": run_id(r), "model": model, "parallelism": parallelism, "training": training, "cluster": cluster},
-        "measured": {"iteration_time_s": round(tokens / (r["tokens_per_s_per_gpu"] * r["gpus"]), 4)},
+        "scenario": {"name": case_id, "model": model, "parallelism": parallelism, "training": training, "cluster": cluster},
+        "measured": {"iteration_time_s": round(r["gbs"] * r["seq"] / (r["tokens_per_s_per_gpu"] * r["gpus"]), 4)},
     }
 
 
