@@ -267,6 +267,16 @@ class StageBuilder {
   void embedding_backward();
   void output_forward();
   void output_backward();
+  // Their steps, which overlap_moe_expert_parallel_comm's combined steps take apart to pair the
+  // multi-token-prediction layer with the decoder's.
+  void output_forward_begin();  // the final norm
+  void output_forward_end();    // the logits and the loss
+  void output_logits_backward();
+  void mtp_logits_backward(std::int64_t module);
+  void output_backward_end();   // the final norm's backward
+  void mtp_forward_begin(std::int64_t module);  // embedding lookup, norms, projection
+  void mtp_forward_end(std::int64_t module);    // final norm, logits, loss
+  void mtp_backward_end(std::int64_t module);
   void logits_forward(const std::string& prefix);
   void logits_backward(const std::string& prefix, std::int64_t params);
   void mtp_forward(std::int64_t module);
@@ -337,8 +347,10 @@ class StageBuilder {
   void chunk_backward(std::int64_t mb, std::int64_t chunk);
   void forward_begin(std::int64_t mb, std::int64_t chunk);
   void forward_layer(std::int64_t index);  // layer `index` of the current chunk
-  void forward_end();
-  void backward_begin(std::int64_t mb, std::int64_t chunk);
+  // mtp_done / mtp_apart: a combined step runs the multi-token-prediction layer as one of the
+  // chunk's layers; the output's other steps stay here.
+  void forward_end(bool mtp_done = false);
+  void backward_begin(std::int64_t mb, std::int64_t chunk, bool mtp_apart = false);
   void backward_layer(std::int64_t index);
   void backward_end();
   std::int64_t forward_alloc(std::int64_t index) const;
@@ -1112,13 +1124,21 @@ TaskIndex StageBuilder::vocab_lookup_backward(const std::string& name) {
 }
 
 void StageBuilder::output_forward() {
+  output_forward_begin();
+  // Multi-token prediction runs on the decoder's normalised output before the logits
+  // (GPTModel._postprocess), each module on the previous one's output.
+  for (std::int64_t k = 0; k < m_.mtp_num_layers; ++k) mtp_forward(k);
+  output_forward_end();
+}
+
+void StageBuilder::output_forward_begin() {
   layer_ = -1;
   if (p_.zero_stage >= 3) fsdp_acquire(output_unit(), false);
   if (!bucket_gathers_.empty()) distributed_optimizer_gathers(output_unit());
   compute("final_norm", memory_op(2 * sharded_hidden_bytes()), kForward, output_activation_bytes(d_));
-  // Multi-token prediction runs on the decoder's normalised output before the logits
-  // (GPTModel._postprocess), each module on the previous one's output.
-  for (std::int64_t k = 0; k < m_.mtp_num_layers; ++k) mtp_forward(k);
+}
+
+void StageBuilder::output_forward_end() {
   layer_ = -1;
   logits_forward("");
   if (p_.zero_stage >= 3) fsdp_release(output_unit());
@@ -1156,13 +1176,21 @@ void StageBuilder::logits_backward(const std::string& prefix, std::int64_t param
 // is all-gathered over the TP group and re-split over the sequence, one transformer layer, the
 // module's final norm, then the shared output layer's logits and loss.
 void StageBuilder::mtp_forward(std::int64_t module) {
+  mtp_forward_begin(module);
+  layer_forward(mtp_layer(module), kForward, 0);
+  mtp_forward_end(module);
+}
+
+void StageBuilder::mtp_forward_begin(std::int64_t module) {
   const std::int64_t layer = mtp_layer(module);
   layer_ = layer;
   if (!bucket_gathers_.empty()) distributed_optimizer_gathers(layer);
   vocab_lookup("mtp_embedding", mtp_bytes(module));
   mtp_projection(kForward);
-  layer_forward(layer, kForward, 0);
-  layer_ = layer;
+}
+
+void StageBuilder::mtp_forward_end(std::int64_t module) {
+  layer_ = mtp_layer(module);
   norm("mtp_final_norm", kForward);
   logits_forward("mtp_");
 }
@@ -1190,7 +1218,11 @@ void StageBuilder::mtp_backward(std::int64_t module) {
   } else {
     layer_backward(layer, 0);
   }
-  layer_ = layer;
+  mtp_backward_end(module);
+}
+
+void StageBuilder::mtp_backward_end(std::int64_t module) {
+  layer_ = mtp_layer(module);
   // The backward of the forward's re-split over the sequence (scatter_to_sequence_parallel_region).
   if (d_.sp) tp_collective("mtp_eh_proj_output_grad_all_gather", CollectiveKind::kAllGather, hidden_bytes());
   column_backward("mtp_eh_proj", d_.h / d_.t, mtp_projection_params(d_), true, 2 * d_.h);
@@ -1212,13 +1244,23 @@ void StageBuilder::output_backward() {
   // through MTPLossAutoScaler, so the main logits come first, then the modules' logits (the last
   // completes the output weight's gradient), then the modules themselves, last one first, whose
   // input gradient joins the main one before the final norm.
-  const std::int64_t output_weight = output_params(m_, p_, d_) - lp_.norm;
-  logits_backward("", m_.mtp_num_layers > 0 ? 0 : output_weight);
-  for (std::int64_t k = m_.mtp_num_layers - 1; k >= 0; --k) {
-    layer_ = mtp_layer(k);
-    logits_backward("mtp_", k == 0 ? output_weight : 0);
-  }
+  output_logits_backward();
+  for (std::int64_t k = m_.mtp_num_layers - 1; k >= 0; --k) mtp_logits_backward(k);
   for (std::int64_t k = m_.mtp_num_layers - 1; k >= 0; --k) mtp_backward(k);
+  output_backward_end();
+}
+
+void StageBuilder::output_logits_backward() {
+  layer_ = -1;
+  logits_backward("", m_.mtp_num_layers > 0 ? 0 : output_params(m_, p_, d_) - lp_.norm);
+}
+
+void StageBuilder::mtp_logits_backward(std::int64_t module) {
+  layer_ = mtp_layer(module);
+  logits_backward("mtp_", module == 0 ? output_params(m_, p_, d_) - lp_.norm : 0);
+}
+
+void StageBuilder::output_backward_end() {
   layer_ = -1;
   norm_backward("final_norm", output_activation_bytes(d_));
   if (p_.zero_stage >= 3) {
@@ -1266,10 +1308,16 @@ void StageBuilder::forward_layer(std::int64_t index) {
   layer_forward(info_.chunks[static_cast<std::size_t>(chunk_)].first + index, kForward, forward_alloc(index));
 }
 
-void StageBuilder::forward_end() {
+void StageBuilder::forward_end(bool mtp_done) {
   const std::int64_t count = info_.chunks[static_cast<std::size_t>(chunk_)].second;
   const bool last_chunk = chunk_ == static_cast<std::int64_t>(info_.chunks.size()) - 1;
-  if (last_chunk && info_.has_output) output_forward();
+  if (last_chunk && info_.has_output) {
+    if (mtp_done) {
+      output_forward_end();
+    } else {
+      output_forward();
+    }
+  }
   // The multi-token-prediction layers' FP8 scaling state is reduced with the chunk's.
   const std::int64_t mtp = last_chunk && info_.has_output ? m_.mtp_num_layers : 0;
   amax_reduction(count + mtp, true);
@@ -1283,7 +1331,7 @@ void StageBuilder::chunk_backward(std::int64_t mb, std::int64_t chunk) {
   backward_end();
 }
 
-void StageBuilder::backward_begin(std::int64_t mb, std::int64_t chunk) {
+void StageBuilder::backward_begin(std::int64_t mb, std::int64_t chunk, bool mtp_apart) {
   mb_ = mb;
   chunk_ = chunk;
   cursor_ = 0;
@@ -1306,7 +1354,13 @@ void StageBuilder::backward_begin(std::int64_t mb, std::int64_t chunk) {
     }
     if (chunk == 0 && info_.has_embedding) backward_units_.push_back(kEmbeddingUnit);
   }
-  if (last_chunk && info_.has_output) output_backward();
+  if (last_chunk && info_.has_output) {
+    if (mtp_apart) {
+      output_logits_backward();
+    } else {
+      output_backward();
+    }
+  }
 }
 
 void StageBuilder::backward_layer(std::int64_t i) {
@@ -1383,23 +1437,46 @@ void StageBuilder::forward_backward(const PipelineStep& step, bool final_backwar
   passes_[0].pending_alloc = pending_alloc_;
   pending_alloc_ = 0;
   active_pass_ = -1;
+  // The layers each pass runs: the chunk's decoder layers and, on the output chunk, the
+  // multi-token-prediction layer after them (forward) or first (backward), as Megatron-Core's
+  // schedule plan lists it (its post-process, the logits and loss, beside it).
+  const std::int64_t last_chunk = static_cast<std::int64_t>(info_.chunks.size()) - 1;
+  const bool f_mtp = step.chunk == last_chunk && info_.has_output && m_.mtp_num_layers == 1;
+  const bool b_mtp = step.backward_chunk == last_chunk && info_.has_output && m_.mtp_num_layers == 1;
+  const auto [f_first, f_count] = info_.chunks[static_cast<std::size_t>(step.chunk)];
+  const auto [b_first, b_count] = info_.chunks[static_cast<std::size_t>(step.backward_chunk)];
+  const std::int64_t f_entries = f_count + (f_mtp ? 1 : 0), b_entries = b_count + (b_mtp ? 1 : 0);
+  const std::int64_t mtp = mtp_layer(0);
+  auto f_layer = [&, f_first = f_first, f_count = f_count](std::int64_t e) { return e < f_count ? f_first + e : mtp; };
+  auto b_layer = [&, b_first = b_first, b_count = b_count](std::int64_t e) {
+    return b_mtp && e == 0 ? mtp : b_first + b_count - 1 - (e - (b_mtp ? 1 : 0));
+  };
+  auto free_of = [&](std::int64_t layer) {
+    return layer == mtp ? 0 : layer_activation_bytes(dims_of(layer), t_.recomputes_core_attention());
+  };
   switch_pass(0);
   forward_begin(step.microbatch, step.chunk);
   switch_pass(1);
-  backward_begin(step.backward_microbatch, step.backward_chunk);
-  const auto [f_first, f_count] = info_.chunks[static_cast<std::size_t>(step.chunk)];
-  const std::int64_t b_count = info_.chunks[static_cast<std::size_t>(step.backward_chunk)].second;
-  const std::int64_t b_first = info_.chunks[static_cast<std::size_t>(step.backward_chunk)].first;
+  backward_begin(step.backward_microbatch, step.backward_chunk, b_mtp);
   // TransformerLayerSchedulePlan.run: per pair, in issue order
   //   comm: combine_bwd | dispatch_fwd, dispatch_bwd | combine_fwd
   //   comp: attn_fwd    | mlp_bwd, mlp_bwd_dw, mlp_fwd | attn_bwd
-  const std::int64_t pairs = std::min(f_count, b_count);
+  const std::int64_t pairs = std::min(f_entries, b_entries);
   for (std::int64_t i = 0; i < pairs; ++i) {
-    const std::int64_t b = b_count - 1 - i;
+    const std::int64_t f = f_layer(i), b = b_layer(i);
     switch_pass(1);
-    combine_node_backward(b_first + b);
+    if (b == mtp) {
+      mtp_logits_backward(0);
+      layer_ = mtp;
+      norm_backward("mtp_final_norm");
+    }
+    combine_node_backward(b);
     switch_pass(0);
-    attn_node_forward(f_first + i, forward_alloc(i));
+    if (f == mtp) {
+      output_forward_begin();
+      mtp_forward_begin(0);
+    }
+    attn_node_forward(f, f == mtp ? 0 : forward_alloc(i));
     switch_pass(1);
     mlp_node_backward();
     switch_pass(0);
@@ -1411,16 +1488,36 @@ void StageBuilder::forward_backward(const PipelineStep& step, bool final_backwar
     mlp_node_forward();
     combine_node_forward();
     switch_pass(1);
-    attn_node_backward(layer_activation_bytes(dims_of(b_first + b), t_.recomputes_core_attention()));
+    attn_node_backward(free_of(b));
+    if (b == mtp) {
+      mtp_backward_end(0);
+      output_backward_end();
+    }
     switch_pass(0);
     combine_node_forward_tail();
+    if (f == mtp) mtp_forward_end(0);
   }
   // Unpaired layers run alone: the backward pass's, then the forward pass's.
   switch_pass(1);
-  for (std::int64_t b = b_count - 1 - pairs; b >= 0; --b) backward_layer(b);
+  for (std::int64_t e = pairs; e < b_entries; ++e) {
+    if (b_layer(e) == mtp) {
+      mtp_logits_backward(0);
+      mtp_backward(0);
+      output_backward_end();
+    } else {
+      backward_layer(b_layer(e) - b_first);
+    }
+  }
   switch_pass(0);
-  for (std::int64_t i = pairs; i < f_count; ++i) forward_layer(i);
-  forward_end();
+  for (std::int64_t e = pairs; e < f_entries; ++e) {
+    if (f_layer(e) == mtp) {
+      output_forward_begin();
+      mtp_forward(0);
+    } else {
+      forward_layer(e);
+    }
+  }
+  forward_end(f_mtp);
   switch_pass(1);
   backward_end();
   switch_pass(0);

@@ -392,20 +392,27 @@ TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same wo
   }
   // In a combined step the backward's combine all-to-all is issued, then the other micro-batch's
   // attention computes before the backward's experts use its tokens.
-  auto interleaved_forward = [](const models::Workload& w) {
-    const sim::RankClass& rc = w.graph.rank_class(0);
+  // On stage `cls`, whether some forward QKV projection (of layer `layer`, or any) runs between
+  // another micro-batch's backward combine all-to-all and the expert GEMMs waiting for it.
+  auto interleaved_forward = [](const models::Workload& w, std::uint32_t cls = 0, std::int32_t layer = -1) {
+    const sim::RankClass& rc = w.graph.rank_class(cls);
     for (std::size_t i = 0; i < rc.tasks.size(); ++i) {
       if (w.graph.name(rc.tasks[i].name) != "moe_combine_bwd_all_to_all") continue;
       for (std::size_t j = i + 1; j < rc.tasks.size(); ++j) {
         const std::string n = w.graph.name(rc.tasks[j].name);
         if (n == "expert_fc2_dgrad") break;
-        if (n == "qkv_proj" && rc.tasks[j].microbatch != rc.tasks[i].microbatch) return true;
+        if (n == "qkv_proj" && rc.tasks[j].microbatch != rc.tasks[i].microbatch && (layer < 0 || rc.tasks[j].layer == layer)) return true;
       }
     }
     return false;
   };
   CHECK_FALSE(interleaved_forward(a));
   CHECK(interleaved_forward(b));
+  // A multi-token-prediction layer (layer index 9 here) pairs like a decoder layer, on the last stage.
+  const models::Workload mtp = workload(with(overlapped, {"model.mtp_num_layers=1"}));
+  CHECK(interleaved_forward(mtp, 1, 9));
+  CHECK_FALSE(interleaved_forward(mtp, 0, 9));
+  check_fidelities_agree(kGpt, with(overlapped, {"model.mtp_num_layers=1"}));
   // delay_wgrad_compute: the experts' weight gradients follow the backward dispatch.
   auto wgrad_after_dispatch = [](const models::Workload& w) {
     const sim::RankClass& rc = w.graph.rank_class(0);
