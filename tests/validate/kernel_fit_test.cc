@@ -203,21 +203,23 @@ TEST_CASE("validate/calibration: the shipped H100 GEMM calibration reproduces th
 
 TEST_CASE("validate/calibrate: refitting the GEMMs of the shipped sweep reproduces scenarios/calibration/h100.json byte for byte") {
   // With the file's checks: the held-out DGX Cloud runs, their NeMo 25.04 successors and
-  // Megatron-Bridge's H100 rows.
+  // Megatron-Bridge's H100 rows (Llama, then the mixtures of experts).
   check_refit_reproduces(kGemmFile, "h100-sxm5-80gb", "scenarios/calibration/h100.json",
                          {testing::source_path("validate/suites/dgxc_heldout.json"), testing::source_path("validate/suites/dgxc_v2504.json"),
-                          testing::source_path("validate/suites/megatron_bridge_llama.json")});
+                          testing::source_path("validate/suites/megatron_bridge_llama.json"),
+                          testing::source_path("validate/suites/megatron_bridge_moe.json")});
 }
 
 TEST_CASE("validate/calibrate: refitting the GEMMs of XLA's B200 table reproduces scenarios/calibration/b200.json byte for byte") {
   // Only the GEMMs are refitted; the rest stays as the file holds it (attention from the GB200
   // cuDNN benchmark, the in-training factors from the H100 fit), which is what a refit over its
   // own base keeps. The GB200 suite, the B200 long-sequence runs and Megatron-Bridge's Blackwell
-  // rows are the file's checks (fit.checks), predicted anew.
+  // rows (Llama, mixtures of experts) are the file's checks (fit.checks), predicted anew.
   check_refit_reproduces(kB200GemmFile, "b200", "scenarios/calibration/b200.json",
                          {testing::source_path("validate/suites/dgxc_gb200.json"),
                           testing::source_path("validate/suites/nemo_long_sequence.json"),
-                          testing::source_path("validate/suites/megatron_bridge_llama.json")});
+                          testing::source_path("validate/suites/megatron_bridge_llama.json"),
+                          testing::source_path("validate/suites/megatron_bridge_moe.json")});
 }
 
 TEST_CASE("validate/calibrate: the full B200 fit (XLA's GEMMs, cuDNN's GB200 attention) reproduces scenarios/calibration/b200.json") {
@@ -226,7 +228,8 @@ TEST_CASE("validate/calibrate: the full B200 fit (XLA's GEMMs, cuDNN's GB200 att
   in.gpu = "b200";
   in.check_runs = {testing::source_path("validate/suites/dgxc_gb200.json"),
                    testing::source_path("validate/suites/nemo_long_sequence.json"),
-                   testing::source_path("validate/suites/megatron_bridge_llama.json")};
+                   testing::source_path("validate/suites/megatron_bridge_llama.json"),
+                   testing::source_path("validate/suites/megatron_bridge_moe.json")};
   in.jobs = 2;
   const validate::CalibrationResult r = validate::calibrate(in);
   CHECK(validate::calibration_json(r).dump(2) + "\n" == testing::read_text(testing::source_path("scenarios/calibration/b200.json")));
