@@ -919,19 +919,7 @@ void validate_plan(const Scenario& s, const Origins& o) {
   // __post_init__ and combined_1f1b.py), and ZeRO-3, whose per-layer gathers trainsim does not
   // interleave across two passes.
   if (t.overlap_moe_expert_parallel_comm) {
-    auto refuse = [&](const std::string& why) { o.fail("training.overlap_moe_expert_parallel_comm", why); };
-    if (!m.is_moe() || p.expert_model_parallel_size <= 1) refuse("overlaps expert-parallel all-to-alls: it needs expert_model_parallel_size > 1");
-    if (p.pipeline_model_parallel_size > 1 && t.pipeline_schedule != models::PipelineSchedule::kInterleaved) {
-      refuse("with pipeline parallelism it runs in the interleaved schedule only (Megatron-Core asserts "
-             "virtual_pipeline_model_parallel_size)");
-    }
-    if (t.recompute_granularity == models::RecomputeGranularity::kFull) refuse("expected no full recomputation (Megatron-Core refuses it)");
-    if (t.recomputes_moe()) refuse("expected recompute_modules without moe (Megatron-Core refuses it)");
-    if (m.mtp_num_layers > 1) refuse("expected at most one multi-token-prediction layer (Megatron-Core refuses more)");
-    if (m.mtp_num_layers == 1 && p.pipeline_model_parallel_size == 1) {
-      refuse("with a multi-token-prediction layer it needs pipeline parallelism (Megatron-Core refuses it without)");
-    }
-    if (p.zero_stage >= 3) refuse("ZeRO stage 3 with overlapped expert-parallel passes is not modelled by trainsim");
+    if (const auto why = ep_overlap_refusal(m, p, t)) o.fail("training.overlap_moe_expert_parallel_comm", *why);
   }
   // Megatron-Core's OptimizerConfig and get_megatron_optimizer.
   if (t.use_precision_aware_optimizer && !p.use_distributed_optimizer) {
@@ -1055,6 +1043,22 @@ Json parse_value(const std::string& assignment, std::size_t eq) {
 }  // namespace
 
 void validate(const Scenario& scenario) { validate_plan(scenario, Origins{}); }
+
+std::optional<std::string> ep_overlap_refusal(const models::ModelSpec& m, const models::ParallelSpec& p, const models::TrainingSpec& t) {
+  if (!m.is_moe() || p.expert_model_parallel_size <= 1) return "overlaps expert-parallel all-to-alls: it needs expert_model_parallel_size > 1";
+  if (p.pipeline_model_parallel_size > 1 && t.pipeline_schedule != models::PipelineSchedule::kInterleaved) {
+    return "with pipeline parallelism it runs in the interleaved schedule only (Megatron-Core asserts "
+           "virtual_pipeline_model_parallel_size)";
+  }
+  if (t.recompute_granularity == models::RecomputeGranularity::kFull) return "expected no full recomputation (Megatron-Core refuses it)";
+  if (t.recomputes_moe()) return "expected recompute_modules without moe (Megatron-Core refuses it)";
+  if (m.mtp_num_layers > 1) return "expected at most one multi-token-prediction layer (Megatron-Core refuses more)";
+  if (m.mtp_num_layers == 1 && p.pipeline_model_parallel_size == 1) {
+    return "with a multi-token-prediction layer it needs pipeline parallelism (Megatron-Core refuses it without)";
+  }
+  if (p.zero_stage >= 3) return "ZeRO stage 3 with overlapped expert-parallel passes is not modelled by trainsim";
+  return std::nullopt;
+}
 
 std::int64_t Scenario::data_parallel_size() const {
   return num_gpus() / (parallel.tensor_model_parallel_size * parallel.pipeline_model_parallel_size *

@@ -64,6 +64,10 @@ Scenario parse_scenario(const Json& doc, const std::string& file, const std::str
 // Checks an assembled scenario as a Megatron plan (what parse_scenario checks after reading);
 // throws InputError naming the offending key. For plans built in code (e.g. by a plan search).
 void validate(const Scenario& scenario);
+
+// Why overlap_moe_expert_parallel_comm cannot run with this model, plan and training (Megatron-Core's
+// own conditions, and ZeRO-3, which trainsim does not interleave), or nothing when it can.
+std::optional<std::string> ep_overlap_refusal(const models::ModelSpec& m, const models::ParallelSpec& p, const models::TrainingSpec& t);
 // Applies one override to a document. Throws InputError for a malformed assignment.
 void apply_override(Json& doc, const std::string& assignment);
 

@@ -196,6 +196,10 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
       plan["training"]["fp8_recipe"] = models::to_string(r.training.fp8_recipe);
       plan["training"]["fp8_param_gather"] = r.training.fp8_param_gather;
     }
+    if (r.training.overlap_moe_expert_parallel_comm) {
+      plan["training"]["overlap_moe_expert_parallel_comm"] = true;
+      plan["training"]["delay_wgrad_compute"] = r.training.delay_wgrad_compute;
+    }
     plan["iteration_time_s"] = tidy(r.iteration_time_s);
     plan["tokens_per_s"] = tidy(r.tokens_per_s);
     plan["mfu"] = tidy(r.mfu);

@@ -172,6 +172,7 @@ class Searcher {
   void enumerate(std::int64_t gpus);
   Outcome evaluate(const Candidate& c) const;
   report::RunResult simulate(const config::Scenario& s) const;
+  void admit_ep_overlap(config::Scenario& s) const;
   PlanResult to_result(const config::Scenario& s, double iteration_s, std::int64_t peak, bool extrapolated,
                        const report::TimeBreakdown& breakdown) const;
 
@@ -249,6 +250,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                 t.async_tensor_model_parallel_allreduce = req_.training.async_tensor_model_parallel_allreduce || p.sequence_parallel;
                 // Megatron-LM skips the pipeline scatter/gather under sequence parallelism.
                 t.scatter_gather_tensors_in_pipeline = req_.training.scatter_gather_tensors_in_pipeline && !p.sequence_parallel;
+                admit_ep_overlap(s);
                 try {
                   config::validate(s);
                 } catch (const InputError&) {
@@ -259,6 +261,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                 bool placed = false;
                 for (std::size_t i = 0; i < sp.recompute.size() && !placed; ++i) {
                   t.recompute_granularity = sp.recompute[i];
+                  admit_ep_overlap(s);
                   const models::Workload w = models::describe(s.model, p, t, gpus, s.target_gpu());
                   if (models::estimated_peak_bytes(w, p, t) > capacity) {
                     ++pruned_[kReasonMemoryEstimate];
@@ -276,6 +279,15 @@ void Searcher::enumerate(std::int64_t gpus) {
       }
     }
   }
+}
+
+// The recipe's EP all-to-all overlap (overlap_moe_expert_parallel_comm, with its
+// delay_wgrad_compute) where the plan and its recomputation admit it; other plans run without.
+void Searcher::admit_ep_overlap(config::Scenario& s) const {
+  models::TrainingSpec& t = s.training;
+  t.overlap_moe_expert_parallel_comm = req_.training.overlap_moe_expert_parallel_comm;
+  if (t.overlap_moe_expert_parallel_comm && config::ep_overlap_refusal(s.model, s.parallel, t)) t.overlap_moe_expert_parallel_comm = false;
+  t.delay_wgrad_compute = t.overlap_moe_expert_parallel_comm && req_.training.delay_wgrad_compute;
 }
 
 report::RunResult Searcher::simulate(const config::Scenario& s) const {
@@ -319,6 +331,7 @@ Outcome Searcher::evaluate(const Candidate& c) const {
   config::Scenario s = c.scenario;
   for (std::size_t i = c.recompute_index; i < req_.space.recompute.size(); ++i) {
     s.training.recompute_granularity = req_.space.recompute[i];
+    admit_ep_overlap(s);
     const std::int64_t m = s.microbatches();
     const std::int64_t p = s.parallel.pipeline_model_parallel_size;
     const std::int64_t m1 = std::max<std::int64_t>(2, 2 * p), m2 = std::max<std::int64_t>(3, 3 * p);

@@ -143,6 +143,52 @@ TEST_CASE("planner/search: a recipe with FP8 parameter gathers keeps the replica
   CHECK(replicated);
 }
 
+TEST_CASE("planner/search: a recipe with the EP all-to-all overlap keeps the plans that cannot use it") {
+  // Megatron-Core overlaps the all-to-alls only without pipelining or under the interleaved
+  // schedule: 1F1B plans with pipeline stages run without it instead of being refused.
+  planner::PlanRequest r = request("mixtral-8x7b", "dgx-h100", 32, 256);
+  r.training.overlap_moe_expert_parallel_comm = true;
+  r.training.delay_wgrad_compute = true;
+  r.space.tensor = {1};
+  r.space.pipeline = {1, 2};
+  r.space.virtual_stages = {1, 2};
+  r.space.expert = {8};
+  r.space.micro_batch = {1};
+  r.space.optimizer_sharding = {1};
+  const planner::PlanReport rep = planner::search(r);
+  planner::PlanRequest plain = r;
+  plain.training.overlap_moe_expert_parallel_comm = plain.training.delay_wgrad_compute = false;
+  CHECK(planner::search(plain).pruned == rep.pruned);  // no plan refused for the recipe
+  int with = 0, without = 0;
+  for (const planner::PlanResult& p : rep.plans) {
+    // Not with full recomputation either (the least that fits may be full).
+    const bool admits = (p.parallel.pipeline_model_parallel_size == 1 || p.parallel.virtual_pipeline_model_parallel_size > 1) &&
+                        p.training.recompute_granularity != models::RecomputeGranularity::kFull;
+    CAPTURE(p.parallel.pipeline_model_parallel_size);
+    CAPTURE(p.parallel.virtual_pipeline_model_parallel_size);
+    CHECK(p.training.overlap_moe_expert_parallel_comm == admits);
+    CHECK(p.training.delay_wgrad_compute == admits);
+    (admits ? with : without) += 1;
+  }
+  CHECK(with > 0);
+  CHECK(without > 0);
+  // The steady-state extrapolation holds for the combined schedule too.
+  planner::PlanRequest exact = r;
+  exact.exact = true;
+  const planner::PlanReport whole = planner::search(exact);
+  REQUIRE(whole.plans.size() == rep.plans.size());
+  for (const planner::PlanResult& p : rep.plans) {
+    for (const planner::PlanResult& q : whole.plans) {
+      if (q.parallel.pipeline_model_parallel_size != p.parallel.pipeline_model_parallel_size ||
+          q.parallel.virtual_pipeline_model_parallel_size != p.parallel.virtual_pipeline_model_parallel_size ||
+          q.training.recompute_granularity != p.training.recompute_granularity) {
+        continue;
+      }
+      CHECK(p.iteration_time_s == doctest::Approx(q.iteration_time_s).epsilon(0.02));
+    }
+  }
+}
+
 TEST_CASE("planner/search: extrapolating the steady state agrees with whole iterations") {
   planner::PlanRequest r = request("gpt3-7.5b", "dgx-a100-80gb", 64, 512);
   r.space.tensor = {2, 4};
