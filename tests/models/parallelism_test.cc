@@ -15,6 +15,7 @@
 #include "models/memory_model.h"
 #include "models/stage_builder.h"
 #include "report/simulation.h"
+#include "report/summary.h"
 #include "tests/scenario_helpers.h"
 #include "sim/engine.h"
 
@@ -439,6 +440,8 @@ TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same wo
   // The step is shorter, though the extra warm-up pass and the forward's later sends (after the
   // paired backward's last layer) lengthen the pipeline bubble.
   CHECK(rb.iteration_time_s < 0.97 * ra.iteration_time_s);
+  CHECK(report::summary_text(rb).find("EP 8 +A2A overlap DP") != std::string::npos);
+  CHECK(report::summary_text(ra).find("A2A overlap") == std::string::npos);
   CHECK(rb.breakdown.pipeline_bubble_s > ra.breakdown.pipeline_bubble_s);
   check_fidelities_agree(kGpt, delayed);
   // Without pipelining: micro-batch i + 1's forward beside i's backward.
