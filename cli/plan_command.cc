@@ -30,6 +30,7 @@ struct PlanArgs {
   std::vector<int> sharding;
   std::vector<std::string> recompute;
   bool no_sequence_parallel = false;
+  bool ep_overlap = false;
   int threads = 0;
   bool exact = false;
   bool sensitivity = false;
@@ -113,6 +114,11 @@ int run(const PlanArgs& a) {
   if (req.training.precision == models::Precision::kFp8 && req.training.fp8_recipe == models::Fp8Recipe::kMxfp8 &&
       req.cluster.gpu.architecture != topo::Architecture::kBlackwell) {
     throw InputError("--fp8-recipe", "mxfp8", "needs Blackwell tensor cores (block-scaled FP8); " + req.cluster.gpu.name + " has none");
+  }
+  if (a.ep_overlap) {
+    if (!req.model.is_moe()) throw InputError("--ep-overlap", "", "overlaps expert-parallel all-to-alls: it needs a mixture-of-experts model");
+    req.training.overlap_moe_expert_parallel_comm = true;
+    req.training.delay_wgrad_compute = true;
   }
   if (a.train_tokens) req.training.train_tokens = *a.train_tokens;
   if (req.training.global_batch_size < 1 || (a.scenario.empty() && !a.global_batch_size)) {
@@ -230,6 +236,8 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--recompute", a->recompute,
                   "Recomputation modes, least first: each plan keeps the first that fits (default: none selective full)");
   cmd->add_flag("--no-sequence-parallel", a->no_sequence_parallel, "Never use sequence parallelism (Megatron before 2022)");
+  cmd->add_flag("--ep-overlap", a->ep_overlap,
+                "MoE: Megatron-Core's EP all-to-all overlap with delayed expert weight gradients, in the plans that admit it");
   cmd->add_flag("--exact", a->exact, "Simulate whole iterations instead of extrapolating the pipeline's steady state");
   cmd->add_flag("--sensitivity", a->sensitivity,
                 "Also simulate the best plan whole and each kind of communication at half speed, twice the speed and "

@@ -65,6 +65,24 @@ TEST_CASE("cli: plan --sensitivity simulates the best plan whole and asks the wh
   }
 }
 
+TEST_CASE("cli: plan --ep-overlap gives MoE plans Megatron-Core's EP all-to-all overlap where they admit it") {
+  const std::string args = "plan --model qwen3-30b-a3b --cluster dgx-h100 --gpus 16 --global-batch-size 1024 --precision fp8 --tp 1 "
+                           "--pp 1 --ep 16 --micro-batch-sizes 1 --optimizer-sharding 1 --top 1 --json -";
+  const Outcome with = trainsim(args + " --ep-overlap");
+  REQUIRE(with.code == 0);
+  const auto best = nlohmann::json::parse(with.output)["plans"][0];
+  CHECK(best["training"]["overlap_moe_expert_parallel_comm"] == true);
+  CHECK(best["training"]["delay_wgrad_compute"] == true);
+  const Outcome without = trainsim(args);
+  REQUIRE(without.code == 0);
+  const auto plain = nlohmann::json::parse(without.output)["plans"][0];
+  CHECK_FALSE(plain["training"].contains("overlap_moe_expert_parallel_comm"));
+  CHECK(best["iteration_time_s"].get<double>() < plain["iteration_time_s"].get<double>());
+  const Outcome dense = trainsim("plan --model gpt3-1.7b --cluster dgx-h100 --gpus 8 --global-batch-size 64 --ep-overlap");
+  CHECK(dense.code == 2);
+  CHECK(dense.output.find("--ep-overlap") != std::string::npos);
+}
+
 TEST_CASE("cli: bad input exits 2 with the file and JSON path") {
   struct Case {
     std::string args, fragment;
