@@ -537,9 +537,9 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   t.grad_reduce_in_fp32 = r.get_bool("grad_reduce_in_fp32", true);
   t.use_precision_aware_optimizer = r.get_bool("use_precision_aware_optimizer", false);
   note("use_precision_aware_optimizer");
-  t.exp_avg_bf16 = r.get_choice("exp_avg_dtype", 0, {"fp32", "bf16", "fp16"}) != 0;
+  t.exp_avg_16bit = r.get_choice("exp_avg_dtype", 0, {"fp32", "bf16", "fp16"}) != 0;
   note("exp_avg_dtype");
-  t.exp_avg_sq_bf16 = r.get_choice("exp_avg_sq_dtype", 0, {"fp32", "bf16", "fp16"}) != 0;
+  t.exp_avg_sq_16bit = r.get_choice("exp_avg_sq_dtype", 0, {"fp32", "bf16", "fp16"}) != 0;
   note("exp_avg_sq_dtype");
   t.store_param_remainders = r.get_bool("store_param_remainders", true);
   note("store_param_remainders");
@@ -925,8 +925,7 @@ void validate_plan(const Scenario& s, const Origins& o) {
   if (t.use_precision_aware_optimizer && !p.use_distributed_optimizer) {
     o.fail("training.use_precision_aware_optimizer", "the precision-aware optimizer needs use_distributed_optimizer (Megatron-Core refuses it without)");
   }
-  for (const char* key : {"exp_avg_dtype", "exp_avg_sq_dtype"}) {
-    const bool low = std::string(key) == "exp_avg_dtype" ? t.exp_avg_bf16 : t.exp_avg_sq_bf16;
+  for (const auto& [key, low] : {std::pair{"exp_avg_dtype", t.exp_avg_16bit}, std::pair{"exp_avg_sq_dtype", t.exp_avg_sq_16bit}}) {
     if (low && !t.use_precision_aware_optimizer) {
       o.fail(std::string("training.") + key, std::string(key) + " can only be fp32 without use_precision_aware_optimizer (Megatron-Core refuses it)");
     }

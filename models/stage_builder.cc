@@ -258,6 +258,9 @@ class StageBuilder {
   void row_forward(const std::string& name, std::int64_t k, std::uint8_t cat);
   void column_backward(const std::string& name, std::int64_t n, std::int64_t params, bool fp8, std::int64_t k = 0);
   void row_backward(const std::string& name, std::int64_t k, std::int64_t params);
+  // The grouped expert GEMMs: one group per local expert, each over its share of the routed tokens.
+  std::int64_t expert_groups() const { return std::max<std::int64_t>(1, d_.local_experts); }
+  std::int64_t expert_rows() const { return std::max<std::int64_t>(1, d_.routed_tokens() / expert_groups()); }
   // `wgrad` false: the data gradient only; expert_wgrad then adds the weight gradient.
   void expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params, bool wgrad = true);
   void expert_wgrad(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params);
@@ -276,7 +279,8 @@ class StageBuilder {
   void output_backward_end();   // the final norm's backward
   void mtp_forward_begin(std::int64_t module);  // embedding lookup, norms, projection
   void mtp_forward_end(std::int64_t module);    // final norm, logits, loss
-  void mtp_backward_end(std::int64_t module);
+  void mtp_backward_begin(std::int64_t module);  // final norm's backward
+  void mtp_backward_end(std::int64_t module);    // projection, norms, embedding lookup
   void logits_forward(const std::string& prefix);
   void logits_backward(const std::string& prefix, std::int64_t params);
   void mtp_forward(std::int64_t module);
@@ -340,6 +344,8 @@ class StageBuilder {
   void mla_projections_backward();
   void shared_expert_backward();
   void norm(const std::string& name, std::uint8_t cat, std::int64_t alloc = 0);
+  // The residual add after an attention or MLP block, with its dropout mask when dropout is on.
+  void bias_dropout_add(std::uint8_t cat);
   void norm_backward(const std::string& name, std::int64_t free = 0);
 
   // ---- pipeline ----
@@ -586,16 +592,14 @@ void StageBuilder::row_backward(const std::string& name, std::int64_t k, std::in
 // Grouped expert GEMM backward (TE GroupedLinear): per local expert, data and weight gradients
 // over the tokens routed to it. Forward: Y[R/e, n] = X[R/e, k] W[k, n].
 void StageBuilder::expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params, bool wgrad) {
-  const std::int64_t le = std::max<std::int64_t>(1, d_.local_experts);
-  const std::int64_t rows = std::max<std::int64_t>(1, d_.routed_tokens() / le);
+  const std::int64_t le = expert_groups(), rows = expert_rows();
   if (d_.fp8()) fp8_cast(name + "_grad_cast", d_.routed_tokens() * n, kBackward);
   compute(name + "_dgrad", gemm(rows, k, n, le, d_.gemm), kBackward);
   if (wgrad) expert_wgrad(name, k, n, params);
 }
 
 void StageBuilder::expert_wgrad(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params) {
-  const std::int64_t le = std::max<std::int64_t>(1, d_.local_experts);
-  const std::int64_t rows = std::max<std::int64_t>(1, d_.routed_tokens() / le);
+  const std::int64_t le = expert_groups(), rows = expert_rows();
   gradient_ready(params, true, compute(name + "_wgrad", gemm(k, n, rows, le, d_.gemm), kBackward));
 }
 
@@ -605,6 +609,10 @@ void StageBuilder::expert_wgrad(const std::string& name, std::int64_t k, std::in
 void StageBuilder::norm(const std::string& name, std::uint8_t cat, std::int64_t alloc) {
   // Read input, write output (and the 16-bit statistics) over the sharded tokens.
   compute(name, memory_op(2 * sharded_hidden_bytes(), 8.0 * static_cast<double>(d_.sharded_tokens() * d_.h)), cat, alloc);
+}
+
+void StageBuilder::bias_dropout_add(std::uint8_t cat) {
+  compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), cat);
 }
 
 void StageBuilder::norm_backward(const std::string& name, std::int64_t free) {
@@ -701,7 +709,7 @@ void StageBuilder::attention_forward(std::uint8_t cat) {
   }
   attention_core_forward(cat);
   row_forward("out_proj", d_.a * d_.dv, cat);
-  compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), cat);
+  bias_dropout_add(cat);
 }
 
 void StageBuilder::attention_backward() {
@@ -781,7 +789,7 @@ void StageBuilder::mlp_forward(std::uint8_t cat) {
   }
   norm("pre_mlp_norm", cat);
   dense_mlp_forward("", d_.f, cat);
-  compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), cat);
+  bias_dropout_add(cat);
 }
 
 void StageBuilder::mlp_backward() {
@@ -819,7 +827,7 @@ void StageBuilder::dense_mlp_backward(const std::string& prefix, std::int64_t f,
 void StageBuilder::moe_forward(std::uint8_t cat) {
   norm("pre_mlp_norm", cat);
   moe_block_forward(cat);
-  compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), cat);
+  bias_dropout_add(cat);
 }
 
 // MoELayer.forward: routing, dispatch, experts, combine and the shared experts; what
@@ -856,9 +864,7 @@ void StageBuilder::moe_dispatch_forward() {
 }
 
 void StageBuilder::moe_experts_forward(std::uint8_t cat) {
-  const std::int64_t R = d_.routed_tokens();
-  const std::int64_t le = std::max<std::int64_t>(1, d_.local_experts);
-  const std::int64_t rows = std::max<std::int64_t>(1, R / le);
+  const std::int64_t R = d_.routed_tokens(), le = expert_groups(), rows = expert_rows();
   if (d_.local_experts > 1) compute("sort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.fp8()) fp8_cast("expert_fc1_input_cast", R * d_.h, cat);
   compute("expert_fc1", gemm(rows, d_.expert_fc1_width(), d_.h, le, d_.gemm), cat);
@@ -1045,7 +1051,7 @@ void StageBuilder::combine_node_forward_tail() {
   if (!m_.is_moe_layer(layer_)) return;
   moe_unpermute_forward(kForward);
   if (d_.sf > 0) compute("shared_expert_add", memory_op(3 * sharded_hidden_bytes()), kForward);
-  compute("bias_dropout_add", memory_op(3 * sharded_hidden_bytes() + (d_.hidden_dropout ? d_.sharded_tokens() * d_.h : 0)), kForward);
+  bias_dropout_add(kForward);
 }
 
 void StageBuilder::combine_node_backward(std::int64_t layer) {
@@ -1208,8 +1214,7 @@ void StageBuilder::mtp_projection(std::uint8_t cat) {
 
 void StageBuilder::mtp_backward(std::int64_t module) {
   const std::int64_t layer = mtp_layer(module);
-  layer_ = layer;
-  norm_backward("mtp_final_norm");
+  mtp_backward_begin(module);
   if (t_.recomputes_mtp_modules()) {
     // Megatron checkpoints the projection and the layer (uniform method): both run again.
     mtp_projection(kRecompute);
@@ -1219,6 +1224,11 @@ void StageBuilder::mtp_backward(std::int64_t module) {
     layer_backward(layer, 0);
   }
   mtp_backward_end(module);
+}
+
+void StageBuilder::mtp_backward_begin(std::int64_t module) {
+  layer_ = mtp_layer(module);
+  norm_backward("mtp_final_norm");
 }
 
 void StageBuilder::mtp_backward_end(std::int64_t module) {
@@ -1467,8 +1477,7 @@ void StageBuilder::forward_backward(const PipelineStep& step, bool final_backwar
     switch_pass(1);
     if (b == mtp) {
       mtp_logits_backward(0);
-      layer_ = mtp;
-      norm_backward("mtp_final_norm");
+      mtp_backward_begin(0);
     }
     combine_node_backward(b);
     switch_pass(0);

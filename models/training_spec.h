@@ -178,8 +178,8 @@ struct TrainingSpec {
   // fp32 copy), and with store_param_remainders (default on) over bf16 weights keeps only the 16
   // bits of each master weight the bf16 weight lacks (FP8 weights that are gathered have none).
   bool use_precision_aware_optimizer = false;
-  bool exp_avg_bf16 = false;     // exp_avg_dtype: fp32 (false) or a 16-bit type
-  bool exp_avg_sq_bf16 = false;  // exp_avg_sq_dtype
+  bool exp_avg_16bit = false;     // exp_avg_dtype: fp32 (false), or bf16 or fp16
+  bool exp_avg_sq_16bit = false;  // exp_avg_sq_dtype, the same
   bool store_param_remainders = true;
   bool optimizer_holds_master_weights() const {
     return use_precision_aware_optimizer && (precision != Precision::kFp8 || fp8_recipe == Fp8Recipe::kDelayed);
@@ -188,7 +188,7 @@ struct TrainingSpec {
   std::int64_t optimizer_state_bytes() const {
     const bool bf16_weights = precision == Precision::kBf16 || (precision == Precision::kFp8 && !fp8_param_gather);
     const bool remainders = optimizer_holds_master_weights() && store_param_remainders && bf16_weights;
-    return (remainders ? 2 : 4) + (exp_avg_bf16 ? 2 : 4) + (exp_avg_sq_bf16 ? 2 : 4);
+    return (remainders ? 2 : 4) + (exp_avg_16bit ? 2 : 4) + (exp_avg_sq_16bit ? 2 : 4);
   }
   // Parameters per gradient bucket; 0 = Megatron's default, max(40M, 1M x data-parallel size).
   std::int64_t ddp_bucket_size = 0;

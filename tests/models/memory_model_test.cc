@@ -76,7 +76,7 @@ TEST_CASE("models/memory: the precision-aware optimizer keeps 16-bit moments, an
   t.use_precision_aware_optimizer = true;
   // fp32 moments: the master weights as 16-bit remainders of the bf16 weights, 2 + 4 + 4 bytes.
   CHECK(models::static_memory(params, 1, 1, p, t).optimizer_states == 10'000'000);
-  t.exp_avg_bf16 = t.exp_avg_sq_bf16 = true;
+  t.exp_avg_16bit = t.exp_avg_sq_16bit = true;
   // BF16 weights: Transformer Engine's FusedAdam holds the master weights, 16 bits each beside
   // the bf16 weight (store_param_remainders), and the bf16 moments: 6 bytes.
   CHECK(models::static_memory(params, 1, 1, p, t).optimizer_states == 6'000'000);
