@@ -26,6 +26,23 @@ planner::PlanRequest request(const char* model, const char* cluster, std::int64_
   return r;
 }
 
+// A recipe option the search applies where a plan admits it: every ranked plan uses it exactly
+// when `admits` says the plan can, and plans of both kinds are ranked (none is refused for it).
+template <typename Uses, typename Admits>
+void check_used_where_admitted(const planner::PlanReport& rep, Uses uses, Admits admits) {
+  bool with = false, without = false;
+  for (const planner::PlanResult& p : rep.plans) {
+    CAPTURE(p.parallel.tensor_model_parallel_size);
+    CAPTURE(p.parallel.pipeline_model_parallel_size);
+    CAPTURE(p.parallel.virtual_pipeline_model_parallel_size);
+    const bool admitted = admits(p);
+    CHECK(uses(p) == admitted);
+    (admitted ? with : without) = true;
+  }
+  CHECK(with);
+  CHECK(without);
+}
+
 }  // namespace
 
 TEST_CASE("planner/search: every considered plan is pruned (with a reason) or ranked") {
@@ -112,15 +129,9 @@ TEST_CASE("planner/search: a recipe with TP communication overlap keeps the plan
   r.training.tp_comm_overlap = true;
   r.space.tensor = {1, 2};
   r.space.pipeline = {1};
-  const planner::PlanReport rep = planner::search(r);
-  bool tp1 = false, tp2 = false;
-  for (const planner::PlanResult& p : rep.plans) {
-    const bool tp = p.parallel.tensor_model_parallel_size > 1;
-    CHECK(p.training.tp_comm_overlap == tp);
-    (tp ? tp2 : tp1) = true;
-  }
-  CHECK(tp1);
-  CHECK(tp2);
+  check_used_where_admitted(
+      planner::search(r), [](const planner::PlanResult& p) { return p.training.tp_comm_overlap; },
+      [](const planner::PlanResult& p) { return p.parallel.tensor_model_parallel_size > 1; });
 }
 
 TEST_CASE("planner/search: a recipe with FP8 parameter gathers keeps the replicated-optimizer plans without them") {
@@ -132,15 +143,9 @@ TEST_CASE("planner/search: a recipe with FP8 parameter gathers keeps the replica
   r.space.tensor = {2};
   r.space.pipeline = {1};
   r.space.optimizer_sharding = {1, 0};
-  const planner::PlanReport rep = planner::search(r);
-  bool sharded = false, replicated = false;
-  for (const planner::PlanResult& p : rep.plans) {
-    const bool shards = p.parallel.shards_optimizer();
-    CHECK(p.training.fp8_param_gather == shards);
-    (shards ? sharded : replicated) = true;
-  }
-  CHECK(sharded);
-  CHECK(replicated);
+  check_used_where_admitted(
+      planner::search(r), [](const planner::PlanResult& p) { return p.training.fp8_param_gather; },
+      [](const planner::PlanResult& p) { return p.parallel.shards_optimizer(); });
 }
 
 TEST_CASE("planner/search: a recipe with the EP all-to-all overlap keeps the plans that cannot use it") {
@@ -159,19 +164,13 @@ TEST_CASE("planner/search: a recipe with the EP all-to-all overlap keeps the pla
   planner::PlanRequest plain = r;
   plain.training.overlap_moe_expert_parallel_comm = plain.training.delay_wgrad_compute = false;
   CHECK(planner::search(plain).pruned == rep.pruned);  // no plan refused for the recipe
-  int with = 0, without = 0;
-  for (const planner::PlanResult& p : rep.plans) {
-    // Not with full recomputation either (the least that fits may be full).
-    const bool admits = (p.parallel.pipeline_model_parallel_size == 1 || p.parallel.virtual_pipeline_model_parallel_size > 1) &&
-                        p.training.recompute_granularity != models::RecomputeGranularity::kFull;
-    CAPTURE(p.parallel.pipeline_model_parallel_size);
-    CAPTURE(p.parallel.virtual_pipeline_model_parallel_size);
-    CHECK(p.training.overlap_moe_expert_parallel_comm == admits);
-    CHECK(p.training.delay_wgrad_compute == admits);
-    (admits ? with : without) += 1;
-  }
-  CHECK(with > 0);
-  CHECK(without > 0);
+  // Not with full recomputation either (the least that fits may be full).
+  const auto admits = [](const planner::PlanResult& p) {
+    return (p.parallel.pipeline_model_parallel_size == 1 || p.parallel.virtual_pipeline_model_parallel_size > 1) &&
+           p.training.recompute_granularity != models::RecomputeGranularity::kFull;
+  };
+  check_used_where_admitted(rep, [](const planner::PlanResult& p) { return p.training.overlap_moe_expert_parallel_comm; }, admits);
+  check_used_where_admitted(rep, [](const planner::PlanResult& p) { return p.training.delay_wgrad_compute; }, admits);
   // The steady-state extrapolation holds for the combined schedule too.
   planner::PlanRequest exact = r;
   exact.exact = true;
