@@ -532,6 +532,8 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("overlap_moe_expert_parallel_comm");
   t.delay_wgrad_compute = r.get_bool("delay_wgrad_compute", false);
   note("delay_wgrad_compute");
+  t.moe_shared_expert_overlap = r.get_bool("moe_shared_expert_overlap", false);
+  note("moe_shared_expert_overlap");
   t.scatter_gather_tensors_in_pipeline = r.get_bool("scatter_gather_tensors_in_pipeline", false);
   note("scatter_gather_tensors_in_pipeline");
   t.grad_reduce_in_fp32 = r.get_bool("grad_reduce_in_fp32", true);
@@ -928,6 +930,19 @@ void validate_plan(const Scenario& s, const Origins& o) {
   for (const auto& [key, low] : {std::pair{"exp_avg_dtype", t.exp_avg_16bit}, std::pair{"exp_avg_sq_dtype", t.exp_avg_sq_16bit}}) {
     if (low && !t.use_precision_aware_optimizer) {
       o.fail(std::string("training.") + key, std::string(key) + " can only be fp32 without use_precision_aware_optimizer (Megatron-Core refuses it)");
+    }
+  }
+  if (t.moe_shared_expert_overlap) {
+    // Megatron-Core: TransformerConfig (alltoall only through core_r0.17; main adds flex) and the
+    // EP overlap's assertion. The flag does nothing without a shared expert: refused, not ignored.
+    if (m.shared_expert_ffn_hidden() == 0) {
+      o.fail("training.moe_shared_expert_overlap",
+             "overlaps the shared expert with the token dispatch: it needs a mixture-of-experts model with a shared expert "
+             "(moe_shared_expert_intermediate_size)");
+    } else if (t.overlap_moe_expert_parallel_comm) {
+      o.fail("training.moe_shared_expert_overlap",
+             "cannot be combined with overlap_moe_expert_parallel_comm (Megatron-Core refuses it; the combined steps run the "
+             "shared expert in the attention node)");
     }
   }
   if (t.delay_wgrad_compute && !t.overlap_moe_expert_parallel_comm) {

@@ -244,7 +244,9 @@ class StageBuilder {
   std::int64_t hidden_bytes() const { return dt() * d_.tokens() * d_.h; }
   std::int64_t sharded_hidden_bytes() const { return dt() * d_.sharded_tokens() * d_.h; }
   DataType gather_dtype() const { return d_.fp8() ? DataType::kFp8 : d_.act; }
-  bool tp_overlap() const { return t_.tp_comm_overlap && d_.sp; }
+  // Transformer Engine's userbuffers overlap; moe_shared_expert_overlap turns it off for the
+  // shared expert's linears (SharedExpertMLP.__init__ clears their ub_overlap flags).
+  bool tp_overlap() const { return t_.tp_comm_overlap && d_.sp && !shared_beside_; }
   std::int64_t grad_bytes() const { return t_.grad_reduce_in_fp32 ? 4 : 2; }
   DataType grad_dtype() const { return t_.grad_reduce_in_fp32 ? DataType::kFp32 : d_.act; }
 
@@ -300,6 +302,9 @@ class StageBuilder {
   // layers' (prefix "") and the shared expert's ("shared_").
   void dense_mlp_forward(const std::string& prefix, std::int64_t f, std::uint8_t cat);
   void dense_mlp_backward(const std::string& prefix, std::int64_t f, std::int64_t fc1_params, std::int64_t fc2_params);
+  // Its halves: fc1 with the activation, and their backward (the activation's, then fc1's).
+  void dense_fc1_forward(const std::string& prefix, std::int64_t f, std::uint8_t cat);
+  void dense_fc1_backward(const std::string& prefix, std::int64_t f, std::int64_t fc1_params);
   void layer_forward(std::int64_t layer, std::uint8_t cat, std::int64_t alloc);
   void layer_backward(std::int64_t layer, std::int64_t free);
   void attention_forward(std::uint8_t cat);
@@ -317,9 +322,9 @@ class StageBuilder {
   // MoELayer's steps (router and permutation; dispatch; experts; combine; unpermutation), which
   // overlap_moe_expert_parallel_comm runs as separate nodes, and their backward passes.
   void moe_route_forward(std::uint8_t cat);
-  void moe_dispatch_forward();
+  void moe_dispatch_forward(std::uint8_t cat = kForward);
   void moe_experts_forward(std::uint8_t cat);
-  void moe_combine_forward();
+  void moe_combine_forward(std::uint8_t cat = kForward);
   void moe_unpermute_forward(std::uint8_t cat);
   void moe_combine_backward();
   void moe_experts_backward(bool wgrad);
@@ -330,6 +335,12 @@ class StageBuilder {
   // (fine_grained_callables.py). Compute nodes on the compute stream, the all-to-alls on their
   // own; the combine node's unpermutation and residual add follow as compute (`tail`).
   bool overlapped_nodes() const { return t_.overlap_moe_expert_parallel_comm; }
+  // moe_shared_expert_overlap: the shared expert's halves emitted while the all-to-alls are in
+  // flight (its own CUDA stream in Megatron-Core; here the compute stream, which the all-to-alls
+  // do not block until the routed experts wait for them).
+  bool shared_overlap() const { return t_.moe_shared_expert_overlap && d_.sf > 0 && !overlapped_nodes(); }
+  void shared_fc1_beside(std::uint8_t cat);
+  void shared_fc2_beside(std::uint8_t cat);
   void fp8_weights(std::int64_t layer, std::uint8_t cat);
   void attn_node_forward(std::int64_t layer, std::int64_t alloc);
   void dispatch_node_forward();
@@ -407,6 +418,7 @@ class StageBuilder {
   const LayerParams& params_of(std::int64_t layer) const { return m_.is_moe_layer(layer) ? lp_ : dense_lp_; }
 
   std::vector<TaskIndex> pending_;  // tasks the next compute task waits for
+  bool shared_beside_ = false;      // emitting the shared expert beside the token all-to-alls
   std::int64_t pending_alloc_ = 0;  // bytes the next compute task allocates
   TaskIndex last_compute_ = 0;
   bool has_compute_ = false;
@@ -804,16 +816,24 @@ void StageBuilder::mlp_backward() {
 }
 
 void StageBuilder::dense_mlp_forward(const std::string& prefix, std::int64_t f, std::uint8_t cat) {
-  const std::int64_t T = d_.tokens(), fc1 = d_.gated ? 2 * f : f;
-  column_forward(prefix + "fc1", fc1, cat, true);
-  compute(prefix + (d_.gated ? "swiglu" : "activation"), memory_op(dt() * T * (fc1 + f)), cat);
+  dense_fc1_forward(prefix, f, cat);
   row_forward(prefix + "fc2", f, cat);
 }
 
 void StageBuilder::dense_mlp_backward(const std::string& prefix, std::int64_t f, std::int64_t fc1_params,
                                       std::int64_t fc2_params) {
-  const std::int64_t T = d_.tokens(), fc1 = d_.gated ? 2 * f : f;
   row_backward(prefix + "fc2", f, fc2_params);
+  dense_fc1_backward(prefix, f, fc1_params);
+}
+
+void StageBuilder::dense_fc1_forward(const std::string& prefix, std::int64_t f, std::uint8_t cat) {
+  const std::int64_t T = d_.tokens(), fc1 = d_.gated ? 2 * f : f;
+  column_forward(prefix + "fc1", fc1, cat, true);
+  compute(prefix + (d_.gated ? "swiglu" : "activation"), memory_op(dt() * T * (fc1 + f)), cat);
+}
+
+void StageBuilder::dense_fc1_backward(const std::string& prefix, std::int64_t f, std::int64_t fc1_params) {
+  const std::int64_t T = d_.tokens(), fc1 = d_.gated ? 2 * f : f;
   compute(prefix + (d_.gated ? "swiglu_bwd" : "activation_bwd"), memory_op(dt() * T * (2 * fc1 + f)), kBackward);
   column_backward(prefix + "fc1", fc1, fc1_params, true);
 }
@@ -834,11 +854,15 @@ void StageBuilder::moe_forward(std::uint8_t cat) {
 // recompute_modules moe checkpoints and runs again before the layer's backward.
 void StageBuilder::moe_block_forward(std::uint8_t cat) {
   moe_route_forward(cat);
-  moe_dispatch_forward();
+  moe_dispatch_forward(cat);
   moe_experts_forward(cat);
-  moe_combine_forward();
+  moe_combine_forward(cat);
   moe_unpermute_forward(cat);
-  if (d_.sf > 0) shared_expert_forward(cat);
+  if (shared_overlap()) {
+    compute("shared_expert_add", memory_op(3 * sharded_hidden_bytes()), cat);
+  } else if (d_.sf > 0) {
+    shared_expert_forward(cat);
+  }
 }
 
 void StageBuilder::moe_route_forward(std::uint8_t cat) {
@@ -848,15 +872,18 @@ void StageBuilder::moe_route_forward(std::uint8_t cat) {
   compute("permute", memory_op(2 * dt() * Ts * k * d_.h), cat);
 }
 
-void StageBuilder::moe_dispatch_forward() {
+void StageBuilder::moe_dispatch_forward(std::uint8_t cat) {
   const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk;
+  std::vector<TaskIndex> exchanges;
   if (d_.ep > 1) {
-    wait(token_exchange("moe_dispatch_all_to_all", dt() * Ts * k * d_.h));
+    exchanges.push_back(token_exchange("moe_dispatch_all_to_all", dt() * Ts * k * d_.h));
     if (!flex()) {
-      wait(collective("moe_dispatch_probs_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, 4 * Ts * k,
-                      DataType::kFp32, kEpComm));
+      exchanges.push_back(collective("moe_dispatch_probs_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll,
+                                     4 * Ts * k, DataType::kFp32, kEpComm));
     }
   }
+  if (shared_overlap()) shared_fc1_beside(cat);
+  for (TaskIndex e : exchanges) wait(e);
   if (d_.etp > 1) {
     wait(collective("moe_tokens_all_gather", kExpertTpSlot, kTpStream, CollectiveKind::kAllGather, dt() * R * d_.h, d_.act,
                     kEpComm));
@@ -878,8 +905,27 @@ void StageBuilder::moe_experts_forward(std::uint8_t cat) {
   }
 }
 
-void StageBuilder::moe_combine_forward() {
-  if (d_.ep > 1) wait(token_exchange("moe_combine_all_to_all", dt() * d_.moe_tokens() * d_.topk * d_.h));
+void StageBuilder::moe_combine_forward(std::uint8_t cat) {
+  const TaskIndex exchange = d_.ep > 1 ? token_exchange("moe_combine_all_to_all", dt() * d_.moe_tokens() * d_.topk * d_.h) : kNoTask;
+  // The flex dispatcher runs fc2 in combine_postprocess, after the combine.
+  if (shared_overlap() && !flex()) shared_fc2_beside(cat);
+  wait(exchange);
+  if (shared_overlap() && flex()) shared_fc2_beside(cat);
+}
+
+// moe_shared_expert_overlap's forward halves (SharedExpertMLP.linear_fc1_forward_and_act after
+// the tokens' all-to-all is issued, linear_fc2_forward after the combine's), with the shared
+// expert's sequence-parallel gather and reduce-scatter (pre_forward_comm, post_forward_comm).
+void StageBuilder::shared_fc1_beside(std::uint8_t cat) {
+  shared_beside_ = true;
+  dense_fc1_forward("shared_", d_.sf, cat);
+  shared_beside_ = false;
+}
+
+void StageBuilder::shared_fc2_beside(std::uint8_t cat) {
+  shared_beside_ = true;
+  row_forward("shared_fc2", d_.sf, cat);
+  shared_beside_ = false;
 }
 
 void StageBuilder::moe_unpermute_forward(std::uint8_t cat) {
@@ -901,7 +947,7 @@ void StageBuilder::shared_expert_backward() { dense_mlp_backward("shared_", d_.s
 void StageBuilder::moe_backward() {
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
   if (t_.recomputes_moe()) moe_block_forward(kRecompute);  // the checkpointed layer, forward again
-  if (d_.sf > 0) shared_expert_backward();
+  if (d_.sf > 0 && !shared_overlap()) shared_expert_backward();
   moe_combine_backward();
   moe_experts_backward(true);
   moe_dispatch_backward();
@@ -912,7 +958,15 @@ void StageBuilder::moe_backward() {
 void StageBuilder::moe_combine_backward() {
   const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk;
   compute("unpermute_bwd", memory_op(2 * dt() * Ts * k * d_.h + dt() * Ts * d_.h), kBackward);
-  if (d_.ep > 1) wait(token_exchange("moe_combine_bwd_all_to_all", dt() * Ts * k * d_.h));
+  const TaskIndex exchange = d_.ep > 1 ? token_exchange("moe_combine_bwd_all_to_all", dt() * Ts * k * d_.h) : kNoTask;
+  // moe_shared_expert_overlap: the combine output's sequence number (raised in
+  // linear_fc2_forward) has autograd issue this all-to-all first, then the shared fc2's backward.
+  if (shared_overlap()) {
+    shared_beside_ = true;
+    row_backward("shared_fc2", d_.sf, lp_.shared_fc2);
+    shared_beside_ = false;
+  }
+  wait(exchange);
   if (d_.etp > 1) {
     wait(collective("moe_tokens_grad_all_gather", kExpertTpSlot, kTpStream, CollectiveKind::kAllGather, dt() * R * d_.h,
                     d_.act, kEpComm));
@@ -940,13 +994,22 @@ void StageBuilder::moe_experts_wgrad() {
 
 void StageBuilder::moe_dispatch_backward() {
   const std::int64_t Ts = d_.moe_tokens(), k = d_.topk;
+  std::vector<TaskIndex> exchanges;
   if (d_.ep > 1) {
     if (!flex()) {
-      wait(collective("moe_dispatch_probs_bwd_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll, 4 * Ts * k,
-                      DataType::kFp32, kEpComm));
+      exchanges.push_back(collective("moe_dispatch_probs_bwd_all_to_all", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll,
+                                     4 * Ts * k, DataType::kFp32, kEpComm));
     }
-    wait(token_exchange("moe_dispatch_bwd_all_to_all", dt() * Ts * k * d_.h));
+    exchanges.push_back(token_exchange("moe_dispatch_bwd_all_to_all", dt() * Ts * k * d_.h));
   }
+  // moe_shared_expert_overlap: "probs A2A -> tokens A2A -> shared experts fc1" (token_dispatcher.py);
+  // _BackwardStreamWait holds the shared fc1 backward until the routed experts' is issued.
+  if (shared_overlap()) {
+    shared_beside_ = true;
+    dense_fc1_backward("shared_", d_.sf, lp_.shared_fc1);
+    shared_beside_ = false;
+  }
+  for (TaskIndex e : exchanges) wait(e);
 }
 
 void StageBuilder::moe_route_backward() {
@@ -1608,6 +1671,14 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
       add(lp_.router, false, l);
       add(lp_.shared_fc2, false, l, true);
       add(lp_.shared_fc1, false, l, true);
+    } else if (m_.is_moe_layer(l) && shared_overlap()) {
+      // moe_shared_expert_overlap: the shared fc2 beside the combine's backward, fc1 beside the
+      // dispatch's, before the router.
+      add(lp_.shared_fc2, false, l, true);
+      add(lp_.expert_fc2, true, l, true);
+      add(lp_.expert_fc1, true, l, true);
+      add(lp_.shared_fc1, false, l, true);
+      add(lp_.router, false, l);
     } else if (m_.is_moe_layer(l)) {
       add(lp_.shared_fc2, false, l, true);
       add(lp_.shared_fc1, false, l, true);

@@ -161,6 +161,14 @@ struct TrainingSpec {
   // GEMMs run after the backward dispatch is issued, beside it.
   bool overlap_moe_expert_parallel_comm = false;
   bool delay_wgrad_compute = false;
+  // Megatron-Core's moe_shared_expert_overlap (shared_experts.py, SharedExpertMLP on its own CUDA
+  // stream, driven by the token dispatcher): the shared expert computes while the layer's tokens
+  // travel. alltoall dispatcher (token_dispatcher.py, MoEAlltoAllTokenDispatcher): fc1 and the
+  // activation beside the dispatch all-to-all, fc2 beside the combine all-to-all; flex (Megatron-
+  // Core main, MoEFlexTokenDispatcher): fc1 beside the dispatch, fc2 after the combine. Backward
+  // (autograd's order, arranged by sequence numbers): fc2's gradients beside the combine's
+  // backward all-to-all, the activation's and fc1's beside the dispatch's.
+  bool moe_shared_expert_overlap = false;
   // Megatron-LM's --scatter-gather-tensors-in-pipeline (Narayanan et al. 2021, Sec. 4.1, "scatter/
   // gather communication optimization"; on by default from commit 72e4230b, 2021-02-16, until
   // p2p_communication.py moved into Megatron Core, commit 39b83c79, 2023-01-31, which dropped it).

@@ -200,6 +200,7 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
       plan["training"]["overlap_moe_expert_parallel_comm"] = true;
       plan["training"]["delay_wgrad_compute"] = r.training.delay_wgrad_compute;
     }
+    if (r.training.moe_shared_expert_overlap) plan["training"]["moe_shared_expert_overlap"] = true;
     plan["iteration_time_s"] = tidy(r.iteration_time_s);
     plan["tokens_per_s"] = tidy(r.tokens_per_s);
     plan["mfu"] = tidy(r.mfu);

@@ -283,11 +283,14 @@ void Searcher::enumerate(std::int64_t gpus) {
 
 // The recipe's EP all-to-all overlap (overlap_moe_expert_parallel_comm, with its
 // delay_wgrad_compute) where the plan and its recomputation admit it; other plans run without.
+// Plans that run it leave out the recipe's moe_shared_expert_overlap, which Megatron-Core refuses
+// beside it (Megatron-Bridge's moe_a2a_overlap override turns it off the same way).
 void Searcher::admit_ep_overlap(config::Scenario& s) const {
   models::TrainingSpec& t = s.training;
   t.overlap_moe_expert_parallel_comm = req_.training.overlap_moe_expert_parallel_comm;
   if (t.overlap_moe_expert_parallel_comm && config::ep_overlap_refusal(s.model, s.parallel, t)) t.overlap_moe_expert_parallel_comm = false;
   t.delay_wgrad_compute = t.overlap_moe_expert_parallel_comm && req_.training.delay_wgrad_compute;
+  t.moe_shared_expert_overlap = req_.training.moe_shared_expert_overlap && !t.overlap_moe_expert_parallel_comm;
 }
 
 report::RunResult Searcher::simulate(const config::Scenario& s) const {

@@ -201,6 +201,7 @@ std::string summary_text(const RunResult& r) {
     o << " EP " << s.parallel.expert_model_parallel_size;
     if (s.training.moe_token_dispatcher_type == models::TokenDispatcher::kFlex) o << " (flex dispatcher)";
     if (s.training.overlap_moe_expert_parallel_comm) o << (s.training.delay_wgrad_compute ? " +A2A overlap (delayed wgrad)" : " +A2A overlap");
+    if (s.training.moe_shared_expert_overlap) o << " +shared-expert overlap";
   }
   o << " DP " << w.data_parallel_size << (s.parallel.sequence_parallel ? " +SP" : "") << "; micro-batch "
     << s.training.micro_batch_size << " x " << w.microbatches << ", global batch " << s.training.global_batch_size << "; "

@@ -69,10 +69,12 @@ def case(run, data):
                      "crosses once to each node holding one of its 8 experts, then NVLink), with the preset's group-limited "
                      "routing (8 groups, 4 per token: one group per node of the EP group here) and balanced routing")
     if release == "25.10":
-        training.update({"use_precision_aware_optimizer": True, "exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"})
-        notes.append("moe_shared_expert_overlap on in the recipe: not modelled (the shared expert runs after the routed "
-                     "experts); the recipe's precision-aware optimizer with bf16 moments and gradients (the fp32 master "
-                     "weights held by Transformer Engine's FusedAdam as 16-bit remainders of the bf16 weights)")
+        training.update({"use_precision_aware_optimizer": True, "exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16",
+                         "moe_shared_expert_overlap": True})
+        notes.append("the recipe's moe_shared_expert_overlap (the shared expert's fc1 beside the dispatch all-to-all, fc2 "
+                     "beside the combine's; SM sharing with the NCCL kernels not modelled) and its precision-aware "
+                     "optimizer with bf16 moments and gradients (the fp32 master weights held by Transformer Engine's "
+                     "FusedAdam as 16-bit remainders of the bf16 weights)")
     if run["gpu"] == "gb200":
         notes.append("GB200 NVL72 racks as 64-GPU NVLink domains (the 16-tray segment NVIDIA recommends for jobs of "
                      "128+ GPUs; the source does not state the placement); the b200 calibration: no fit has seen a "

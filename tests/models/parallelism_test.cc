@@ -4,7 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
+#include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -461,6 +464,79 @@ TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same wo
             .find("full recomputation") != std::string::npos);
   CHECK(error(with(plain, {"training.delay_wgrad_compute=true"})).find("needs overlap_moe_expert_parallel_comm") != std::string::npos);
   CHECK(error({"training.overlap_moe_expert_parallel_comm=true"}).find("expert_model_parallel_size > 1") != std::string::npos);
+}
+
+TEST_CASE("models/parallelism: moe_shared_expert_overlap computes the shared expert while the tokens travel") {
+  // kMoe (TP 2 with sequence parallelism, 1F1B) with a shared expert of Mixtral's expert size, on
+  // 4 nodes with EP 8, so that the all-to-alls cross InfiniBand.
+  const std::vector<std::string> plain = with(kMoe, {"model.moe_shared_expert_intermediate_size=14336", "cluster.num_nodes=4",
+                                                     "parallelism.expert_model_parallel_size=8", "training.global_batch_size=128"});
+  const std::vector<std::string> overlapped = with(plain, {"training.moe_shared_expert_overlap=true"});
+  const std::vector<std::string> flex =
+      with(overlapped, {"training.moe_token_dispatcher_type=\"flex\"", "parallelism.expert_tensor_parallel_size=1"});
+  auto workload = [](const std::vector<std::string>& o) {
+    const config::Scenario s = config::load_scenario(kGpt, o);
+    return models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  };
+  const models::Workload a = workload(plain), b = workload(overlapped), f = workload(flex);
+  // The same tasks, in another order.
+  for (const char* name : {"shared_fc1", "shared_swiglu", "shared_fc2", "shared_fc2_reduce_scatter", "shared_fc1_dgrad",
+                           "shared_fc1_wgrad", "shared_fc2_wgrad", "moe_dispatch_all_to_all", "moe_combine_all_to_all", "expert_fc1"}) {
+    CAPTURE(name);
+    CHECK(!tasks_named(a, 0, name).empty());
+    CHECK(tasks_named(b, 0, name).size() == tasks_named(a, 0, name).size());
+  }
+  // Names of the first compute task issued after each task named `after`, and of the first
+  // compute task that waits for it.
+  auto next_compute = [](const models::Workload& w, const std::string& after, bool waiting) {
+    const sim::RankClass& rc = w.graph.rank_class(0);
+    std::set<std::string> out;
+    for (std::size_t i = 0; i < rc.tasks.size(); ++i) {
+      if (w.graph.name(rc.tasks[i].name) != after) continue;
+      for (std::size_t j = i + 1; j < rc.tasks.size(); ++j) {
+        const sim::Task& t = rc.tasks[j];
+        if (t.kind != sim::TaskKind::kCompute) continue;
+        const auto deps = std::span(rc.deps).subspan(t.deps_begin, t.deps_count);
+        if (!waiting || std::find(deps.begin(), deps.end(), static_cast<sim::TaskIndex>(i)) != deps.end()) {
+          out.insert(w.graph.name(t.name));
+          break;
+        }
+      }
+    }
+    return out;
+  };
+  using Names = std::set<std::string>;
+  // Forward: fc1 and its activation after the dispatch is issued, fc2 after the combine; the
+  // routed experts and the unpermutation wait for them. Backward: fc2's gradients beside the
+  // combine's all-to-all, the activation's and fc1's beside the dispatch's.
+  CHECK(next_compute(a, "moe_dispatch_probs_all_to_all", false) == Names{"expert_fc1"});
+  CHECK(next_compute(b, "moe_dispatch_probs_all_to_all", false) == Names{"shared_fc1"});
+  CHECK(next_compute(a, "moe_combine_all_to_all", false) == Names{"unpermute"});
+  CHECK(next_compute(b, "moe_combine_all_to_all", false) == Names{"shared_fc2"});
+  CHECK(next_compute(b, "moe_combine_all_to_all", true) == Names{"unpermute"});
+  CHECK(next_compute(a, "moe_combine_bwd_all_to_all", false) == Names{"expert_fc2_dgrad"});
+  CHECK(next_compute(b, "moe_combine_bwd_all_to_all", false) == Names{"shared_fc2_dgrad"});
+  CHECK(next_compute(b, "moe_combine_bwd_all_to_all", true) == Names{"expert_fc2_dgrad"});
+  CHECK(next_compute(a, "moe_dispatch_bwd_all_to_all", false) == Names{"permute_bwd"});
+  CHECK(next_compute(b, "moe_dispatch_bwd_all_to_all", false) == Names{"shared_swiglu_bwd"});
+  CHECK(next_compute(b, "moe_dispatch_bwd_all_to_all", true) == Names{"permute_bwd"});
+  // The flex dispatcher runs fc2 after the combine (combine_postprocess).
+  CHECK(next_compute(f, "moe_dispatch_all_to_all", false) == Names{"shared_fc1"});
+  CHECK(next_compute(f, "moe_combine_all_to_all", true) == Names{"shared_fc2"});
+  // The same kernels; the shared expert hides expert-parallel traffic.
+  const report::RunResult ra = tests::simulate_file(kGpt, plain), rb = tests::simulate_file(kGpt, overlapped);
+  CHECK(rb.breakdown.compute_s == doctest::Approx(ra.breakdown.compute_s).epsilon(1e-9));
+  CHECK(rb.breakdown.exposed_communication_s < 0.9 * ra.breakdown.exposed_communication_s);
+  CHECK(rb.iteration_time_s < ra.iteration_time_s);
+  CHECK(report::summary_text(rb).find("EP 8 +shared-expert overlap DP") != std::string::npos);
+  check_fidelities_agree(kGpt, overlapped);
+  check_fidelities_agree(kGpt, flex);
+  // Refused where Megatron-Core would not run it, or where it would do nothing.
+  CHECK(load_error(kGpt, with(kMoe, {"training.moe_shared_expert_overlap=true"})).find("with a shared expert") != std::string::npos);
+  CHECK(load_error(kGpt, with(overlapped, {"parallelism.pipeline_model_parallel_size=1",
+                                                  "training.overlap_moe_expert_parallel_comm=true"}))
+                  .find("cannot be combined") !=
+        std::string::npos);
 }
 
 TEST_CASE("models/parallelism: the precision-aware optimizer reads 16-bit gradients as they are when it holds the master weights") {
