@@ -519,6 +519,8 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   t.overlap_param_gather = r.get_bool("overlap_param_gather", false);
   note("overlap_param_gather");
   t.align_param_gather = r.get_bool("align_param_gather", true);
+  t.overlap_param_gather_with_optimizer_step = r.get_bool("overlap_param_gather_with_optimizer_step", false);
+  note("overlap_param_gather_with_optimizer_step");
   t.tp_comm_overlap = r.get_bool("tp_comm_overlap", false);
   note("tp_comm_overlap");
   t.moe_token_dispatcher_type =
@@ -986,6 +988,17 @@ void validate_plan(const Scenario& s, const Origins& o) {
   if (p.zero_stage >= 3 && t.overlap_param_gather) {
     o.fail("training.overlap_param_gather", "ZeRO stage 3 always prefetches its per-layer parameter gathers; "
                                             "overlap_param_gather is for the distributed optimizer");
+  }
+  // Megatron-LM arguments.py's assertions.
+  if (t.overlap_param_gather_with_optimizer_step) {
+    const char* key = "training.overlap_param_gather_with_optimizer_step";
+    if (!p.shards_optimizer() || p.zero_stage >= 2) {
+      o.fail(key, "needs use_distributed_optimizer (ZeRO stage 1; Megatron-LM refuses it without)");
+    } else if (!t.overlap_param_gather) {
+      o.fail(key, "needs overlap_param_gather (Megatron-LM refuses it without)");
+    } else if (t.pipeline_schedule != models::PipelineSchedule::kInterleaved) {
+      o.fail(key, "needs the interleaved pipeline schedule (Megatron-LM refuses it without virtual pipeline stages)");
+    }
   }
   if (t.overlap_p2p_comm && t.pipeline_schedule != models::PipelineSchedule::kInterleaved) {
     o.fail("training.overlap_p2p_comm", "overlap_p2p_comm applies to the interleaved schedule only");

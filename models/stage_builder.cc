@@ -1725,7 +1725,7 @@ std::int64_t StageBuilder::bucket_size(std::int64_t chunk) const {
   // per_chunk_bucket_sizes). ZeRO-2 reduces every micro-batch and always buckets.
   const std::int64_t size = t_.ddp_bucket_size > 0 ? t_.ddp_bucket_size : std::max<std::int64_t>(40'000'000, 1'000'000 * dp_cp_);
   if (p_.zero_stage == 2) return size;
-  if (!t_.overlap_grad_reduce || info_.stage > 0 || chunk > 0) return 0;
+  if (!t_.overlap_grad_reduce || info_.stage > 0 || chunk > 0 || t_.overlap_param_gather_with_optimizer_step) return 0;
   return size;
 }
 
@@ -1826,7 +1826,7 @@ void StageBuilder::distributed_optimizer_gathers(std::int64_t unit) {
       const TaskIndex t = bucket_gathers_[c][order[next]];
       if (t != kNothingToGather) wait(t);
       const std::size_t after = find(next + 1);
-      if (aligned_gather_) {
+      if (aligned_gather_ || (c == 0 && t_.overlap_param_gather_with_optimizer_step)) {
         // skip_next_bucket_dispatch
       } else if (after < order.size()) {
         gather_bucket(chunk_, order[after]);
@@ -2019,14 +2019,35 @@ void StageBuilder::finalize() {
   const std::int64_t fp8_shard = d_.fp8() && t_.fp8_param_gather
                                      ? std::min(shard, sharded ? (info_.params.fp8_gemm + dp_cp_ - 1) / dp_cp_ : info_.params.fp8_gemm)
                                      : 0;
-  Kernel adam;
-  adam.kernel_class = KernelClass::kOptimizer;
   const std::int64_t grad_read = fp32_grad_copy > 0 || t_.grad_reduce_in_fp32 ? 4 : grad_bytes();
-  adam.bytes = Bytes(shard * (grad_read + 2 * t_.optimizer_state_bytes() + 2) - 2 * fp8_shard);
-  adam.flops = Flops(12.0 * static_cast<double>(shard));
-  compute("adam_step", adam, kOptimizer, 0, fp32_grad_copy);
-  if (fp8_shard > 0) {
-    compute("fp8_param_quantize", quantize_op(4 * fp8_shard + fp8_gathered_param_bytes(fp8_shard, d_.fp8_recipe)), kOptimizer);
+  auto step = [&](std::int64_t part, std::int64_t fp8_part, std::int64_t free) {
+    Kernel adam;
+    adam.kernel_class = KernelClass::kOptimizer;
+    adam.bytes = Bytes(part * (grad_read + 2 * t_.optimizer_state_bytes() + 2) - 2 * fp8_part);
+    adam.flops = Flops(12.0 * static_cast<double>(part));
+    compute("adam_step", adam, kOptimizer, 0, free);
+    if (fp8_part > 0) {
+      compute("fp8_param_quantize", quantize_op(4 * fp8_part + fp8_gathered_param_bytes(fp8_part, d_.fp8_recipe)), kOptimizer);
+    }
+  };
+  if (!bucket_gathers_.empty() && t_.overlap_param_gather_with_optimizer_step) {
+    // The first chunk's optimizer steps its shard, its parameters' gathers are dispatched (for the
+    // next iteration's first forward pass), then the other chunks' optimizer steps.
+    std::int64_t dense = 0, expert = 0;
+    for (const GradientBucket& b : buckets_[0]) (b.expert ? expert : dense) += b.params;
+    const std::int64_t first = std::min(shard, (dense + dp_cp_ - 1) / dp_cp_ + (expert + edp_ - 1) / edp_);
+    const std::int64_t fp8_first = shard > 0 ? fp8_shard * first / shard : 0;
+    step(first, fp8_first, 0);
+    for (int in_expert = 0; in_expert < 2; ++in_expert) {
+      for (const GradientBucket& b : buckets_[0]) {
+        if (b.expert != (in_expert == 1) || (b.expert ? edp_ : dp_cp_) <= 1) continue;
+        collective(b.expert ? "expert_param_all_gather" : "param_all_gather", b.expert ? kExpertDpSlot : kDpSlot, kDpStream,
+                   CollectiveKind::kAllGather, param_gather_bytes(b.params, b.fp8_params), d_.act, kDpComm);
+      }
+    }
+    step(shard - first, fp8_shard - fp8_first, fp32_grad_copy);
+  } else {
+    step(shard, fp8_shard, fp32_grad_copy);
   }
   if (sharded && p_.zero_stage < 3 && !t_.overlap_param_gather) {
     // Updated 16-bit parameters gathered back to every data-parallel rank, bucket by bucket
@@ -2064,6 +2085,9 @@ void StageBuilder::build() {
       gather_next_.push_back(0);
       gather_next_.push_back(0);
     }
+    // overlap_param_gather_with_optimizer_step: the first chunk's parameters arrive with the
+    // previous step's optimizer (finalize gathers them for the next iteration).
+    if (t_.overlap_param_gather_with_optimizer_step) std::fill(bucket_gathers_[0].begin(), bucket_gathers_[0].end(), kNothingToGather);
   }
 
   PipelineShape shape;

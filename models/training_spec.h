@@ -140,6 +140,14 @@ struct TrainingSpec {
   // without virtual stages), each stage dispatches a bucket's gather in the pre-hook of the
   // bucket before it (one bucket prefetched).
   bool align_param_gather = true;
+  // Megatron-Core's overlap_param_gather_with_optimizer_step (optimizer/__init__.py: the first
+  // model chunk gets an optimizer of its own; ChainedOptimizer.step_with_ready_grads dispatches
+  // that chunk's parameter all-gathers as soon as its step is done, while the other chunks'
+  // step runs, and the next iteration's forward only waits for them). Every chunk's gradients
+  // then form one bucket (training.py: disable_bucketing). In trainsim's one steady-state
+  // iteration the first chunk's gathers run after its share of the Adam step, and no longer
+  // before its first forward pass.
+  bool overlap_param_gather_with_optimizer_step = false;
   bool tp_comm_overlap = false;
   // How MoE layers exchange tokens (Megatron-Core's moe_token_dispatcher_type; "flex" with
   // moe_enable_deepep / moe_flex_dispatcher_backend "deepep").

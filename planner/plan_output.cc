@@ -201,6 +201,7 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
       plan["training"]["delay_wgrad_compute"] = r.training.delay_wgrad_compute;
     }
     if (r.training.moe_shared_expert_overlap) plan["training"]["moe_shared_expert_overlap"] = true;
+    if (r.training.overlap_param_gather_with_optimizer_step) plan["training"]["overlap_param_gather_with_optimizer_step"] = true;
     plan["iteration_time_s"] = tidy(r.iteration_time_s);
     plan["tokens_per_s"] = tidy(r.tokens_per_s);
     plan["mfu"] = tidy(r.mfu);

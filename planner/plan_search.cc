@@ -239,6 +239,10 @@ void Searcher::enumerate(std::int64_t gpus) {
                 t.micro_batch_size = mbs;
                 t.pipeline_schedule = vp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B;
                 t.overlap_param_gather = sharding == 1 && req_.training.overlap_param_gather;
+                // Megatron-LM admits the optimizer-step gather with the overlapped gathers of the
+                // interleaved schedule only.
+                t.overlap_param_gather_with_optimizer_step =
+                    req_.training.overlap_param_gather_with_optimizer_step && t.overlap_param_gather && vp > 1;
                 // The recipe's FP8 parameter gathers where the plan shards the optimizer (Megatron
                 // requires it); replicated plans gather nothing.
                 t.fp8_param_gather = req_.training.fp8_param_gather && sharding != 0;

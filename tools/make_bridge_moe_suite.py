@@ -12,7 +12,7 @@ Usage: tools/make_bridge_moe_suite.py [megatron_bridge_moe.json] [megatron_bridg
 """
 
 import suite_files
-from make_bridge_suite import SYSTEMS, bridge_case
+from make_bridge_suite import SYSTEMS, bridge_case, optimizer_step_overlap
 
 DISPATCHERS = {
     "alltoall": "Megatron-Core's alltoall token dispatcher (moe_token_dispatcher_type alltoall)",
@@ -56,6 +56,9 @@ def case(r):
     if r["moe_a2a_overlap"]:
         training["overlap_moe_expert_parallel_comm"] = True
         training["delay_wgrad_compute"] = True
+    step_overlap = optimizer_step_overlap(r, True)
+    if step_overlap:
+        training["overlap_param_gather_with_optimizer_step"] = True
     notes = [
         "recipe: " + r["recipe"],
         "token dispatch: " + DISPATCHERS[r["dispatcher"]],
@@ -70,6 +73,8 @@ def case(r):
     if r["cuda_graph_scope"]:
         notes.append("Transformer Engine CUDA graphs over %s: not modelled (trainsim keeps its per-kernel launch overhead)" %
                      ", ".join(r["cuda_graph_scope"]))
+    if step_overlap:
+        notes.append(step_overlap)
     if r["model"].startswith("qwen3"):
         notes.append("vocabulary 151,936 unpadded (the Hugging Face config's, which the runtime keeps)")
     model = {"preset": r["model"]}

@@ -55,6 +55,9 @@ def case(r):
         training["pipeline_schedule"] = "interleaved"
         training["overlap_p2p_comm"] = True
     padded = r["release"] == "25.09"
+    step_overlap = optimizer_step_overlap(r, not padded)
+    if step_overlap:
+        training["overlap_param_gather_with_optimizer_step"] = True
     notes = [
         "recipe: " + r["recipe"],
         "Llama 3%s as the %s preset (the same shape)" % (" 8B" if r["model"] == "llama3-8b" else " 70B", PRESETS[r["model"]])
@@ -69,11 +72,25 @@ def case(r):
     ]
     if r["fsdp"]:
         notes.append("Megatron FSDP (optim_grads_params, double buffer) over %d ranks modelled as ZeRO stage 3" % r["fsdp"])
+    if step_overlap:
+        notes.append(step_overlap)
     if r.get("cuda_graphs"):
         notes.append("CUDA graphs on in the recipe: not modelled (trainsim keeps its per-kernel launch overhead)")
     model = {"preset": PRESETS[r["model"]], "make_vocab_size_divisible_by": 128 if padded else 1}
     return bridge_case(r, run_id(r), model, parallelism, training, notes,
                        "the segment NVIDIA recommends for jobs of 128+ GPUs; the source does not state the placement")
+
+
+def optimizer_step_overlap(r, v042):
+    """The note when the release's performance scripts turn on overlap_param_gather_with_optimizer_step
+    for row `r` (v0.1.0rc4 scripts/performance/run_script.py: DP, PP and VP > 1; v0.4.2
+    utils/overrides.py, set_post_overrides: also not with MXFP8), else None."""
+    dp = r["gpus"] // (r["tp"] * r["pp"] * r["cp"])
+    if r.get("fsdp") or dp <= 1 or r["pp"] <= 1 or r["vp"] <= 1 or (v042 and r["precision"] == "fp8_mx"):
+        return None
+    return ("overlap_param_gather_with_optimizer_step on: the first model chunk's parameters gathered while the other chunks' "
+            "optimizer step runs (the performance scripts set it with DP, PP and VP > 1%s)" %
+            (", not with MXFP8; utils/overrides.py, set_post_overrides" if v042 else "; run_script.py"))
 
 
 def bridge_case(r, case_id, model, parallelism, training, notes, placement):

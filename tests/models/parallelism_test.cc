@@ -539,6 +539,52 @@ TEST_CASE("models/parallelism: moe_shared_expert_overlap computes the shared exp
         std::string::npos);
 }
 
+TEST_CASE("models/parallelism: overlap_param_gather_with_optimizer_step gathers the first chunk's parameters beside the rest of the step") {
+  // kLlama: interleaved (PP 2 x2), distributed optimizer with overlap_param_gather, DP 4 on 2 nodes.
+  const std::vector<std::string> with_step = {"training.overlap_param_gather_with_optimizer_step=true"};
+  auto workload = [](const std::vector<std::string>& o) {
+    const config::Scenario s = config::load_scenario(kLlama, o);
+    return models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  };
+  const models::Workload a = workload({}), b = workload(with_step);
+  // Stage 0's Adam steps (their kernel bytes) and the parameter gathers issued before the first.
+  struct Steps {
+    std::vector<std::int64_t> adam_bytes;
+    int gathers_before = 0, gathers_between = 0;
+  };
+  auto steps = [](const models::Workload& w) {
+    const sim::RankClass& rc = w.graph.rank_class(0);
+    Steps out;
+    for (const sim::Task& t : rc.tasks) {
+      const std::string n = w.graph.name(t.name);
+      if (n == "adam_step") out.adam_bytes.push_back(rc.kernels[t.payload].bytes.count());
+      if (n == "param_all_gather") ++(out.adam_bytes.empty() ? out.gathers_before : out.gathers_between);
+    }
+    return out;
+  };
+  const Steps sa = steps(a), sb = steps(b);
+  // One optimizer over the stage's shard, or the first chunk's then the other's: the same bytes.
+  REQUIRE(sa.adam_bytes.size() == 1);
+  REQUIRE(sb.adam_bytes.size() == 2);
+  CHECK(sb.adam_bytes[0] + sb.adam_bytes[1] == sa.adam_bytes[0]);
+  CHECK(sb.adam_bytes[0] > 0);
+  CHECK(sb.adam_bytes[1] > 0);
+  // The first chunk's gathers moved from the start of the iteration to between the two steps.
+  CHECK(sa.gathers_between == 0);
+  CHECK(sb.gathers_between >= 1);
+  CHECK(sb.gathers_before < sa.gathers_before);
+  // The first forward pass no longer waits for them: a shorter step.
+  CHECK(tests::simulate_file(kLlama, with_step).iteration_time_s < tests::simulate_file(kLlama, {}).iteration_time_s);
+  check_fidelities_agree(kLlama, with_step);
+  // Megatron-LM's assertions.
+  CHECK(load_error(kLlama, with(with_step, {"training.overlap_param_gather=false"})).find("needs overlap_param_gather") !=
+        std::string::npos);
+  CHECK(load_error(kLlama, with(with_step, {"parallelism.virtual_pipeline_model_parallel_size=1", "training.pipeline_schedule=\"1f1b\""}))
+            .find("interleaved pipeline schedule") != std::string::npos);
+  CHECK(load_error(kLlama, with(with_step, {"parallelism.use_distributed_optimizer=false", "training.overlap_param_gather=false"}))
+            .find("needs use_distributed_optimizer") != std::string::npos);
+}
+
 TEST_CASE("models/parallelism: the precision-aware optimizer reads 16-bit gradients as they are when it holds the master weights") {
   // Llama 3.1 8B golden (BF16, distributed optimizer, gradients reduced in fp32 unless told).
   const std::vector<std::string> bf16 = {"training.grad_reduce_in_fp32=false"};

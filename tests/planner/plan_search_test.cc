@@ -148,6 +148,22 @@ TEST_CASE("planner/search: a recipe with FP8 parameter gathers keeps the replica
       [](const planner::PlanResult& p) { return p.parallel.shards_optimizer(); });
 }
 
+TEST_CASE("planner/search: a recipe that gathers parameters beside the optimizer step keeps the plans that cannot") {
+  // Megatron-LM allows overlap_param_gather_with_optimizer_step with the distributed optimizer's
+  // overlapped gathers under the interleaved schedule only.
+  planner::PlanRequest r = request("gpt3-7.5b", "dgx-h100", 64, 256);
+  r.training.overlap_param_gather = true;
+  r.training.overlap_param_gather_with_optimizer_step = true;
+  r.space.tensor = {2};
+  r.space.pipeline = {1, 2};
+  r.space.virtual_stages = {1, 2};
+  r.space.micro_batch = {1};
+  r.space.optimizer_sharding = {1, 0};
+  check_used_where_admitted(
+      planner::search(r), [](const planner::PlanResult& p) { return p.training.overlap_param_gather_with_optimizer_step; },
+      [](const planner::PlanResult& p) { return p.parallel.shards_optimizer() && p.parallel.virtual_pipeline_model_parallel_size > 1; });
+}
+
 TEST_CASE("planner/search: a recipe with the EP all-to-all overlap keeps the plans that cannot use it") {
   // Megatron-Core overlaps the all-to-alls only without pipelining or under the interleaved
   // schedule: 1F1B plans with pipeline stages run without it instead of being refused.
