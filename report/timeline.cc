@@ -109,7 +109,12 @@ std::string plan_summary(const RunResult& r) {
   if (!s.parallel.pipeline_model_parallel_layout.empty()) out += " layout " + s.parallel.pipeline_model_parallel_layout;
   if (s.parallel.accounts_in_split()) out += " (embedding/loss as layers)";
   if (s.parallel.context_parallel_size > 1) out += " CP " + std::to_string(s.parallel.context_parallel_size);
-  if (s.parallel.expert_model_parallel_size > 1) out += " EP " + std::to_string(s.parallel.expert_model_parallel_size);
+  if (s.parallel.expert_model_parallel_size > 1) {
+    out += " EP " + std::to_string(s.parallel.expert_model_parallel_size);
+    if (s.training.moe_token_dispatcher_type == models::TokenDispatcher::kFlex) out += " (flex)";
+    if (s.training.overlap_moe_expert_parallel_comm) out += " +A2A overlap";
+    if (s.training.moe_shared_expert_overlap) out += " +shared-expert overlap";
+  }
   out += " DP " + std::to_string(w.data_parallel_size);
   if (s.parallel.sequence_parallel && s.parallel.tensor_model_parallel_size > 1) out += " +SP";
   if (s.parallel.use_distributed_optimizer) out += " +dist-opt";

@@ -19,6 +19,7 @@
 #include "models/stage_builder.h"
 #include "report/simulation.h"
 #include "report/summary.h"
+#include "report/timeline.h"
 #include "tests/scenario_helpers.h"
 #include "sim/engine.h"
 
@@ -444,6 +445,7 @@ TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same wo
   // paired backward's last layer) lengthen the pipeline bubble.
   CHECK(rb.iteration_time_s < 0.97 * ra.iteration_time_s);
   CHECK(report::summary_text(rb).find("EP 8 +A2A overlap DP") != std::string::npos);
+  CHECK(report::plan_summary(rb).find("EP 8 +A2A overlap DP") != std::string::npos);
   CHECK(report::summary_text(ra).find("A2A overlap") == std::string::npos);
   CHECK(rb.breakdown.pipeline_bubble_s > ra.breakdown.pipeline_bubble_s);
   check_fidelities_agree(kGpt, delayed);
@@ -529,6 +531,7 @@ TEST_CASE("models/parallelism: moe_shared_expert_overlap computes the shared exp
   CHECK(rb.breakdown.exposed_communication_s < 0.9 * ra.breakdown.exposed_communication_s);
   CHECK(rb.iteration_time_s < ra.iteration_time_s);
   CHECK(report::summary_text(rb).find("EP 8 +shared-expert overlap DP") != std::string::npos);
+  CHECK(report::plan_summary(rb).find("EP 8 +shared-expert overlap DP") != std::string::npos);  // timelines, compare
   check_fidelities_agree(kGpt, overlapped);
   check_fidelities_agree(kGpt, flex);
   // Refused where Megatron-Core would not run it, or where it would do nothing.
