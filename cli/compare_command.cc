@@ -19,6 +19,7 @@ struct CompareArgs {
   std::string a, b;
   std::vector<std::string> both, only_a, only_b;
   std::string json, svg, html;
+  bool reproducible = false;
 };
 
 int compare(const CompareArgs& args) {
@@ -43,7 +44,7 @@ int compare(const CompareArgs& args) {
   const report::RunResult rb = report::simulate(b, options);
   if (args.json != "-") std::cout << report::comparison_text(ra, rb);
   if (!args.json.empty()) {
-    write_output(args.json, [&](std::ostream& o) { o << report::comparison_json(ra, rb).dump(2) << "\n"; });
+    write_output(args.json, [&](std::ostream& o) { o << report::comparison_json(ra, rb, !args.reproducible).dump(2) << "\n"; });
   }
   if (options.record) {
     const std::vector<report::Timeline> panels{report::build_timeline(ra), report::build_timeline(rb)};
@@ -66,6 +67,8 @@ void add_compare_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--json", args->json, "Write both summaries, the differences and the attribution as JSON ('-': stdout)");
   cmd->add_option("--svg", args->svg, "Write both iterations stacked on one time axis (SVG) to FILE");
   cmd->add_option("--html", args->html, "Write the same as an interactive page (HTML) to FILE");
+  cmd->add_flag("--reproducible", args->reproducible,
+                "Leave out how long the simulations took (simulator.wall_s): the same scenarios then give byte-identical JSON");
   cmd->footer(
       "Example: trainsim compare scenarios/teaching/03b-pipeline-1f1b.json scenarios/teaching/03c-pipeline-interleaved.json "
       "--svg 1f1b-vs-interleaved.svg");

@@ -27,6 +27,7 @@ struct RunArgs {
   std::string html;
   std::vector<std::string> trace_ranks;
   bool sensitivity = false;
+  bool reproducible = false;
 };
 
 // The ranks --trace-ranks names. Throws InputError for an item that is not a rank, a range or "all".
@@ -72,9 +73,9 @@ int run(const RunArgs& a) {
   options.record_ranks = parse_ranks(a.trace_ranks, scenario);
   report::RunResult result = report::simulate(scenario, options);
   if (a.sensitivity) result.sensitivity = report::communication_sensitivity(result);
-  if (a.json != "-") std::cout << report::summary_text(result);
+  if (a.json != "-") std::cout << report::summary_text(result, !a.reproducible);
   if (!a.json.empty()) {
-    write_output(a.json, [&](std::ostream& o) { o << report::summary_json(result).dump(2) << "\n"; });
+    write_output(a.json, [&](std::ostream& o) { o << report::summary_json(result, !a.reproducible).dump(2) << "\n"; });
   }
   if (!a.trace.empty()) write_output(a.trace, [&](std::ostream& o) { report::write_trace(result, o); });
   if (!a.svg.empty() || !a.html.empty()) {
@@ -100,6 +101,9 @@ void add_run_command(CLI::App& app, Registry& registry) {
                   "Ranks to record for --trace/--svg/--html: numbers, ranges FIRST-LAST, or 'all' "
                   "(default: one per pipeline stage)")
       ->delimiter(',');
+  cmd->add_flag("--reproducible", args->reproducible,
+                "Leave out how long the simulation took (simulator.wall_s, the one field that differs between two "
+                "runs of a scenario): the same scenario then gives byte-identical output");
   cmd->add_flag("--sensitivity", args->sensitivity,
                 "Also re-simulate with each kind of communication (tp, dp, pp, ...) at half speed, twice "
                 "the speed and free, everything else unchanged: which traffic is on the critical path");

@@ -178,7 +178,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
   return j;
 }
 
-std::string summary_text(const RunResult& r) {
+std::string summary_text(const RunResult& r, bool include_wall_time) {
   const config::Scenario& s = r.scenario;
   const models::Workload& w = *r.workload;
   std::ostringstream o;
@@ -311,7 +311,7 @@ std::string summary_text(const RunResult& r) {
     o << line;
   }
   o << "\n  simulated " << r.engine.ranks.size() << " rank(s) (" << (s.simulation.full ? "full" : "symmetric") << " fidelity), "
-    << r.engine.events << " events in " << fmt("%.2f s", r.wall_s) << "\n";
+    << r.engine.events << " events" << (include_wall_time ? " in " + fmt("%.2f s", r.wall_s) : std::string()) << "\n";
   return o.str();
 }
 

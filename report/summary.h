@@ -11,7 +11,8 @@ namespace trainsim::report {
 
 // `include_wall_time`: false drops simulator.wall_s (the only field that varies between runs).
 nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time = true);
-std::string summary_text(const RunResult& r);
+// `include_wall_time`: false leaves out how long the simulation took (the line's "in N s").
+std::string summary_text(const RunResult& r, bool include_wall_time = true);
 
 // The communication-sensitivity table of a run (empty when none was computed), as summary_text()
 // prints it, and its JSON array (`communication_sensitivity`).

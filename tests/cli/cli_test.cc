@@ -29,6 +29,22 @@ TEST_CASE("cli: --json - writes only JSON to stdout") {
   CHECK(o.output.find("\"iteration_time_s\"") != std::string::npos);
 }
 
+TEST_CASE("cli: --reproducible leaves out the simulation's own run time: the same scenario gives the same bytes") {
+  const std::string golden = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-7.5b-tp4-pp2-a100.json";
+  const Outcome timed = trainsim("run " + golden + " --json -");
+  REQUIRE(timed.code == 0);
+  CHECK(nlohmann::json::parse(timed.output)["simulator"].contains("wall_s"));
+  for (const std::string& args : {"run " + golden + " --reproducible", "run " + golden + " --reproducible --json -",
+                                 "compare " + golden + " " + golden + " --set-b training.micro_batch_size=2 --reproducible --json -"}) {
+    CAPTURE(args);
+    const Outcome a = trainsim(args), b = trainsim(args);
+    CHECK(a.code == 0);
+    CHECK(a.output == b.output);
+    CHECK(a.output.find("wall_s") == std::string::npos);
+    CHECK(a.output.find(" events in ") == std::string::npos);
+  }
+}
+
 TEST_CASE("cli: --sensitivity adds the communication what-ifs to the text and the JSON") {
   const std::string golden = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-7.5b-tp4-pp2-a100.json";
   const Outcome text = trainsim("run " + golden + " --sensitivity");
