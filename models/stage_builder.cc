@@ -869,6 +869,16 @@ void StageBuilder::moe_route_forward(std::uint8_t cat) {
   const std::int64_t Ts = d_.moe_tokens(), k = d_.topk, E = d_.experts;
   compute("router", gemm(Ts, E, d_.h, 1, d_.act), cat);
   compute("router_softmax_topk", memory_op(Ts * E * (dt() + 4) + 12 * Ts * k), cat);
+  if (!flex() && (d_.ep > 1 || d_.etp > 1)) {
+    // MoEAlltoAllTokenDispatcher.preprocess (dropless): each rank's token count per expert
+    // (int64) all-gathered over the expert TP x EP group (priced over the EP group, which it is
+    // with expert_tensor_parallel_size 1), copied to the host, which waits for the copy before it
+    // issues the all-to-all (cuda_sync_point "before_ep_alltoall"). The flex dispatchers
+    // exchange their counts inside the dispatch.
+    const TaskIndex counts = collective("moe_token_counts_all_gather", kEpSlot, kCpEpStream, CollectiveKind::kAllGather,
+                                        8 * E * d_.ep, DataType::kFp32, kEpComm);
+    g_.rank_class(cls_).tasks[counts].host_sync = true;
+  }
   compute("permute", memory_op(2 * dt() * Ts * k * d_.h), cat);
 }
 

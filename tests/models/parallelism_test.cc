@@ -468,6 +468,36 @@ TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same wo
   CHECK(error({"training.overlap_moe_expert_parallel_comm=true"}).find("expert_model_parallel_size > 1") != std::string::npos);
 }
 
+TEST_CASE("models/parallelism: the alltoall dispatcher gathers the token counts, and the host waits for them") {
+  // kMoe: EP 4 with the alltoall dispatcher; the same plan with the flex dispatcher (DeepEP),
+  // whose dispatch exchanges the counts itself.
+  auto workload = [](const std::vector<std::string>& o) {
+    const config::Scenario s = config::load_scenario(kGpt, o);
+    return models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  };
+  const models::Workload a = workload(kMoe);
+  const models::Workload f = workload(with(kMoe, {"training.moe_token_dispatcher_type=\"flex\"", "parallelism.expert_tensor_parallel_size=1"}));
+  const auto counts = tasks_named(a, 0, "moe_token_counts_all_gather");
+  // One per MoE layer forward (4 layers a stage, 8 micro-batches with kMoe's plan).
+  REQUIRE(!counts.empty());
+  CHECK(counts.size() == tasks_named(a, 0, "moe_dispatch_all_to_all").size());
+  CHECK(tasks_named(f, 0, "moe_token_counts_all_gather").empty());
+  const sim::RankClass& rc = a.graph.rank_class(0);
+  for (const sim::Task* t : counts) {
+    CHECK(t->host_sync);
+    CHECK(t->kind == sim::TaskKind::kCollective);
+    // Each rank's int64 count per expert, gathered over the EP group of 4 (the expert TP x EP group of 8
+    // priced as it).
+    CHECK(collective_bytes(a, 0, *t) == 8 * 8 * 4);
+  }
+  // Issued after the routing and before the permutation, in MoEAlltoAllTokenDispatcher's order.
+  for (std::size_t i = 0; i < rc.tasks.size(); ++i) {
+    if (a.graph.name(rc.tasks[i].name) != "moe_token_counts_all_gather") continue;
+    CHECK(a.graph.name(rc.tasks[i - 1].name) == "router_softmax_topk");
+    CHECK(a.graph.name(rc.tasks[i + 1].name) == "permute");
+  }
+}
+
 TEST_CASE("models/parallelism: moe_shared_expert_overlap computes the shared expert while the tokens travel") {
   // kMoe (TP 2 with sequence parallelism, 1F1B) with a shared expert of Mixtral's expert size, on
   // 4 nodes with EP 8, so that the all-to-alls cross InfiniBand.
