@@ -83,9 +83,7 @@ struct Origins {
 // Maps a Hugging Face config.json onto Megatron's names (transformers configuration_*.py). Keys
 // trainsim does not use are ignored (the file belongs to another tool); the ones it uses are
 // checked like scenario keys.
-// Returns the config's attention window when it sets one (sliding_window, unless
-// use_sliding_window is false): the caller refuses it when shorter than the sequence.
-std::optional<std::int64_t> read_hf_config(const std::string& file, ModelSpec& m) {
+void read_hf_config(const std::string& file, ModelSpec& m) {
   const Json doc = read_json_file(file);
   if (!doc.is_object()) throw InputError(file, "/", "expected a Hugging Face config.json object, got " + describe(doc));
   auto find = [&](const char* key) -> const Json* {
@@ -240,8 +238,63 @@ std::optional<std::int64_t> read_hf_config(const std::string& file, ModelSpec& m
   if (const Json* v = find("num_nextn_predict_layers"); v != nullptr && !(v->is_number_integer() && v->get<std::int64_t>() == 0)) {
     m.mtp_num_layers = num({"num_nextn_predict_layers"}, 0, "mtp_num_layers");
   }
-  if (find("sliding_window") == nullptr || !flag("use_sliding_window", true)) return std::nullopt;
-  return num({"sliding_window"}, 0, "seq_length");
+  // Sliding-window attention (sliding_window, unless use_sliding_window is false) as Megatron-Core's
+  // window_size, on the layers the config names: layer_types (GPT-OSS, newer configs), Gemma 2's
+  // alternation (modeling_gemma2.py: even layers slide), sliding_window_pattern (Gemma 3: every
+  // N-th layer full), max_window_layers (Qwen2: layers from it on slide); else every layer.
+  if (find("sliding_window") == nullptr || !flag("use_sliding_window", true)) return;
+  m.window_size = num({"sliding_window"}, 0, "seq_length");
+  std::vector<std::uint8_t> pattern(static_cast<std::size_t>(m.num_layers), 1);
+  if (const Json* types = find("layer_types"); types != nullptr) {
+    if (!types->is_array() || static_cast<std::int64_t>(types->size()) != m.num_layers) {
+      throw InputError(file, "/layer_types", "expected one entry per layer (" + std::to_string(m.num_layers) + "), got " + describe(*types));
+    }
+    for (std::size_t i = 0; i < types->size(); ++i) {
+      const Json& t = (*types)[i];
+      if (!t.is_string() || (t != "sliding_attention" && t != "full_attention")) {
+        throw InputError(file, join_path("/layer_types", i), "expected \"sliding_attention\" or \"full_attention\", got " + describe(t));
+      }
+      pattern[i] = t == "sliding_attention" ? 1 : 0;
+    }
+  } else if (type == "gemma2") {
+    for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = i % 2 == 0 ? 1 : 0;
+  } else if (find("sliding_window_pattern") != nullptr) {
+    const std::int64_t every = num({"sliding_window_pattern"}, 1, "num_layers");
+    for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = (static_cast<std::int64_t>(i) + 1) % every != 0 ? 1 : 0;
+  } else if (find("max_window_layers") != nullptr) {
+    const std::int64_t from = num({"max_window_layers"}, 1, "num_layers");
+    for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<std::int64_t>(i) >= from ? 1 : 0;
+  }
+  if (std::find(pattern.begin(), pattern.end(), 0) != pattern.end()) m.window_layer_pattern = pattern;
+  if (std::find(pattern.begin(), pattern.end(), 1) == pattern.end()) m.window_size = 0;
+}
+
+// A per-layer 0/1 pattern in Megatron's integer-or-list form (moe_layer_freq,
+// window_attn_skip_freq) at `key`: for an integer N, layer i (from 0) gets `one_when(i, N)`; a list
+// gives each layer's entry. `entries` says what 0 and 1 mean, `every` what an integer does.
+std::vector<std::uint8_t> read_layer_pattern(const ObjectReader& r, const char* key, const Json& value, std::int64_t layers,
+                                             bool (*one_when)(std::int64_t, std::int64_t), const std::string& entries,
+                                             const std::string& every) {
+  std::vector<std::uint8_t> pattern(static_cast<std::size_t>(layers), 1);
+  if (value.is_number_integer()) {
+    const std::int64_t n = value.get<std::int64_t>();
+    if (n < 1 || n > layers) r.fail(key, "expected an integer in [1, num_layers] or a list of 0/1, got " + describe(value));
+    for (std::int64_t i = 0; i < layers; ++i) pattern[static_cast<std::size_t>(i)] = one_when(i, n) ? 1 : 0;
+  } else if (value.is_array()) {
+    if (static_cast<std::int64_t>(value.size()) != layers) {
+      r.fail(key, "expected one 0/1 entry per layer (" + std::to_string(layers) + "), got " + std::to_string(value.size()));
+    }
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      const Json& v = value[i];
+      if (!v.is_number_integer() || (v.get<std::int64_t>() != 0 && v.get<std::int64_t>() != 1)) {
+        throw InputError(r.file_of(key), join_path(r.path_of(key), i), "expected " + entries + ", got " + describe(v));
+      }
+      pattern[i] = static_cast<std::uint8_t>(v.get<std::int64_t>());
+    }
+  } else {
+    r.fail(key, "expected an integer N (" + every + ") or a list of 0/1 per layer, got " + describe(value));
+  }
+  return pattern;
 }
 
 ModelSpec read_model(const Json& section, const std::string& file, const std::string& path, Origins& origins) {
@@ -257,15 +310,12 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
     r.set_base(preset, pf, "");
   }
   const bool hf = r.has("hf_config");
-  std::optional<std::int64_t> window;
-  std::string hf_config_file;
   if (hf) {
     const std::string hf_file = resolve_file(r.require_string("hf_config"), "models", r.file_of("hf_config"), r.path_of("hf_config"));
-    window = read_hf_config(hf_file, m);
+    read_hf_config(hf_file, m);
     if (!r.has("seq_length")) {
       r.fail("hf_config", "seq_length is required next to hf_config (a checkpoint's max_position_embeddings is not the training sequence length)");
     }
-    hf_config_file = hf_file;
   }
   m.name = r.get_string("name", m.name.empty() ? "custom model" : m.name);
   auto integer = [&](const char* key, std::int64_t& field, std::int64_t min, bool required) {
@@ -287,13 +337,6 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
   integer("vocab_size", m.vocab_size, 1, true);
   integer("make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1, false);
   integer("seq_length", m.seq_length, 1, true);
-  if (window && *window < m.seq_length) {
-    // Attention over a window shorter than the sequence costs less than the full causal
-    // attention trainsim prices: refused rather than overcharged.
-    throw InputError(hf_config_file, "/sliding_window",
-                     "sliding-window attention (a window of " + std::to_string(*window) + " tokens, shorter than seq_length " +
-                         std::to_string(m.seq_length) + ") is not modelled by trainsim");
-  }
   m.activation = static_cast<Activation>(r.get_choice("activation", static_cast<std::size_t>(m.activation), {"gelu", "swiglu", "squared_relu"}));
   m.normalization = static_cast<Normalization>(r.get_choice("normalization", static_cast<std::size_t>(m.normalization), {"layernorm", "rmsnorm"}));
   m.position_embedding_type = static_cast<PositionEmbedding>(
@@ -340,25 +383,9 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
   // of 0/1, one per layer.
   if (const Json* freq = r.raw("moe_layer_freq"); freq != nullptr && !freq->is_null()) {
     if (m.num_experts == 0) r.fail("moe_layer_freq", "dense layers among MoE ones need a mixture-of-experts model (num_experts > 0)");
-    std::vector<std::uint8_t> pattern(static_cast<std::size_t>(m.num_layers), 1);
-    if (freq->is_number_integer()) {
-      const std::int64_t n = freq->get<std::int64_t>();
-      if (n < 1 || n > m.num_layers) r.fail("moe_layer_freq", "expected an integer in [1, num_layers] or a list of 0/1, got " + describe(*freq));
-      for (std::int64_t i = 0; i < m.num_layers; ++i) pattern[static_cast<std::size_t>(i)] = i % n == 0 ? 1 : 0;
-    } else if (freq->is_array()) {
-      if (static_cast<std::int64_t>(freq->size()) != m.num_layers) {
-        r.fail("moe_layer_freq", "expected one 0/1 entry per layer (" + std::to_string(m.num_layers) + "), got " + std::to_string(freq->size()));
-      }
-      for (std::size_t i = 0; i < freq->size(); ++i) {
-        const Json& v = (*freq)[i];
-        if (!v.is_number_integer() || (v.get<std::int64_t>() != 0 && v.get<std::int64_t>() != 1)) {
-          throw InputError(r.file_of("moe_layer_freq"), join_path(r.path_of("moe_layer_freq"), i), "expected 0 (dense) or 1 (MoE), got " + describe(v));
-        }
-        pattern[i] = static_cast<std::uint8_t>(v.get<std::int64_t>());
-      }
-    } else {
-      r.fail("moe_layer_freq", "expected an integer N (every N-th layer MoE) or a list of 0/1 per layer, got " + describe(*freq));
-    }
+    const std::vector<std::uint8_t> pattern = read_layer_pattern(
+        r, "moe_layer_freq", *freq, m.num_layers, [](std::int64_t i, std::int64_t n) { return i % n == 0; }, "0 (dense) or 1 (MoE)",
+        "every N-th layer MoE");
     if (std::find(pattern.begin(), pattern.end(), 1) == pattern.end()) r.fail("moe_layer_freq", "expected at least one MoE layer");
     m.moe_layer_pattern = std::find(pattern.begin(), pattern.end(), 0) != pattern.end() ? pattern : std::vector<std::uint8_t>{};
   } else if (!m.moe_layer_pattern.empty() && static_cast<std::int64_t>(m.moe_layer_pattern.size()) != m.num_layers) {
@@ -366,6 +393,38 @@ ModelSpec read_model(const Json& section, const std::string& file, const std::st
     r.fail("num_layers", "the Hugging Face config's dense/MoE layer pattern has " + std::to_string(m.moe_layer_pattern.size()) +
                              " layers; give moe_layer_freq for " + std::to_string(m.num_layers));
   }
+  // Megatron-Core's window_size [left, right] (-1: unbounded) and window_attn_skip_freq (an integer
+  // N: layer l, from 1, keeps full attention when l % N == 0; or a list of 0/1 per layer, 1 for the
+  // window): sliding-window attention for a causal decoder, so right is 0.
+  if (const Json* ws = r.raw("window_size"); ws != nullptr && !ws->is_null()) {
+    if (!ws->is_array() || ws->size() != 2 || !(*ws)[0].is_number_integer() || !(*ws)[1].is_number_integer()) {
+      r.fail("window_size", "expected [left, right] (two integers, e.g. [4096, 0]), got " + describe(*ws));
+    }
+    const std::int64_t left = (*ws)[0].get<std::int64_t>(), right = (*ws)[1].get<std::int64_t>();
+    if (right != 0) {
+      throw InputError(r.file_of("window_size"), join_path(r.path_of("window_size"), 1),
+                       "expected 0 (a causal decoder sees no keys after a query), got " + describe((*ws)[1]));
+    }
+    if (left != -1 && (left < 1 || left > model_limit("seq_length"))) {
+      throw InputError(r.file_of("window_size"), join_path(r.path_of("window_size"), 0),
+                       "expected -1 (no window) or a window in [1, " + std::to_string(model_limit("seq_length")) + "], got " + describe((*ws)[0]));
+    }
+    m.window_size = left == -1 ? 0 : left;
+    m.window_layer_pattern.clear();
+  }
+  origins.note("model.window_size", r, "window_size");
+  if (const Json* freq = r.raw("window_attn_skip_freq"); freq != nullptr && !freq->is_null()) {
+    if (m.window_size == 0) r.fail("window_attn_skip_freq", "picks the layers of a sliding window: it needs window_size");
+    const std::vector<std::uint8_t> pattern = read_layer_pattern(
+        r, "window_attn_skip_freq", *freq, m.num_layers, [](std::int64_t i, std::int64_t n) { return (i + 1) % n != 0; },
+        "1 (sliding window) or 0 (full attention)", "every N-th layer full attention");
+    m.window_layer_pattern = pattern;
+  } else if (!m.window_layer_pattern.empty() && static_cast<std::int64_t>(m.window_layer_pattern.size()) != m.num_layers) {
+    // A Hugging Face config's pattern, then num_layers changed next to it.
+    r.fail("num_layers", "the Hugging Face config's sliding/full attention pattern has " + std::to_string(m.window_layer_pattern.size()) +
+                             " layers; give window_attn_skip_freq for " + std::to_string(m.num_layers));
+  }
+  origins.note("model.window_attn_skip_freq", r, "window_attn_skip_freq");
   if (m.moe_shared_expert_intermediate_size > 0 && m.num_experts == 0) {
     origins.fail("model.moe_shared_expert_intermediate_size", "a shared expert needs a mixture-of-experts model (num_experts > 0)");
   }
@@ -849,6 +908,10 @@ void validate_plan(const Scenario& s, const Origins& o) {
     }
   }
   // Sequence and context parallelism.
+  if (cp > 1 && m.window_size > 0 && m.window_size + 1 < m.seq_length) {
+    o.fail("parallelism.context_parallel_size", "context parallelism with sliding-window attention (window_size) is not modelled "
+                                                "by trainsim: the ring's steps would skip the blocks outside the window");
+  }
   if (m.seq_length % (2 * cp) != 0 && cp > 1) {
     o.fail("parallelism.context_parallel_size", "expected seq_length (" + std::to_string(m.seq_length) +
                                                     ") divisible by 2 x context_parallel_size (load-balanced chunks)");

@@ -63,6 +63,12 @@ struct ModelSpec {
   std::int64_t moe_shared_expert_intermediate_size = 0;
   // Which layers are MoE ones (Megatron's moe_layer_freq as a per-layer list of 0/1); empty: all.
   std::vector<std::uint8_t> moe_layer_pattern;
+  // Sliding-window attention (Megatron-Core's window_size (left, 0); Mistral, Gemma 2/3, GPT-OSS):
+  // each query sees itself and the window_size keys before it; 0: the whole causal prefix. Which
+  // layers use it: Megatron-Core's window_attn_skip_freq as a per-layer list of 0/1 (1: window);
+  // empty: all.
+  std::int64_t window_size = 0;
+  std::vector<std::uint8_t> window_layer_pattern;
   // Multi-token prediction (DeepSeek-V3, arXiv:2412.19437 Sec. 2.2; Megatron-Core's
   // MultiTokenPredictionBlock): after the decoder, each of mtp_num_layers modules normalises the
   // previous hidden states and the embedding of the tokens one further ahead, projects their
@@ -85,6 +91,14 @@ struct ModelSpec {
     return moe_layer_pattern[i] != 0;
   }
   std::int64_t num_moe_layers() const;
+  // The attention window of decoder layer `layer` (0-based; 0: none). Indices from num_layers on
+  // (multi-token-prediction layers) follow the last layer.
+  std::int64_t window_of(std::int64_t layer) const {
+    if (window_size <= 0) return 0;
+    if (window_layer_pattern.empty()) return window_size;
+    const auto i = std::min(static_cast<std::size_t>(std::max<std::int64_t>(0, layer)), window_layer_pattern.size() - 1);
+    return window_layer_pattern[i] != 0 ? window_size : 0;
+  }
   // Vocabulary padded as Megatron pads it: to a multiple of make_vocab_size_divisible_by * tp.
   std::int64_t padded_vocab(std::int64_t tp) const;
   // Parameters of one decoder layer (an MoE layer with all its experts, or a dense one), of the

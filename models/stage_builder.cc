@@ -82,8 +82,9 @@ Kernel quantize_op(std::int64_t bytes) {
   return k;
 }
 
+// `window` > 0 (causal self-attention only): each query sees itself and the `window` keys before it.
 Kernel flash(std::int64_t b_heads, std::int64_t q, std::int64_t kv, std::int64_t head_dim, std::int64_t bytes, bool causal,
-             bool backward, DataType dt) {
+             bool backward, DataType dt, std::int64_t window = 0) {
   Kernel k;
   k.kernel_class = KernelClass::kFlashAttention;
   k.dtype = dt;
@@ -95,8 +96,15 @@ Kernel flash(std::int64_t b_heads, std::int64_t q, std::int64_t kv, std::int64_t
   k.batch = b_heads;
   // Q K^T and P V: 2 x 2 q kv d FLOPs per head, half of them under a causal mask; the backward
   // recomputes the scores and forms dV, dP, dQ, dK (2.5x the forward, Dao 2023, FlashAttention-2).
+  double share = causal ? 0.5 : 1.0;  // of the q x kv score matrix
+  if (causal && window > 0 && window + 1 < q && q == kv) {
+    // Query i sees min(i + 1, window + 1) keys.
+    const double n = static_cast<double>(q), w = static_cast<double>(window + 1);
+    share = (w * (w + 1) / 2 + (n - w) * w) / (n * n);
+    k.window = window;
+  }
   const double fwd = 4.0 * static_cast<double>(b_heads) * static_cast<double>(q) * static_cast<double>(kv) *
-                     static_cast<double>(head_dim) * (causal ? 0.5 : 1.0);
+                     static_cast<double>(head_dim) * share;
   k.flops = Flops(backward ? 2.5 * fwd : fwd);
   k.bytes = Bytes(bytes);
   return k;
@@ -650,7 +658,7 @@ void StageBuilder::attention_core_forward(std::uint8_t cat) {
   }
   const std::int64_t qkvo_bytes = dt() * T * (2 * d_.a + 2 * d_.g) * d_.d;
   if (d_.cp == 1) {
-    compute("flash_attention_fwd", flash(bh, d_.s, d_.s, d_.d, qkvo_bytes, true, false, d_.act), cat);
+    compute("flash_attention_fwd", flash(bh, d_.s, d_.s, d_.d, qkvo_bytes, true, false, d_.act, m_.window_of(layer_)), cat);
     return;
   }
   const std::int64_t kv_bytes = 2 * dt() * T * d_.g * d_.d;
@@ -691,7 +699,7 @@ void StageBuilder::attention_core_backward() {
   }
   const std::int64_t io_bytes = 2 * dt() * T * (2 * d_.a + 2 * d_.g) * d_.d;
   if (d_.cp == 1) {
-    compute("flash_attention_bwd", flash(bh, d_.s, d_.s, d_.d, io_bytes, true, true, d_.act), kBackward);
+    compute("flash_attention_bwd", flash(bh, d_.s, d_.s, d_.d, io_bytes, true, true, d_.act, m_.window_of(layer_)), kBackward);
     return;
   }
   const std::int64_t kv_bytes = 2 * dt() * T * d_.g * d_.d;

@@ -189,7 +189,14 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
     o << " + " << s.model.mtp_num_layers << " multi-token-prediction (" << fmt("%.1f", static_cast<double>(s.model.mtp_parameters()) * 1e-9)
       << "B)";
   }
-  o << ", hidden " << s.model.hidden_size << ", seq " << s.model.seq_length << "\n";
+  o << ", hidden " << s.model.hidden_size << ", seq " << s.model.seq_length;
+  if (s.model.window_size > 0) {
+    std::int64_t windowed = 0;
+    for (std::int64_t l = 0; l < s.model.num_layers; ++l) windowed += s.model.window_of(l) > 0 ? 1 : 0;
+    o << ", sliding window " << s.model.window_size;
+    if (windowed < s.model.num_layers) o << " on " << windowed << " of the layers";
+  }
+  o << "\n";
   o << "  cluster    " << s.num_gpus() << " x " << s.cluster.gpu.name << " (" << s.cluster.num_nodes << (s.cluster.num_nodes == 1 ? " node of " : " nodes of ")
     << s.cluster.gpus_per_node << ", " << s.cluster.name << ")\n";
   o << "  plan       TP " << s.parallel.tensor_model_parallel_size << " PP " << s.parallel.pipeline_model_parallel_size;

@@ -103,7 +103,13 @@ Duration ComputeModel::attention_time(const sim::Kernel& k) const {
   const std::int64_t q_tiles = static_cast<std::int64_t>(ceil_div(k.m, tile));
   const std::int64_t k_tiles = static_cast<std::int64_t>(ceil_div(k.n, tile));
   double pairs = static_cast<double>(q_tiles) * static_cast<double>(k_tiles);
-  if (k.causal) {
+  if (k.causal && k.window > 0) {
+    // A sliding window: query tile i sees the key tiles from the one holding position
+    // i * tile - window to the diagonal (self-attention).
+    const std::int64_t back = (k.window + tile - 1) / tile;
+    pairs = 0;
+    for (std::int64_t i = 0; i < q_tiles; ++i) pairs += static_cast<double>(std::min(i, back) + 1);
+  } else if (k.causal) {
     // Query tile i (bottom-right aligned when the key sequence is longer) sees the key tiles up
     // to and including the diagonal: min(k_tiles, i + 1 + ceil(offset / tile)) of them.
     const double q = static_cast<double>(q_tiles), kt = static_cast<double>(k_tiles);

@@ -225,7 +225,7 @@ TEST_CASE("config/hf: routed and shared experts and dense layers among them unde
             .moe_shared_expert_intermediate_size == 4096);
 }
 
-TEST_CASE("config/hf: short windows, encoder-decoders and multimodal wrappers refused, Gemma's MLP, Falcon's heads and bias read") {
+TEST_CASE("config/hf: sliding windows on the layers the config names, encoder-decoders and multimodal wrappers refused, Gemma's MLP, Falcon's heads and bias read") {
   auto model_of = [](const std::string& hf_text, int seq) {
     const std::string hf = temp_file("hf_window.json", hf_text);
     return temp_file("hf_window_model.json", "{\"hf_config\": \"" + hf + "\", \"seq_length\": " + std::to_string(seq) + "}");
@@ -235,9 +235,30 @@ TEST_CASE("config/hf: short windows, encoder-decoders and multimodal wrappers re
       "{\"model_type\": \"mistral\", \"hidden_size\": 4096, \"num_hidden_layers\": 32, \"num_attention_heads\": 32, "
       "\"num_key_value_heads\": 8, \"intermediate_size\": 14336, \"vocab_size\": 32000, \"hidden_act\": \"silu\", "
       "\"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, \"sliding_window\": 4096, \"tie_word_embeddings\": false}";
-  CHECK(error_of([&] { config::load_model(model_of(mistral, 4096)); }) == "");
-  CHECK(tests::contains(error_of([&] { config::load_model(model_of(mistral, 8192)); }),
-                        "/sliding_window: sliding-window attention (a window of 4096 tokens, shorter than seq_length 8192) is not modelled"));
+  const models::ModelSpec windowed = config::load_model(model_of(mistral, 8192));
+  CHECK(windowed.window_size == 4096);
+  CHECK(windowed.window_layer_pattern.empty());  // every layer
+  CHECK(windowed.window_of(31) == 4096);
+  // GPT-OSS names each layer's kind; Gemma 2 alternates from a sliding first layer; Gemma 3 keeps
+  // every sliding_window_pattern-th layer full; Qwen2 slides from max_window_layers on.
+  const std::string four = "\"hidden_size\": 1024, \"num_hidden_layers\": 4, \"num_attention_heads\": 8, \"num_key_value_heads\": 8, "
+                           "\"intermediate_size\": 4096, \"vocab_size\": 32000, \"hidden_act\": \"silu\", \"rms_norm_eps\": 1e-05, "
+                           "\"rope_theta\": 10000.0, \"sliding_window\": 128, ";
+  auto layers = [&](const std::string& rest) {
+    const models::ModelSpec m = config::load_model(model_of("{" + four + rest + "}", 4096));
+    std::string out;
+    for (std::int64_t l = 0; l < m.num_layers; ++l) out += m.window_of(l) == 128 ? "w" : (m.window_of(l) == 0 ? "f" : "?");
+    return out;
+  };
+  CHECK(layers("\"model_type\": \"gpt_oss\", \"layer_types\": [\"sliding_attention\", \"full_attention\", \"full_attention\", "
+               "\"sliding_attention\"]") == "wffw");
+  CHECK(layers("\"model_type\": \"gemma2\"") == "wfwf");
+  CHECK(layers("\"model_type\": \"gemma3_text\", \"sliding_window_pattern\": 4") == "wwwf");
+  CHECK(layers("\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"max_window_layers\": 1") == "fwww");
+  CHECK(layers("\"model_type\": \"qwen2\", \"use_sliding_window\": false") == "ffff");
+  CHECK(tests::contains(error_of([&] { config::load_model(model_of("{" + four + "\"layer_types\": [\"sliding_attention\", \"local\", "
+                                                                    "\"full_attention\", \"full_attention\"]}", 4096)); }),
+                        "/layer_types/1: expected \"sliding_attention\" or \"full_attention\""));
   // Qwen2 names a window it does not use.
   const std::string qwen2 =
       "{\"model_type\": \"qwen2\", \"hidden_size\": 3584, \"num_hidden_layers\": 28, \"num_attention_heads\": 28, "

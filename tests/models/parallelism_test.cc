@@ -372,6 +372,50 @@ TEST_CASE("models/parallelism: qk_layernorm normalises each query and key head a
   CHECK(load_error(kGpt, with(kMla, {"model.qk_layernorm=true"})).find("qk_layernorm does not apply") != std::string::npos);
 }
 
+TEST_CASE("models/parallelism: a sliding window on the layers window_attn_skip_freq names, priced in its flash kernels") {
+  // kLlama (Llama 3.1 8B, sequence 8,192, TP 2 PP 2 x2): a 1,024-token window on every other
+  // layer (Megatron-Core: layer l, from 1, keeps full attention when l % 2 == 0).
+  const std::vector<std::string> windowed = {"model.window_size=[1024, 0]", "model.window_attn_skip_freq=2"};
+  const config::Scenario s = config::load_scenario(kLlama, windowed);
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  int with_window = 0, without = 0;
+  for (std::uint32_t cls = 0; cls < w.graph.num_classes(); ++cls) {
+    const sim::RankClass& rc = w.graph.rank_class(cls);
+    for (const sim::Task& t : rc.tasks) {
+      const std::string n = w.graph.name(t.name);
+      if (n != "flash_attention_fwd" && n != "flash_attention_bwd") continue;
+      const sim::Kernel& k = rc.kernels[t.payload];
+      CAPTURE(t.layer);
+      CHECK(k.window == (t.layer % 2 == 0 ? 1024 : 0));
+      (k.window > 0 ? with_window : without) += 1;
+    }
+  }
+  CHECK(with_window > 0);
+  CHECK(with_window == without);
+  const report::RunResult full = tests::simulate_file(kLlama, {}), half = tests::simulate_file(kLlama, windowed),
+                          all = tests::simulate_file(kLlama, {"model.window_size=[1024, 0]"});
+  CHECK(half.iteration_time_s < full.iteration_time_s);
+  CHECK(all.iteration_time_s < half.iteration_time_s);
+  // Model and hardware FLOPs as Megatron's formula counts them (Megatron-Bridge's too), which
+  // ignores the window: the same FLOPs in less time.
+  CHECK(half.model_tflops_per_gpu * half.iteration_time_s == doctest::Approx(full.model_tflops_per_gpu * full.iteration_time_s).epsilon(1e-9));
+  CHECK(half.hardware_tflops_per_gpu > full.hardware_tflops_per_gpu);
+  CHECK(report::summary_text(half).find("sliding window 1024 on 16 of the layers") != std::string::npos);
+  // A window as long as the sequence is full attention.
+  CHECK(tests::simulate_file(kLlama, {"model.window_size=[8192, 0]"}).iteration_time_s == full.iteration_time_s);
+  // Bad input.
+  CHECK(load_error(kLlama, {"model.window_size=[1024, 16]"}).find("/window_size/1: expected 0") != std::string::npos);
+  CHECK(load_error(kLlama, {"model.window_size=[0, 0]"}).find("/window_size/0: expected -1 (no window)") != std::string::npos);
+  CHECK(load_error(kLlama, {"model.window_size=4096"}).find("expected [left, right]") != std::string::npos);
+  CHECK(load_error(kLlama, {"model.window_attn_skip_freq=2"}).find("it needs window_size") != std::string::npos);
+  CHECK(load_error(kLlama, {"model.window_size=[1024, 0]", "model.window_attn_skip_freq=[1, 0]"}).find("one 0/1 entry per layer (32)") !=
+        std::string::npos);
+  CHECK(load_error(kLlama, {"model.window_size=[1024, 0]", "parallelism.context_parallel_size=2",
+                            "parallelism.virtual_pipeline_model_parallel_size=1", "training.pipeline_schedule=\"1f1b\""})
+            .find("context parallelism with sliding-window attention") != std::string::npos);
+  CHECK(load_error(kLlama, {"model.window_size=[-1, 0]"}) == "");
+}
+
 TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same work with the all-to-alls beside another pass") {
   // kMoe interleaved (2 chunks of 2 layers per stage) with overlap_p2p_comm, as Megatron-Core
   // requires for the combined 1F1B schedule under pipeline parallelism; on 4 nodes with EP 8, so

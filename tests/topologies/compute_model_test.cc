@@ -78,6 +78,22 @@ TEST_CASE("topologies/ComputeModel: attention tiles: a causal mask halves the wo
   CHECK(short_ratio > 0.7);  // 3 of 4 tile pairs, plus the fixed launch cost
 }
 
+TEST_CASE("topologies/ComputeModel: a sliding window prices only the key tiles within it") {
+  topo::ClusterSpec c = config::load_cluster("dgx-h100", 1);
+  topo::AttentionPassCalibration& f = c.gpu.calibration.attention.forward;
+  f = topo::AttentionPassCalibration{0.5, 0, 0, 0};  // matmuls only: time counts tile pairs
+  topo::ComputeModel model(c.gpu, false);
+  sim::Kernel windowed = attention(16384, 128, true, false);
+  windowed.window = 4096;
+  // Query tile i sees min(i, 32) + 1 key tiles of 128: 32 x 33 / 2 + 96 x 33 of the causal 128 x 129 / 2.
+  const double ratio = model.attention_time(windowed).seconds() / model.attention_time(attention(16384, 128, true, false)).seconds();
+  CHECK(ratio == doctest::Approx((32.0 * 33.0 / 2 + 96.0 * 33.0) / (128.0 * 129.0 / 2)).epsilon(0.01));
+  // A window as long as the sequence changes nothing.
+  windowed.window = 16384;
+  CHECK(model.attention_time(windowed).seconds() ==
+        doctest::Approx(model.attention_time(attention(16384, 128, true, false)).seconds()).epsilon(1e-9));
+}
+
 TEST_CASE("topologies/ComputeModel: attention softmax cost is hidden behind the matmuls by its overlap") {
   topo::ClusterSpec c = config::load_cluster("dgx-h100", 1);
   topo::AttentionPassCalibration& f = c.gpu.calibration.attention.forward;
