@@ -975,6 +975,16 @@ void validate_plan(const Scenario& s, const Origins& o) {
     o.fail("training.recompute_modules", "mla_up_proj needs a model with multi_latent_attention");
   }
   if (t.recompute_moe && !m.is_moe()) o.fail("training.recompute_modules", "moe needs a mixture-of-experts model (num_experts)");
+  if (t.recompute_moe_act && !m.is_moe()) o.fail("training.recompute_modules", "moe_act needs a mixture-of-experts model (num_experts)");
+  if (t.recompute_layernorm && !m.is_moe() && !m.multi_latent_attention) {
+    o.fail("training.recompute_modules", "layernorm recomputes the norms that are modules of their own (Transformer Engine fuses the "
+                                         "others into the next projection): latent attention's input norm and an MoE layer's "
+                                         "pre-MLP norm; this model has neither");
+  }
+  if ((t.recompute_moe_act || t.recompute_layernorm) && t.precision == models::Precision::kFp8 && t.fp8_recipe == models::Fp8Recipe::kDelayed) {
+    o.fail("training.recompute_modules", "moe_act and layernorm recomputation need an FP8 recipe other than delayed scaling "
+                                         "(Megatron-Core refuses them with delayed scaling)");
+  }
   if (t.moe_token_dispatcher_type == models::TokenDispatcher::kFlex) {
     if (!m.is_moe()) o.fail("training.moe_token_dispatcher_type", "flex dispatches tokens to experts: it needs a mixture-of-experts model");
     if (p.etp() > 1) {

@@ -50,6 +50,10 @@ struct LayerDims {
   bool mla_up_recomputed = false;  // recompute_modules mla_up_proj: Q, K, V not kept for backward
   bool mlp_recomputed = false;     // recompute_modules mlp: a dense MLP keeps only its input
   bool moe_recomputed = false;     // recompute_modules moe: an MoE layer keeps only its input
+  // recompute_modules layernorm: the outputs of the norms that are modules of their own (MLA's
+  // input norm, an MoE layer's pre-MLP norm) are not kept; moe_act: nor the experts' activation.
+  bool norm_recomputed = false;
+  bool moe_act_recomputed = false;
   std::int64_t ql = 0, kl = 0, dn = 0, dr = 0;
   std::int64_t f = 1;   // dense MLP hidden size per tensor-parallel rank
   std::int64_t v = 1;   // padded vocabulary per tensor-parallel rank

@@ -28,6 +28,8 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
   }
   d.mlp_recomputed = t.recomputes_mlp();
   d.moe_recomputed = t.recomputes_moe();
+  d.norm_recomputed = t.recomputes_layernorm();
+  d.moe_act_recomputed = t.recomputes_moe_act();
   d.f = m.ffn_hidden_size / tp;
   d.v = m.padded_vocab(tp) / tp;
   d.t = tp;
@@ -79,6 +81,8 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
     attention = lin(Ts * d.h) + dt * Ts * latents + lin(Ts * latents) + dt * T * d.dr + lin(T * d.a * d.dv);
     // Q, K and V for the attention backward, unless recomputed from the latents.
     if (!d.mla_up_recomputed) attention += dt * T * d.a * (2 * (d.dn + d.dr) + d.dv);
+    // recompute_modules layernorm: the input norm's output, the down projections' input, is not kept.
+    if (d.norm_recomputed) attention -= lin(Ts * d.h);
   }
   if (d.hidden_dropout) attention += Ts * d.h;              // dropout mask, 1 byte
   if (!selective) {
@@ -107,6 +111,10 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
     const std::int64_t R = d.routed_tokens();
     mlp = dt * Ts * d.h + 4 * Ts * d.experts + lin(R * d.h) + dt * R * d.expert_fc1_width() + lin(R * d.ef) +
           dt * Ts * d.topk * d.h;
+    // recompute_modules layernorm / moe_act: the pre-MLP norm's output (the router's input) and
+    // fc2's input are recomputed instead of kept.
+    if (d.norm_recomputed) mlp -= dt * Ts * d.h;
+    if (d.moe_act_recomputed) mlp -= lin(R * d.ef);
     // The shared expert keeps what a dense MLP of its size keeps; its fc1 input is the router's
     // input, plus Transformer Engine's FP8 copy of it under FP8.
     if (d.sf > 0) mlp += (d.fp8() ? d.fp8_bytes(Ts * d.h) : 0) + dt * T * d.shared_fc1_width() + lin(T * d.sf);

@@ -338,6 +338,7 @@ class StageBuilder {
   void moe_experts_backward(bool wgrad);
   void moe_dispatch_backward();
   void moe_experts_wgrad();
+  void moe_norm_recompute();
   void moe_route_backward();
   // overlap_moe_expert_parallel_comm: one layer as Megatron-Core's schedule nodes
   // (fine_grained_callables.py). Compute nodes on the compute stream, the all-to-alls on their
@@ -735,6 +736,9 @@ void StageBuilder::attention_forward(std::uint8_t cat) {
 void StageBuilder::attention_backward() {
   const std::int64_t T = d_.tokens();
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
+  // recompute_modules layernorm: latent attention's input norm is a module of its own; its
+  // output, dropped after the forward pass, is recomputed as the attention's backward begins.
+  if (d_.mla && t_.recomputes_layernorm()) norm("input_norm", kRecompute);
   row_backward("out_proj", d_.a * d_.dv, lp_.proj);
   if (t_.recomputes_mla_up_proj()) mla_up_projections(kRecompute);
   if (t_.recomputes_core_attention()) attention_core_forward(kRecompute);
@@ -964,6 +968,7 @@ void StageBuilder::shared_expert_backward() { dense_mlp_backward("shared_", d_.s
 
 void StageBuilder::moe_backward() {
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
+  moe_norm_recompute();
   if (t_.recomputes_moe()) moe_block_forward(kRecompute);  // the checkpointed layer, forward again
   if (d_.sf > 0 && !shared_overlap()) shared_expert_backward();
   moe_combine_backward();
@@ -994,6 +999,12 @@ void StageBuilder::moe_combine_backward() {
 void StageBuilder::moe_experts_backward(bool wgrad) {
   const std::int64_t R = d_.routed_tokens();
   if (d_.local_experts > 1) compute("unsort_chunks_bwd", memory_op(2 * dt() * R * d_.h), kBackward);
+  if (t_.recomputes_moe_act() && !t_.recomputes_moe()) {
+    // recompute_modules moe_act: fc2's input, dropped after the forward pass, recomputed from the
+    // kept activation input before fc2's backward (TEGroupedMLP, CheckpointWithoutOutput).
+    compute(d_.gated ? "expert_swiglu" : "expert_activation", memory_op(dt() * R * (d_.expert_fc1_width() + d_.ef)), kRecompute);
+    if (d_.fp8()) fp8_cast("expert_fc2_input_cast", R * d_.ef, kRecompute);
+  }
   expert_backward("expert_fc2", d_.ef, d_.h, lp_.expert_fc2, wgrad);
   compute(d_.gated ? "expert_swiglu_bwd" : "expert_activation_bwd",
           memory_op(dt() * R * (2 * d_.expert_fc1_width() + d_.ef)), kBackward);
@@ -1139,7 +1150,16 @@ void StageBuilder::combine_node_backward(std::int64_t layer) {
   layer_ = layer;
   if (!m_.is_moe_layer(layer_)) return;
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
+  moe_norm_recompute();
   moe_combine_backward();
+}
+
+// recompute_modules layernorm: an MoE layer's pre-MLP norm output (the router's and the shared
+// expert's input), dropped after the forward pass, is recomputed as the layer's backward begins
+// (TransformerLayer: discard_output_and_register_recompute on the MLP output); the "moe"
+// checkpoint keeps it instead.
+void StageBuilder::moe_norm_recompute() {
+  if (t_.recomputes_layernorm() && !t_.recomputes_moe()) norm("pre_mlp_norm", kRecompute);
 }
 
 void StageBuilder::mlp_node_backward() {

@@ -98,11 +98,18 @@ struct TrainingSpec {
   // ("core_attn", the default), MLA's up projections with their rotary embedding
   // ("mla_up_proj"), the dense layers' MLP ("mlp": TransformerLayer checkpoints self.mlp) and
   // the whole MoE layer ("moe": MoELayer checkpoints routing, dispatch, experts, combine and the
-  // shared experts, so the expert-parallel all-to-alls run again in the backward pass).
+  // shared experts, so the expert-parallel all-to-alls run again in the backward pass), the
+  // normalisations that are modules of their own ("layernorm": TransformerLayer's
+  // recompute_input_layernorm / recompute_pre_mlp_layernorm, CheckpointWithoutOutput; under
+  // Transformer Engine's spec the input norm is fused into the QKV projection unless attention is
+  // latent, and the pre-MLP norm into fc1 unless the layer is an MoE one) and the experts'
+  // activation ("moe_act": TEGroupedMLP's activation_recompute).
   bool recompute_core_attn = true;
   bool recompute_mla_up_proj = false;
   bool recompute_mlp = false;
   bool recompute_moe = false;
+  bool recompute_layernorm = false;
+  bool recompute_moe_act = false;
   bool recomputes_core_attention() const {
     return recompute_granularity == RecomputeGranularity::kSelective && recompute_core_attn;
   }
@@ -113,6 +120,8 @@ struct TrainingSpec {
   std::string recompute_modules() const;
   bool recomputes_mlp() const { return recompute_granularity == RecomputeGranularity::kSelective && recompute_mlp; }
   bool recomputes_moe() const { return recompute_granularity == RecomputeGranularity::kSelective && recompute_moe; }
+  bool recomputes_layernorm() const { return recompute_granularity == RecomputeGranularity::kSelective && recompute_layernorm; }
+  bool recomputes_moe_act() const { return recompute_granularity == RecomputeGranularity::kSelective && recompute_moe_act; }
   // Megatron checkpoints each multi-token-prediction module (its projection and layer) under full
   // recomputation with the uniform method only (MultiTokenPredictionLayer; block: a warning, none).
   bool recomputes_mtp_modules() const {
@@ -220,7 +229,9 @@ struct RecomputeModule {
 inline constexpr RecomputeModule kRecomputeModules[] = {{"core_attn", &TrainingSpec::recompute_core_attn},
                                                         {"mla_up_proj", &TrainingSpec::recompute_mla_up_proj},
                                                         {"mlp", &TrainingSpec::recompute_mlp},
-                                                        {"moe", &TrainingSpec::recompute_moe}};
+                                                        {"moe", &TrainingSpec::recompute_moe},
+                                                        {"layernorm", &TrainingSpec::recompute_layernorm},
+                                                        {"moe_act", &TrainingSpec::recompute_moe_act}};
 
 inline std::string TrainingSpec::recompute_modules() const {
   if (recompute_granularity != RecomputeGranularity::kSelective) return "";

@@ -190,8 +190,9 @@ TEST_CASE("config/Scenario: multi-head latent attention keys are checked") {
 }
 
 TEST_CASE("config/Scenario: recompute_modules are Megatron-Core's, under selective recomputation") {
-  CHECK(tests::contains(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"moe_act\"]"}),
-                        "/training/recompute_modules/0: expected \"core_attn\", \"mla_up_proj\", \"mlp\" or \"moe\""));
+  CHECK(tests::contains(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"shared_experts\"]"}),
+                        "/training/recompute_modules/0: expected \"core_attn\", \"mla_up_proj\", \"mlp\", \"moe\", \"layernorm\" or "
+                        "\"moe_act\""));
   CHECK(tests::contains(error_of({"training.recompute_granularity=\"none\"", "training.recompute_modules=[\"core_attn\"]"}),
                         "/training/recompute_modules: applies with recompute_granularity \"selective\""));
   CHECK(tests::contains(error_of({"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"mla_up_proj\"]"}),

@@ -416,6 +416,45 @@ TEST_CASE("models/parallelism: a sliding window on the layers window_attn_skip_f
   CHECK(load_error(kLlama, {"model.window_size=[-1, 0]"}) == "");
 }
 
+TEST_CASE("models/parallelism: recompute_modules layernorm and moe_act drop the norm output and fc2 input, and recompute them") {
+  const std::vector<std::string> modules = {"training.recompute_granularity=\"selective\"",
+                                            "training.recompute_modules=[\"layernorm\", \"moe_act\"]"};
+  auto workload = [](const std::vector<std::string>& o) {
+    const config::Scenario s = config::load_scenario(kGpt, o);
+    return models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  };
+  const models::Workload base = workload(kMoe), w = workload(with(kMoe, modules));
+  // Per MoE layer: the pre-MLP norm's output (the router's input) and the experts' fc2 input.
+  const models::LayerDims& d = w.dims;
+  CHECK(models::layer_activation_bytes(base.dims, true) - models::layer_activation_bytes(d, true) ==
+        2 * d.sharded_tokens() * d.h + 2 * d.routed_tokens() * d.ef);
+  // Recomputed as each MoE layer's backward begins, and before fc2's backward.
+  auto recomputed = [](const models::Workload& x, const std::string& name) {
+    int n = 0;
+    for (const sim::Task* t : tasks_named(x, 0, name)) n += t->category == models::kRecompute ? 1 : 0;
+    return n;
+  };
+  const std::size_t backwards = tasks_named(w, 0, "expert_fc2_dgrad").size();
+  REQUIRE(backwards > 0);
+  CHECK(recomputed(base, "pre_mlp_norm") == 0);
+  CHECK(recomputed(w, "pre_mlp_norm") == static_cast<int>(backwards));
+  CHECK(recomputed(w, "expert_swiglu") == static_cast<int>(backwards));
+  CHECK(recomputed(w, "input_norm") == 0);  // fused into the QKV projection
+  const report::RunResult rb = tests::simulate_file(kGpt, kMoe), rw = tests::simulate_file(kGpt, with(kMoe, modules));
+  CHECK(rw.breakdown.recompute_s > rb.breakdown.recompute_s);
+  CHECK(rw.peak_bytes_per_gpu < rb.peak_bytes_per_gpu);
+  check_fidelities_agree(kGpt, with(kMoe, modules));
+  // Latent attention's input norm is a module of its own.
+  CHECK(recomputed(workload(with(kMla, modules)), "input_norm") > 0);
+  // Refused where Megatron-Core refuses it or where it would do nothing.
+  CHECK(load_error(kGpt, {"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"layernorm\"]"})
+            .find("this model has neither") != std::string::npos);
+  CHECK(load_error(kGpt, {"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"moe_act\"]"})
+            .find("moe_act needs a mixture-of-experts model") != std::string::npos);
+  CHECK(load_error(kGpt, with(with(kMoe, modules), {"training.precision=\"fp8\""})).find("other than delayed scaling") != std::string::npos);
+  CHECK(load_error(kGpt, with(with(kMoe, modules), {"training.precision=\"fp8\"", "training.fp8_recipe=\"tensorwise\""})) == "");
+}
+
 TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same work with the all-to-alls beside another pass") {
   // kMoe interleaved (2 chunks of 2 layers per stage) with overlap_p2p_comm, as Megatron-Core
   // requires for the combined 1F1B schedule under pipeline parallelism; on 4 nodes with EP 8, so
