@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Builds validate/suites/megatron_bridge_moe.json from validate/data/megatron_bridge_moe.json.
 
-Megatron-Bridge's published pre-training throughput of Qwen3-30B-A3B, Qwen3-235B-A22B and
-DeepSeek-V3 (NeMo container 26.04.01; DGX-GB200, DGX-B200, DGX-H100) becomes one validation case
+Megatron-Bridge's published pre-training throughput of Qwen3-30B-A3B, Qwen3-235B-A22B, DeepSeek-V3
+and GPT-OSS 120B (NeMo container 26.04.01; DGX-GB200, DGX-B200, DGX-H100) becomes one validation case
 per row: the model's preset, the row's plan and batch, the release's performance recipe for the
 rest (each assumption in the case's notes), and the step time the published tokens/s per GPU
 give. No fit reads these cases: they check the mixture-of-experts model on a current software
@@ -35,14 +35,16 @@ def case(r):
         parallelism["virtual_pipeline_model_parallel_size"] = vp
     if "pipeline_model_parallel_layout" in r:
         parallelism["pipeline_model_parallel_layout"] = r["pipeline_model_parallel_layout"]
-    elif pp > 1:
+    elif pp > 1 and r.get("pipeline_split_counts_embedding_and_loss", True):
         parallelism["account_for_embedding_in_pipeline_split"] = True
         parallelism["account_for_loss_in_pipeline_split"] = True
-    recipe = {"fp8_cs": "tensorwise", "fp8_mx": "mxfp8"}[r["precision"]]
-    training = {"micro_batch_size": r["mbs"], "global_batch_size": r["gbs"], "precision": "fp8", "fp8_recipe": recipe,
-                "fp8_param_gather": True, "attention_kernel": "flash", "overlap_grad_reduce": True, "overlap_param_gather": True,
-                "grad_reduce_in_fp32": False, "tp_comm_overlap": False,
-                "moe_token_dispatcher_type": "alltoall" if r["dispatcher"] == "alltoall" else "flex"}
+    recipe = {"fp8_cs": "tensorwise", "fp8_mx": "mxfp8", "bf16": None}[r["precision"]]
+    training = {"micro_batch_size": r["mbs"], "global_batch_size": r["gbs"], "precision": "fp8" if recipe else "bf16"}
+    if recipe:
+        training.update({"fp8_recipe": recipe, "fp8_param_gather": True})
+    training.update({"attention_kernel": "flash", "overlap_grad_reduce": True, "overlap_param_gather": True,
+                     "grad_reduce_in_fp32": False, "tp_comm_overlap": False,
+                     "moe_token_dispatcher_type": "alltoall" if r["dispatcher"] == "alltoall" else "flex"})
     if r.get("recompute_modules"):
         training.update({"recompute_granularity": "selective", "recompute_modules": r["recompute_modules"]})
     else:
@@ -63,7 +65,8 @@ def case(r):
         "recipe: " + r["recipe"],
         "token dispatch: " + DISPATCHERS[r["dispatcher"]],
         ("FP8 current scaling (Megatron-Bridge's 'cs'): fp8_recipe tensorwise, every layer in FP8" if recipe == "tensorwise" else
-         "MXFP8 (Megatron-Bridge's 'mx'): fp8_recipe mxfp8") + "; FP8 parameters gathered (fp8_param_gather)",
+         "MXFP8 (Megatron-Bridge's 'mx'): fp8_recipe mxfp8" if recipe else "BF16") +
+        ("; FP8 parameters gathered (fp8_param_gather)" if recipe else ""),
         "EP all-to-all overlap: " + ("overlap_moe_expert_parallel_comm with delay_wgrad_compute" if r["moe_a2a_overlap"] else "off"),
         "the router's load forced balanced and no token dropped, as the table's footnote states (trainsim's MoE model assumes a "
         "balanced router)",
@@ -77,6 +80,10 @@ def case(r):
         notes.append(step_overlap)
     if r["model"].startswith("qwen3"):
         notes.append("vocabulary 151,936 unpadded (the Hugging Face config's, which the runtime keeps)")
+    if r["model"] == "gpt-oss-120b":
+        notes.append("the recipe's precision-aware optimizer (set_post_overrides for BF16) with fp32 moments: Transformer Engine's "
+                     "FusedAdam holds the fp32 master weights and reads the bf16 gradients as reduced")
+        notes.append("attention sinks (one learned logit per head in the softmax) not priced: they add no GEMM work")
     model = {"preset": r["model"]}
     if r["model"].startswith("qwen3"):
         model["make_vocab_size_divisible_by"] = 1
@@ -93,7 +100,7 @@ def cases(data):
 def main():
     suite_files.build("validate/data/megatron_bridge_moe.json", "validate/suites/megatron_bridge_moe.json",
                       "Megatron-Bridge's published mixture-of-experts pre-training throughput (NeMo 26.04.01; Qwen3-30B-A3B, "
-                      "Qwen3-235B-A22B, DeepSeek-V3 on GB200, B200, H100; MXFP8 and FP8) in no fit; built by "
+                      "Qwen3-235B-A22B, DeepSeek-V3, GPT-OSS 120B on GB200, B200, H100; MXFP8, FP8 and BF16) in no fit; built by "
                       "tools/make_bridge_moe_suite.py from validate/data/megatron_bridge_moe.json", cases)
 
 

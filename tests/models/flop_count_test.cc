@@ -60,16 +60,16 @@ TEST_CASE("models/flops: GQA and SwiGLU follow Megatron's formula") {
   CHECK(models::model_flops(m, 1) == doctest::Approx(expected).epsilon(1e-9));
 }
 
-TEST_CASE("models/presets: Llama 2, Nemotron-4, GLM-4.5, DeepSeek-V3 and Qwen3 MoE presets have their published parameter counts") {
+TEST_CASE("models/presets: Llama 2, Nemotron-4, GLM-4.5, DeepSeek-V3, Qwen3 MoE and GPT-OSS presets have their published parameter counts") {
   // Hugging Face model cards / safetensors totals (Llama 2: 6.74B, 13.0B, 69.0B), the
   // Nemotron-4 reports (15B: 3.2B embedding + 12.5B non-embedding; 340B: 341B) and the GLM-4.5
   // report (106B and 355B; its multi-token-prediction layer is not in the presets), and
-  // DeepSeek-V3's main model (README_WEIGHTS.md: 671B), and the Qwen3 MoE model cards (30.5B,
-  // 235B in total).
+  // DeepSeek-V3's main model (README_WEIGHTS.md: 671B), the Qwen3 MoE model cards (30.5B,
+  // 235B in total), and GPT-OSS 120B's model card (arXiv:2508.10925: 116.83B).
   const std::vector<std::pair<const char*, double>> published{
       {"llama2-7b", 6.738e9}, {"llama2-13b", 13.016e9}, {"llama2-70b", 68.977e9}, {"nemotron4-15b", 15.7e9},
       {"nemotron4-340b", 341e9}, {"glm4.5-air", 106e9},     {"glm4.5", 355e9}, {"deepseek-v3", 671e9},
-      {"qwen3-30b-a3b", 30.5e9},  {"qwen3-235b-a22b", 235e9}};
+      {"qwen3-30b-a3b", 30.5e9},  {"qwen3-235b-a22b", 235e9}, {"gpt-oss-120b", 116.83e9}};
   for (const auto& entry : published) {
     const char* preset = entry.first;
     CAPTURE(preset);
