@@ -886,7 +886,7 @@ void StageBuilder::moe_route_forward(std::uint8_t cat) {
     // (int64) all-gathered over the expert TP x EP group (priced over the EP group, which it is
     // with expert_tensor_parallel_size 1), copied to the host, which waits for the copy before it
     // issues the all-to-all (cuda_sync_point "before_ep_alltoall"). The flex dispatchers
-    // exchange their counts inside the dispatch.
+    // exchange their counts as their dispatch begins (moe_dispatch_forward).
     const TaskIndex counts = collective("moe_token_counts_all_gather", kEpSlot, kCpEpStream, CollectiveKind::kAllGather,
                                         8 * E * d_.ep, DataType::kFp32, kEpComm);
     g_.rank_class(cls_).tasks[counts].host_sync = true;
@@ -897,6 +897,14 @@ void StageBuilder::moe_route_forward(std::uint8_t cat) {
 void StageBuilder::moe_dispatch_forward(std::uint8_t cat) {
   const std::int64_t Ts = d_.moe_tokens(), R = d_.routed_tokens(), k = d_.topk;
   std::vector<TaskIndex> exchanges;
+  if (d_.ep > 1 && flex()) {
+    // DeepEP's dispatch (fused_a2a.py, "the CPU will wait for GPU's signal to arrive") and
+    // HybridEP's without num_permuted_tokens: the ranks first exchange their token counts per
+    // rank and per expert (int32), and the host waits for them before it launches the dispatch.
+    const TaskIndex notify = collective("moe_dispatch_notify", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll,
+                                        4 * (d_.experts + d_.ep), DataType::kFp32, kEpComm);
+    g_.rank_class(cls_).tasks[notify].host_sync = true;
+  }
   if (d_.ep > 1) {
     exchanges.push_back(token_exchange("moe_dispatch_all_to_all", dt() * Ts * k * d_.h));
     if (!flex()) {

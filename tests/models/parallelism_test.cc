@@ -551,7 +551,7 @@ TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same wo
   CHECK(error({"training.overlap_moe_expert_parallel_comm=true"}).find("expert_model_parallel_size > 1") != std::string::npos);
 }
 
-TEST_CASE("models/parallelism: the alltoall dispatcher gathers the token counts, and the host waits for them") {
+TEST_CASE("models/parallelism: the dispatchers exchange the token counts, and the host waits for them") {
   // kMoe: EP 4 with the alltoall dispatcher; the same plan with the flex dispatcher (DeepEP),
   // whose dispatch exchanges the counts itself.
   auto workload = [](const std::vector<std::string>& o) {
@@ -565,6 +565,12 @@ TEST_CASE("models/parallelism: the alltoall dispatcher gathers the token counts,
   REQUIRE(!counts.empty());
   CHECK(counts.size() == tasks_named(a, 0, "moe_dispatch_all_to_all").size());
   CHECK(tasks_named(f, 0, "moe_token_counts_all_gather").empty());
+  // The flex dispatcher exchanges its counts as the dispatch begins (DeepEP's notify), the host
+  // waiting for them before it launches the dispatch.
+  const auto notify = tasks_named(f, 0, "moe_dispatch_notify");
+  CHECK(notify.size() == tasks_named(f, 0, "moe_dispatch_all_to_all").size());
+  for (const sim::Task* t : notify) CHECK(t->host_sync);
+  CHECK(tasks_named(a, 0, "moe_dispatch_notify").empty());
   const sim::RankClass& rc = a.graph.rank_class(0);
   for (const sim::Task* t : counts) {
     CHECK(t->host_sync);
