@@ -236,6 +236,8 @@ class StageBuilder {
   void wait(TaskIndex t) {
     if (t != kNoTask) pending_.push_back(t);
   }
+  // The host waits for task `t` to end before it issues the next one.
+  void host_waits_for(TaskIndex t) { g_.rank_class(cls_).tasks[t].host_sync = true; }
   void free_at(TaskIndex task, std::int64_t bytes) { g_.rank_class(cls_).tasks[task].free_bytes += bytes; }
   // A tensor-parallel collective on activations, blocking the compute stream unless `blocking`
   // is false (then the caller waits later).
@@ -348,8 +350,14 @@ class StageBuilder {
   // flight (its own CUDA stream in Megatron-Core; here the compute stream, which the all-to-alls
   // do not block until the routed experts wait for them).
   bool shared_overlap() const { return t_.moe_shared_expert_overlap && d_.sf > 0 && !overlapped_nodes(); }
-  void shared_fc1_beside(std::uint8_t cat);
-  void shared_fc2_beside(std::uint8_t cat);
+  // Emits `emit`, a piece of the shared expert's work, with Transformer Engine's userbuffers
+  // overlap off for its linears.
+  template <typename Emit>
+  void shared_beside(Emit emit) {
+    shared_beside_ = true;
+    emit();
+    shared_beside_ = false;
+  }
   void fp8_weights(std::int64_t layer, std::uint8_t cat);
   void attn_node_forward(std::int64_t layer, std::int64_t alloc);
   void dispatch_node_forward();
@@ -394,6 +402,8 @@ class StageBuilder {
   void reduce_bucket(const GradientBucket& b, TaskIndex producer);
   bool reduces_in_hooks() const;
   void reduce_chunk(std::int64_t chunk);
+  TaskIndex param_gather(const GradientBucket& b);
+  std::vector<std::size_t> gather_order(std::int64_t chunk) const;
   void gather_bucket(std::int64_t chunk, std::size_t bucket);
   void gather_chunk(std::int64_t chunk);
   void distributed_optimizer_gathers(std::int64_t unit);
@@ -889,7 +899,7 @@ void StageBuilder::moe_route_forward(std::uint8_t cat) {
     // exchange their counts as their dispatch begins (moe_dispatch_forward).
     const TaskIndex counts = collective("moe_token_counts_all_gather", kEpSlot, kCpEpStream, CollectiveKind::kAllGather,
                                         8 * E * d_.ep, DataType::kFp32, kEpComm);
-    g_.rank_class(cls_).tasks[counts].host_sync = true;
+    host_waits_for(counts);
   }
   compute("permute", memory_op(2 * dt() * Ts * k * d_.h), cat);
 }
@@ -903,7 +913,7 @@ void StageBuilder::moe_dispatch_forward(std::uint8_t cat) {
     // rank and per expert (int32), and the host waits for them before it launches the dispatch.
     const TaskIndex notify = collective("moe_dispatch_notify", kEpSlot, kCpEpStream, CollectiveKind::kAllToAll,
                                         4 * (d_.experts + d_.ep), DataType::kFp32, kEpComm);
-    g_.rank_class(cls_).tasks[notify].host_sync = true;
+    host_waits_for(notify);
   }
   if (d_.ep > 1) {
     exchanges.push_back(token_exchange("moe_dispatch_all_to_all", dt() * Ts * k * d_.h));
@@ -912,7 +922,9 @@ void StageBuilder::moe_dispatch_forward(std::uint8_t cat) {
                                      4 * Ts * k, DataType::kFp32, kEpComm));
     }
   }
-  if (shared_overlap()) shared_fc1_beside(cat);
+  // SharedExpertMLP.linear_fc1_forward_and_act after the tokens' all-to-all is issued, with the
+  // shared expert's sequence-parallel gather (pre_forward_comm).
+  if (shared_overlap()) shared_beside([&] { dense_fc1_forward("shared_", d_.sf, cat); });
   for (TaskIndex e : exchanges) wait(e);
   if (d_.etp > 1) {
     wait(collective("moe_tokens_all_gather", kExpertTpSlot, kTpStream, CollectiveKind::kAllGather, dt() * R * d_.h, d_.act,
@@ -937,25 +949,13 @@ void StageBuilder::moe_experts_forward(std::uint8_t cat) {
 
 void StageBuilder::moe_combine_forward(std::uint8_t cat) {
   const TaskIndex exchange = d_.ep > 1 ? token_exchange("moe_combine_all_to_all", dt() * d_.moe_tokens() * d_.topk * d_.h) : kNoTask;
-  // The flex dispatcher runs fc2 in combine_postprocess, after the combine.
-  if (shared_overlap() && !flex()) shared_fc2_beside(cat);
+  // SharedExpertMLP.linear_fc2_forward after the combine's all-to-all is issued, with its
+  // reduce-scatter (post_forward_comm); the flex dispatcher runs it in combine_postprocess, after
+  // the combine.
+  const auto fc2 = [&] { shared_beside([&] { row_forward("shared_fc2", d_.sf, cat); }); };
+  if (shared_overlap() && !flex()) fc2();
   wait(exchange);
-  if (shared_overlap() && flex()) shared_fc2_beside(cat);
-}
-
-// moe_shared_expert_overlap's forward halves (SharedExpertMLP.linear_fc1_forward_and_act after
-// the tokens' all-to-all is issued, linear_fc2_forward after the combine's), with the shared
-// expert's sequence-parallel gather and reduce-scatter (pre_forward_comm, post_forward_comm).
-void StageBuilder::shared_fc1_beside(std::uint8_t cat) {
-  shared_beside_ = true;
-  dense_fc1_forward("shared_", d_.sf, cat);
-  shared_beside_ = false;
-}
-
-void StageBuilder::shared_fc2_beside(std::uint8_t cat) {
-  shared_beside_ = true;
-  row_forward("shared_fc2", d_.sf, cat);
-  shared_beside_ = false;
+  if (shared_overlap() && flex()) fc2();
 }
 
 void StageBuilder::moe_unpermute_forward(std::uint8_t cat) {
@@ -992,11 +992,7 @@ void StageBuilder::moe_combine_backward() {
   const TaskIndex exchange = d_.ep > 1 ? token_exchange("moe_combine_bwd_all_to_all", dt() * Ts * k * d_.h) : kNoTask;
   // moe_shared_expert_overlap: the combine output's sequence number (raised in
   // linear_fc2_forward) has autograd issue this all-to-all first, then the shared fc2's backward.
-  if (shared_overlap()) {
-    shared_beside_ = true;
-    row_backward("shared_fc2", d_.sf, lp_.shared_fc2);
-    shared_beside_ = false;
-  }
+  if (shared_overlap()) shared_beside([&] { row_backward("shared_fc2", d_.sf, lp_.shared_fc2); });
   wait(exchange);
   if (d_.etp > 1) {
     wait(collective("moe_tokens_grad_all_gather", kExpertTpSlot, kTpStream, CollectiveKind::kAllGather, dt() * R * d_.h,
@@ -1041,11 +1037,7 @@ void StageBuilder::moe_dispatch_backward() {
   }
   // moe_shared_expert_overlap: "probs A2A -> tokens A2A -> shared experts fc1" (token_dispatcher.py);
   // _BackwardStreamWait holds the shared fc1 backward until the routed experts' is issued.
-  if (shared_overlap()) {
-    shared_beside_ = true;
-    dense_fc1_backward("shared_", d_.sf, lp_.shared_fc1);
-    shared_beside_ = false;
-  }
+  if (shared_overlap()) shared_beside([&] { dense_fc1_backward("shared_", d_.sf, lp_.shared_fc1); });
   for (TaskIndex e : exchanges) wait(e);
 }
 
@@ -1676,7 +1668,7 @@ void StageBuilder::communicate(const PipelineStep& step) {
       wait(batch);  // Megatron waits for the batch's requests before continuing
       // ... on the host too: torch.cuda.synchronize() after batch_isend_irecv (Megatron-LM
       // p2p_communication.py, "to protect against race condition"; batch_p2p_sync in Megatron Core).
-      g_.rank_class(cls_).tasks[batch].host_sync = true;
+      host_waits_for(batch);
       if (scatter_gather) {
         // After torch.cuda.synchronize(), each received slice is all-gathered on the compute
         // stream's critical path (scenario validation keeps scatter/gather to this blocking case).
@@ -1826,29 +1818,37 @@ void StageBuilder::reduce_bucket(const GradientBucket& b, TaskIndex producer) {
 }
 
 // The distributed optimizer's parameter all-gather of one bucket (param_gather_bytes).
-void StageBuilder::gather_bucket(std::int64_t chunk, std::size_t bucket) {
-  TaskIndex& task = bucket_gathers_[static_cast<std::size_t>(chunk)][bucket];
-  if (task != kNoTask) return;
-  const GradientBucket& b = buckets_[static_cast<std::size_t>(chunk)][bucket];
-  const std::int64_t group = b.expert ? edp_ : dp_cp_;
-  if (group <= 1) {
-    task = kNothingToGather;
-    return;
-  }
-  task = collective(b.expert ? "expert_param_all_gather" : "param_all_gather", b.expert ? kExpertDpSlot : kDpSlot,
-                    kDpStream, CollectiveKind::kAllGather, param_gather_bytes(b.params, b.fp8_params), d_.act, kDpComm);
+// The all-gather of bucket `b`'s parameters over its data-parallel group (expert buckets over the
+// expert-data-parallel one); kNothingToGather when that group is one rank.
+TaskIndex StageBuilder::param_gather(const GradientBucket& b) {
+  if ((b.expert ? edp_ : dp_cp_) <= 1) return kNothingToGather;
+  return collective(b.expert ? "expert_param_all_gather" : "param_all_gather", b.expert ? kExpertDpSlot : kDpSlot, kDpStream,
+                    CollectiveKind::kAllGather, param_gather_bytes(b.params, b.fp8_params), d_.act, kDpComm);
 }
 
-// align_param_gather: DistributedDataParallel.start_param_sync, the gathers of every bucket of a
-// chunk dispatched at once in bucket order (the order the backward pass fills them, so the
-// first bucket the forward pass needs is dispatched last), dense buckets before expert ones.
-void StageBuilder::gather_chunk(std::int64_t chunk) {
+// The distributed optimizer's gather of bucket `bucket` of `chunk` (param_gather), once.
+void StageBuilder::gather_bucket(std::int64_t chunk, std::size_t bucket) {
+  TaskIndex& task = bucket_gathers_[static_cast<std::size_t>(chunk)][bucket];
+  if (task == kNoTask) task = param_gather(buckets_[static_cast<std::size_t>(chunk)][bucket]);
+}
+
+// DistributedDataParallel.start_param_sync's order for a chunk's buckets: bucket order (the
+// order the backward pass fills them, so the first bucket the forward pass needs comes last),
+// dense buckets before expert ones.
+std::vector<std::size_t> StageBuilder::gather_order(std::int64_t chunk) const {
   const auto& buckets = buckets_[static_cast<std::size_t>(chunk)];
+  std::vector<std::size_t> order;
   for (int expert = 0; expert < 2; ++expert) {
     for (std::size_t b = 0; b < buckets.size(); ++b) {
-      if (buckets[b].expert == (expert == 1)) gather_bucket(chunk, b);
+      if (buckets[b].expert == (expert == 1)) order.push_back(b);
     }
   }
+  return order;
+}
+
+// align_param_gather: start_param_sync, the gathers of every bucket of a chunk dispatched at once.
+void StageBuilder::gather_chunk(std::int64_t chunk) {
+  for (std::size_t b : gather_order(chunk)) gather_bucket(chunk, b);
 }
 
 // overlap_param_gather: Megatron's forward pre-hook (distributed_data_parallel.py) waits for the
@@ -2084,13 +2084,7 @@ void StageBuilder::finalize() {
     const std::int64_t first = std::min(shard, (dense + dp_cp_ - 1) / dp_cp_ + (expert + edp_ - 1) / edp_);
     const std::int64_t fp8_first = shard > 0 ? fp8_shard * first / shard : 0;
     step(first, fp8_first, 0);
-    for (int in_expert = 0; in_expert < 2; ++in_expert) {
-      for (const GradientBucket& b : buckets_[0]) {
-        if (b.expert != (in_expert == 1) || (b.expert ? edp_ : dp_cp_) <= 1) continue;
-        collective(b.expert ? "expert_param_all_gather" : "param_all_gather", b.expert ? kExpertDpSlot : kDpSlot, kDpStream,
-                   CollectiveKind::kAllGather, param_gather_bytes(b.params, b.fp8_params), d_.act, kDpComm);
-      }
-    }
+    for (std::size_t b : gather_order(0)) param_gather(buckets_[0][b]);
     step(shard - first, fp8_shard - fp8_first, fp32_grad_copy);
   } else {
     step(shard, fp8_shard, fp32_grad_copy);
@@ -2099,14 +2093,9 @@ void StageBuilder::finalize() {
     // Updated 16-bit parameters gathered back to every data-parallel rank, bucket by bucket
     // (DistributedOptimizer.step -> start_param_sync).
     std::vector<TaskIndex> gathers;
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      for (std::size_t b = 0; b < buckets_[static_cast<std::size_t>(c)].size(); ++b) {
-        const GradientBucket& bucket = buckets_[static_cast<std::size_t>(c)][b];
-        const std::int64_t group = bucket.expert ? edp_ : dp_cp_;
-        if (group <= 1) continue;
-        gathers.push_back(collective(bucket.expert ? "expert_param_all_gather" : "param_all_gather",
-                                     bucket.expert ? kExpertDpSlot : kDpSlot, kDpStream, CollectiveKind::kAllGather,
-                                     param_gather_bytes(bucket.params, bucket.fp8_params), d_.act, kDpComm));
+    for (const auto& chunk_buckets : buckets_) {
+      for (const GradientBucket& bucket : chunk_buckets) {
+        if (const TaskIndex t = param_gather(bucket); t != kNothingToGather) gathers.push_back(t);
       }
     }
     for (TaskIndex t : gathers) wait(t);
