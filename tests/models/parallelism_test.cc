@@ -54,6 +54,12 @@ std::vector<std::string> with(std::vector<std::string> base, const std::vector<s
   return base;
 }
 
+// The task graphs of `file` with `overrides`, lowered for the scenario's GPU.
+models::Workload lowered(const std::string& file, const std::vector<std::string>& overrides) {
+  const config::Scenario s = config::load_scenario(file, overrides);
+  return models::lower(s.model, s.parallel, s.training, s.num_gpus(), s.target_gpu());
+}
+
 // Tasks of stage `cls` whose name is `name`.
 std::vector<const sim::Task*> tasks_named(const models::Workload& w, std::uint32_t cls, const std::string& name) {
   std::vector<const sim::Task*> out;
@@ -419,11 +425,7 @@ TEST_CASE("models/parallelism: a sliding window on the layers window_attn_skip_f
 TEST_CASE("models/parallelism: recompute_modules layernorm and moe_act drop the norm output and fc2 input, and recompute them") {
   const std::vector<std::string> modules = {"training.recompute_granularity=\"selective\"",
                                             "training.recompute_modules=[\"layernorm\", \"moe_act\"]"};
-  auto workload = [](const std::vector<std::string>& o) {
-    const config::Scenario s = config::load_scenario(kGpt, o);
-    return models::lower(s.model, s.parallel, s.training, s.num_gpus());
-  };
-  const models::Workload base = workload(kMoe), w = workload(with(kMoe, modules));
+  const models::Workload base = lowered(kGpt, kMoe), w = lowered(kGpt, with(kMoe, modules));
   // Per MoE layer: the pre-MLP norm's output (the router's input) and the experts' fc2 input.
   const models::LayerDims& d = w.dims;
   CHECK(models::layer_activation_bytes(base.dims, true) - models::layer_activation_bytes(d, true) ==
@@ -445,7 +447,7 @@ TEST_CASE("models/parallelism: recompute_modules layernorm and moe_act drop the 
   CHECK(rw.peak_bytes_per_gpu < rb.peak_bytes_per_gpu);
   check_fidelities_agree(kGpt, with(kMoe, modules));
   // Latent attention's input norm is a module of its own.
-  CHECK(recomputed(workload(with(kMla, modules)), "input_norm") > 0);
+  CHECK(recomputed(lowered(kGpt, with(kMla, modules)), "input_norm") > 0);
   // Refused where Megatron-Core refuses it or where it would do nothing.
   CHECK(load_error(kGpt, {"training.recompute_granularity=\"selective\"", "training.recompute_modules=[\"layernorm\"]"})
             .find("this model has neither") != std::string::npos);
@@ -465,11 +467,7 @@ TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same wo
                   "training.global_batch_size=128"});
   const std::vector<std::string> overlapped = with(plain, {"training.overlap_moe_expert_parallel_comm=true"});
   const std::vector<std::string> delayed = with(overlapped, {"training.delay_wgrad_compute=true"});
-  auto workload = [](const std::vector<std::string>& o) {
-    const config::Scenario s = config::load_scenario(kGpt, o);
-    return models::lower(s.model, s.parallel, s.training, s.num_gpus());
-  };
-  const models::Workload a = workload(plain), b = workload(overlapped), c = workload(delayed);
+  const models::Workload a = lowered(kGpt, plain), b = lowered(kGpt, overlapped), c = lowered(kGpt, delayed);
   // The same tasks, in another order.
   for (const char* name : {"moe_dispatch_all_to_all", "moe_combine_all_to_all", "moe_combine_bwd_all_to_all",
                            "moe_dispatch_bwd_all_to_all", "expert_fc1_wgrad", "qkv_proj", "router_wgrad"}) {
@@ -497,7 +495,7 @@ TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same wo
   CHECK_FALSE(interleaved_forward(a));
   CHECK(interleaved_forward(b));
   // A multi-token-prediction layer (layer index 9 here) pairs like a decoder layer, on the last stage.
-  const models::Workload mtp = workload(with(overlapped, {"model.mtp_num_layers=1"}));
+  const models::Workload mtp = lowered(kGpt, with(overlapped, {"model.mtp_num_layers=1"}));
   CHECK(interleaved_forward(mtp, 1, 9));
   CHECK_FALSE(interleaved_forward(mtp, 0, 9));
   check_fidelities_agree(kGpt, with(overlapped, {"model.mtp_num_layers=1"}));
@@ -538,7 +536,7 @@ TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same wo
       "parallelism={\"tensor_model_parallel_size\": 1, \"pipeline_model_parallel_size\": 1, \"expert_model_parallel_size\": 8, "
       "\"use_distributed_optimizer\": true}",
       "training={\"micro_batch_size\": 1, \"global_batch_size\": 64}", "cluster={\"preset\": \"dgx-h100\", \"num_nodes\": 2}"};
-  CHECK(interleaved_forward(workload(with(single, {"training.overlap_moe_expert_parallel_comm=true"}))));
+  CHECK(interleaved_forward(lowered(kGpt, with(single, {"training.overlap_moe_expert_parallel_comm=true"}))));
   CHECK(tests::simulate_file(kGpt, with(single, {"training.overlap_moe_expert_parallel_comm=true"})).iteration_time_s <
         tests::simulate_file(kGpt, single).iteration_time_s);
   // Megatron-Core's conditions.
@@ -554,12 +552,8 @@ TEST_CASE("models/parallelism: overlap_moe_expert_parallel_comm runs the same wo
 TEST_CASE("models/parallelism: the dispatchers exchange the token counts, and the host waits for them") {
   // kMoe: EP 4 with the alltoall dispatcher; the same plan with the flex dispatcher (DeepEP),
   // whose dispatch exchanges the counts itself.
-  auto workload = [](const std::vector<std::string>& o) {
-    const config::Scenario s = config::load_scenario(kGpt, o);
-    return models::lower(s.model, s.parallel, s.training, s.num_gpus());
-  };
-  const models::Workload a = workload(kMoe);
-  const models::Workload f = workload(with(kMoe, {"training.moe_token_dispatcher_type=\"flex\"", "parallelism.expert_tensor_parallel_size=1"}));
+  const models::Workload a = lowered(kGpt, kMoe);
+  const models::Workload f = lowered(kGpt, with(kMoe, {"training.moe_token_dispatcher_type=\"flex\"", "parallelism.expert_tensor_parallel_size=1"}));
   const auto counts = tasks_named(a, 0, "moe_token_counts_all_gather");
   // One per MoE layer forward (4 layers a stage, 8 micro-batches with kMoe's plan).
   REQUIRE(!counts.empty());
@@ -595,11 +589,7 @@ TEST_CASE("models/parallelism: moe_shared_expert_overlap computes the shared exp
   const std::vector<std::string> overlapped = with(plain, {"training.moe_shared_expert_overlap=true"});
   const std::vector<std::string> flex =
       with(overlapped, {"training.moe_token_dispatcher_type=\"flex\"", "parallelism.expert_tensor_parallel_size=1"});
-  auto workload = [](const std::vector<std::string>& o) {
-    const config::Scenario s = config::load_scenario(kGpt, o);
-    return models::lower(s.model, s.parallel, s.training, s.num_gpus());
-  };
-  const models::Workload a = workload(plain), b = workload(overlapped), f = workload(flex);
+  const models::Workload a = lowered(kGpt, plain), b = lowered(kGpt, overlapped), f = lowered(kGpt, flex);
   // The same tasks, in another order.
   for (const char* name : {"shared_fc1", "shared_swiglu", "shared_fc2", "shared_fc2_reduce_scatter", "shared_fc1_dgrad",
                            "shared_fc1_wgrad", "shared_fc2_wgrad", "moe_dispatch_all_to_all", "moe_combine_all_to_all", "expert_fc1"}) {
@@ -664,11 +654,7 @@ TEST_CASE("models/parallelism: moe_shared_expert_overlap computes the shared exp
 TEST_CASE("models/parallelism: overlap_param_gather_with_optimizer_step gathers the first chunk's parameters beside the rest of the step") {
   // kLlama: interleaved (PP 2 x2), distributed optimizer with overlap_param_gather, DP 4 on 2 nodes.
   const std::vector<std::string> with_step = {"training.overlap_param_gather_with_optimizer_step=true"};
-  auto workload = [](const std::vector<std::string>& o) {
-    const config::Scenario s = config::load_scenario(kLlama, o);
-    return models::lower(s.model, s.parallel, s.training, s.num_gpus());
-  };
-  const models::Workload a = workload({}), b = workload(with_step);
+  const models::Workload a = lowered(kLlama, {}), b = lowered(kLlama, with_step);
   // Stage 0's Adam steps (their kernel bytes) and the parameter gathers issued before the first.
   struct Steps {
     std::vector<std::int64_t> adam_bytes;
@@ -712,11 +698,7 @@ TEST_CASE("models/parallelism: the precision-aware optimizer reads 16-bit gradie
   const std::vector<std::string> bf16 = {"training.grad_reduce_in_fp32=false"};
   const std::vector<std::string> aware = with(bf16, {"training.use_precision_aware_optimizer=true", "training.exp_avg_dtype=\"bf16\"",
                                                      "training.exp_avg_sq_dtype=\"bf16\""});
-  auto workload = [](const std::vector<std::string>& o) {
-    const config::Scenario s = config::load_scenario(kLlama, o);
-    return models::lower(s.model, s.parallel, s.training, s.num_gpus());
-  };
-  const models::Workload a = workload(bf16), b = workload(aware);
+  const models::Workload a = lowered(kLlama, bf16), b = lowered(kLlama, aware);
   CHECK(!tasks_named(a, 0, "main_grad_to_fp32").empty());
   CHECK(tasks_named(b, 0, "main_grad_to_fp32").empty());
   const sim::Kernel& adam_a = a.graph.rank_class(0).kernels[tasks_named(a, 0, "adam_step").front()->payload];
@@ -1078,16 +1060,12 @@ TEST_CASE("models/parallelism: FP8 recipes price Transformer Engine's quantizati
   // Llama-3.1 8B with TP 2 and sequence parallelism: the QKV input is cast on its sequence shard,
   // then all-gathered in FP8.
   const std::string b200 = "cluster={\"preset\": \"dgx-b200\", \"num_nodes\": 2}";
-  auto lowered = [](const std::vector<std::string>& set) {
-    const config::Scenario s = config::load_scenario(kLlama, set);
-    return models::lower(s.model, s.parallel, s.training, s.num_gpus(), s.target_gpu());
-  };
   auto kernel = [](const models::Workload& w, const std::string& name) {
     const auto t = tasks_named(w, 0, name);
     REQUIRE(!t.empty());
     return w.graph.rank_class(0).kernels[t.front()->payload];
   };
-  const models::Workload delayed = lowered({"training.precision=\"fp8\""});
+  const models::Workload delayed = lowered(kLlama, {"training.precision=\"fp8\""});
   const std::int64_t n = delayed.dims.sharded_tokens() * delayed.dims.h;
   // Delayed scaling on Hopper: one read, the row-wise and the transposed copy written; the amax
   // history is all-reduced at the end of each pass.
@@ -1096,7 +1074,7 @@ TEST_CASE("models/parallelism: FP8 recipes price Transformer Engine's quantizati
   CHECK(tasks_named(delayed, 0, "qkv_proj_input_cast_amax_all_reduce").empty());
   // Current scaling: an amax pass first, reduced over the TP group before the gathered cast;
   // no amax history.
-  const models::Workload tensorwise = lowered({"training.precision=\"fp8\"", "training.fp8_recipe=\"tensorwise\""});
+  const models::Workload tensorwise = lowered(kLlama, {"training.precision=\"fp8\"", "training.fp8_recipe=\"tensorwise\""});
   CHECK(kernel(tensorwise, "qkv_proj_input_cast_amax").bytes.count() == 2 * n);
   CHECK(kernel(tensorwise, "qkv_proj_input_cast").bytes.count() == 2 * n + 2 * n);
   CHECK(tasks_named(tensorwise, 0, "qkv_proj_input_cast_amax_all_reduce").size() ==
@@ -1105,10 +1083,10 @@ TEST_CASE("models/parallelism: FP8 recipes price Transformer Engine's quantizati
   // Blackwell reads the row-wise copy column-wise: per-tensor casts write one copy. MXFP8 writes
   // both (its 1x32 and 32x1 blocks differ) with one scale byte per 32 elements, gathers the
   // scales too, and its GEMMs are block-scaled.
-  const models::Workload blackwell = lowered({"training.precision=\"fp8\"", b200});
+  const models::Workload blackwell = lowered(kLlama, {"training.precision=\"fp8\"", b200});
   CHECK(kernel(blackwell, "qkv_proj_input_cast").bytes.count() == 2 * n + n);
   CHECK(!kernel(blackwell, "qkv_proj").block_scaled);
-  const models::Workload mx = lowered({"training.precision=\"fp8\"", "training.fp8_recipe=\"mxfp8\"", b200});
+  const models::Workload mx = lowered(kLlama, {"training.precision=\"fp8\"", "training.fp8_recipe=\"mxfp8\"", b200});
   CHECK(kernel(mx, "qkv_proj_input_cast").bytes.count() == 2 * n + 2 * (n + n / 32));
   CHECK(kernel(mx, "qkv_proj").block_scaled);
   CHECK(tasks_named(mx, 0, "fp8_amax_all_reduce").empty());
@@ -1130,17 +1108,13 @@ TEST_CASE("models/parallelism: FP8 recipes price Transformer Engine's quantizati
 TEST_CASE("models/parallelism: FP8 parameter gathers keep the weights in FP8 only") {
   // Llama-3.1 8B with the distributed optimizer gathering parameters in the forward pass.
   const std::string b200 = "cluster={\"preset\": \"dgx-b200\", \"num_nodes\": 2}";
-  auto lowered = [](const std::vector<std::string>& set) {
-    const config::Scenario s = config::load_scenario(kLlama, set);
-    return models::lower(s.model, s.parallel, s.training, s.num_gpus(), s.target_gpu());
-  };
   auto gathered = [](const models::Workload& w) {
     std::int64_t bytes = 0;
     for (const sim::Task* t : tasks_named(w, 0, "param_all_gather")) bytes += w.graph.rank_class(0).comm_ops[t->payload].bytes.count();
     return bytes;
   };
-  const models::Workload cast = lowered({"training.precision=\"fp8\""});
-  const models::Workload fp8 = lowered({"training.precision=\"fp8\"", "training.fp8_param_gather=true"});
+  const models::Workload cast = lowered(kLlama, {"training.precision=\"fp8\""});
+  const models::Workload fp8 = lowered(kLlama, {"training.precision=\"fp8\"", "training.fp8_param_gather=true"});
   const std::int64_t params = cast.stages[0].params.total(), fp8_weights = cast.stages[0].params.fp8_gemm;
   REQUIRE(fp8_weights > 0);
   // No 16-bit copy of the FP8 GEMM weights: 2 bytes less for each, the FP8 copies kept.
@@ -1154,14 +1128,14 @@ TEST_CASE("models/parallelism: FP8 parameter gathers keep the weights in FP8 onl
   CHECK(!tasks_named(fp8, 0, "fp8_weight_transpose").empty());
   CHECK(!tasks_named(fp8, 0, "fp8_param_quantize").empty());
   // Blackwell needs no transpose; MXFP8 gathers both copies with their scales.
-  CHECK(tasks_named(lowered({"training.precision=\"fp8\"", "training.fp8_param_gather=true", b200}), 0, "fp8_weight_transpose").empty());
-  const models::Workload mx = lowered({"training.precision=\"fp8\"", "training.fp8_param_gather=true", "training.fp8_recipe=\"mxfp8\"", b200});
+  CHECK(tasks_named(lowered(kLlama, {"training.precision=\"fp8\"", "training.fp8_param_gather=true", b200}), 0, "fp8_weight_transpose").empty());
+  const models::Workload mx = lowered(kLlama, {"training.precision=\"fp8\"", "training.fp8_param_gather=true", "training.fp8_recipe=\"mxfp8\"", b200});
   CHECK(gathered(mx) == 2 * (params - fp8_weights) + 2 * (fp8_weights + fp8_weights / 32));
   // ZeRO-3 keeps a shard of the gathered row-wise FP8 copy instead of a shard of 16-bit weights.
   const std::vector<std::string> zero3 = {"parallelism.use_distributed_optimizer=false", "parallelism.zero_stage=3",
                                           "training.overlap_param_gather=false", "training.precision=\"fp8\""};
-  const models::Workload z = lowered(zero3);
-  const models::Workload zg = lowered(with(zero3, {"training.fp8_param_gather=true"}));
+  const models::Workload z = lowered(kLlama, zero3);
+  const models::Workload zg = lowered(kLlama, with(zero3, {"training.fp8_param_gather=true"}));
   const std::int64_t dp = z.data_parallel_size;
   CHECK(z.stages[0].static_memory.weights - zg.stages[0].static_memory.weights ==
         doctest::Approx(static_cast<double>(fp8_weights) / static_cast<double>(dp)).epsilon(1e-3));
