@@ -21,7 +21,7 @@ namespace trainsim::cli {
 namespace {
 
 struct PlanArgs {
-  std::string scenario, model, cluster, gpus, precision, fp8_recipe;
+  std::string scenario, model, cluster, gpus, precision, quant_recipe;
   std::optional<std::int64_t> global_batch_size, seq_length;
   std::optional<double> train_tokens, deadline_days, price;
   std::size_t top = 10;
@@ -104,16 +104,20 @@ int run(const PlanArgs& a) {
   if (a.seq_length) req.model.seq_length = *a.seq_length;
   if (a.global_batch_size) req.training.global_batch_size = *a.global_batch_size;
   if (!a.precision.empty()) {
-    req.training.precision = static_cast<models::Precision>(choice_of("--precision", a.precision, {"bf16", "fp16", "fp8"}));
+    req.training.precision = static_cast<models::Precision>(choice_of("--precision", a.precision, {"bf16", "fp16", "fp8", "fp4"}));
+    if (req.training.precision == models::Precision::kFp4) req.training.quant_recipe = models::QuantRecipe::kNvfp4;
   }
-  if (!a.fp8_recipe.empty()) {
-    if (req.training.precision != models::Precision::kFp8) throw InputError("--fp8-recipe", a.fp8_recipe, "applies with --precision fp8 only");
-    req.training.fp8_recipe =
-        static_cast<models::Fp8Recipe>(choice_of("--fp8-recipe", a.fp8_recipe, {"delayed", "tensorwise", "mxfp8"}));
+  if (!a.quant_recipe.empty()) {
+    if (req.training.precision != models::Precision::kFp8) throw InputError("--fp8-recipe", a.quant_recipe, "applies with --precision fp8 only");
+    req.training.quant_recipe =
+        static_cast<models::QuantRecipe>(choice_of("--fp8-recipe", a.quant_recipe, {"delayed", "tensorwise", "mxfp8"}));
   }
-  if (req.training.precision == models::Precision::kFp8 && req.training.fp8_recipe == models::Fp8Recipe::kMxfp8 &&
+  if (req.training.precision == models::Precision::kFp8 && req.training.quant_recipe == models::QuantRecipe::kMxfp8 &&
       req.cluster.gpu.architecture != topo::Architecture::kBlackwell) {
     throw InputError("--fp8-recipe", "mxfp8", "needs Blackwell tensor cores (block-scaled FP8); " + req.cluster.gpu.name + " has none");
+  }
+  if (req.training.precision == models::Precision::kFp4 && req.cluster.gpu.dense_fp4.per_second() <= 0) {
+    throw InputError("--precision", "fp4", "NVFP4 needs Blackwell tensor cores (block-scaled FP4); " + req.cluster.gpu.name + " has none");
   }
   if (a.ep_overlap) {
     if (!req.model.is_moe()) throw InputError("--ep-overlap", "", "overlaps expert-parallel all-to-alls: it needs a mixture-of-experts model");
@@ -214,8 +218,8 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--gpus", a->gpus, "GPU count N or range A..B (whole nodes)");
   cmd->add_option("--global-batch-size", a->global_batch_size, "Global batch size (sequences)");
   cmd->add_option("--seq-length", a->seq_length, "Sequence length (default: the model's)");
-  cmd->add_option("--precision", a->precision, "bf16 | fp16 | fp8");
-  cmd->add_option("--fp8-recipe", a->fp8_recipe, "With fp8: delayed | tensorwise | mxfp8 (Blackwell)");
+  cmd->add_option("--precision", a->precision, "bf16 | fp16 | fp8 | fp4 (NVFP4, Blackwell)");
+  cmd->add_option("--fp8-recipe", a->quant_recipe, "With fp8: delayed | tensorwise | mxfp8 (Blackwell)");
   cmd->add_option("--train-tokens", a->train_tokens, "Token budget: report time to train and GPU-hours");
   cmd->add_option("--deadline-days", a->deadline_days, "With a GPU range: the smallest GPU count that trains in time");
   cmd->add_option("--price-per-gpu-hour", a->price, "Report the cost of training");

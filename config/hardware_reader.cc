@@ -323,6 +323,7 @@ topo::GpuSpec read_gpu(const std::string& name_or_file, const std::string& from_
   g.dense_16bit = FlopRate::tflops(r.require_double("dense_16bit_tflops", 1, 1e6));
   g.dense_tf32 = FlopRate::tflops(r.require_double("dense_tf32_tflops", 1, 1e6));
   g.dense_fp8 = FlopRate::tflops(r.get_double("dense_fp8_tflops", 0, 0, 1e6));
+  g.dense_fp4 = FlopRate::tflops(r.get_double("dense_fp4_tflops", 0, 0, 1e6));
   g.fp32 = FlopRate::tflops(r.require_double("fp32_tflops", 0.1, 1e6));
   g.memory = Bytes(static_cast<std::int64_t>(r.require_double("memory_GiB", 1, 1e5) * 1073741824.0));
   g.memory_bandwidth = Bandwidth::gb_per_s(r.require_double("memory_bandwidth_GBps", 1, 1e6));

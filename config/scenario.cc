@@ -524,16 +524,27 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("micro_batch_size");
   t.global_batch_size = r.require_int("global_batch_size", 1, std::int64_t{1} << 32);
   note("global_batch_size");
-  t.precision = static_cast<models::Precision>(r.get_choice("precision", 0, {"bf16", "fp16", "fp8"}));
+  t.precision = static_cast<models::Precision>(r.get_choice("precision", 0, {"bf16", "fp16", "fp8", "fp4"}));
   note("precision");
   if (r.has("fp8_recipe") && t.precision != models::Precision::kFp8) {
     r.fail("fp8_recipe", "applies with precision \"fp8\" only");
   }
-  t.fp8_recipe = static_cast<models::Fp8Recipe>(r.get_choice("fp8_recipe", 0, {"delayed", "tensorwise", "mxfp8"}));
+  t.quant_recipe = static_cast<models::QuantRecipe>(r.get_choice("fp8_recipe", 0, {"delayed", "tensorwise", "mxfp8"}));
   note("fp8_recipe");
   t.fp8_param_gather = r.get_bool("fp8_param_gather", false);
   if (t.fp8_param_gather && t.precision != models::Precision::kFp8) r.fail("fp8_param_gather", "applies with precision \"fp8\" only");
   note("fp8_param_gather");
+  // Megatron-Core's --fp4-format e2m1 with --fp4-recipe nvfp4 (its one recipe trainsim prices) and
+  // --fp4-param-gather (Megatron-Bridge's fp4_param_gather).
+  if (r.has("fp4_recipe") && t.precision != models::Precision::kFp4) r.fail("fp4_recipe", "applies with precision \"fp4\" only");
+  r.get_choice("fp4_recipe", 0, {"nvfp4"});
+  note("fp4_recipe");
+  if (r.get_bool("fp4_param_gather", false)) {
+    if (t.precision != models::Precision::kFp4) r.fail("fp4_param_gather", "applies with precision \"fp4\" only");
+    t.fp8_param_gather = true;
+  }
+  note("fp4_param_gather");
+  if (t.precision == models::Precision::kFp4) t.quant_recipe = models::QuantRecipe::kNvfp4;
   t.recompute_granularity =
       static_cast<models::RecomputeGranularity>(r.get_choice("recompute_granularity", 0, {"none", "selective", "full"}));
   note("recompute_granularity");
@@ -774,7 +785,7 @@ void check_simulation_size(const Scenario& s, const Origins& o) {
   }
   // The engine's clock (int64 picoseconds, sim/units.h) covers Duration::max(), 26.7 days; an
   // iteration takes at least its FLOPs at the GPUs' dense peak.
-  const sim::DataType type = s.training.precision == models::Precision::kFp8 ? sim::DataType::kFp8 : sim::DataType::kBf16;
+  const sim::DataType type = models::tensor_core_type(s.training.precision);
   const double peak = s.cluster.gpu.peak(type).per_second() * static_cast<double>(s.num_gpus());
   const double at_least = models::count_flops(s.model, s.parallel, s.training).hardware / peak;
   if (!(at_least < sim::Duration::max().seconds())) {
@@ -981,7 +992,7 @@ void validate_plan(const Scenario& s, const Origins& o) {
                                          "others into the next projection): latent attention's input norm and an MoE layer's "
                                          "pre-MLP norm; this model has neither");
   }
-  if ((t.recompute_moe_act || t.recompute_layernorm) && t.precision == models::Precision::kFp8 && t.fp8_recipe == models::Fp8Recipe::kDelayed) {
+  if ((t.recompute_moe_act || t.recompute_layernorm) && t.precision == models::Precision::kFp8 && t.quant_recipe == models::QuantRecipe::kDelayed) {
     o.fail("training.recompute_modules", "moe_act and layernorm recomputation need an FP8 recipe other than delayed scaling "
                                          "(Megatron-Core refuses them with delayed scaling)");
   }
@@ -1089,11 +1100,16 @@ void validate_plan(const Scenario& s, const Origins& o) {
   if (t.precision == models::Precision::kFp8 && s.cluster.gpu.dense_fp8.per_second() <= 0) {
     o.fail("training.precision", "fp8 needs FP8 tensor cores; " + s.cluster.gpu.name + " has none");
   }
+  if (t.precision == models::Precision::kFp4 && s.cluster.gpu.dense_fp4.per_second() <= 0) {
+    // Transformer Engine's NVFP4BlockScaling runs on SM 10.0 and later only.
+    o.fail("training.precision", "fp4 (NVFP4) needs Blackwell tensor cores (block-scaled FP4); " + s.cluster.gpu.name + " has none");
+  }
   if (t.fp8_param_gather && !p.shards_optimizer()) {
     // Megatron-LM arguments.py: only with the distributed optimizer or FSDP.
-    o.fail("training.fp8_param_gather", "needs a sharded optimizer (use_distributed_optimizer or zero_stage >= 1)");
+    const char* key = t.precision == models::Precision::kFp4 ? "training.fp4_param_gather" : "training.fp8_param_gather";
+    o.fail(key, "needs a sharded optimizer (use_distributed_optimizer or zero_stage >= 1)");
   }
-  if (t.precision == models::Precision::kFp8 && t.fp8_recipe == models::Fp8Recipe::kMxfp8 &&
+  if (t.precision == models::Precision::kFp8 && t.quant_recipe == models::QuantRecipe::kMxfp8 &&
       s.cluster.gpu.architecture != topo::Architecture::kBlackwell) {
     // Transformer Engine's MXFP8BlockScaling runs on SM 10.0 and later only (its mxfp8 docs).
     o.fail("training.fp8_recipe", "mxfp8 needs Blackwell tensor cores (block-scaled FP8); " + s.cluster.gpu.name + " has none");

@@ -16,23 +16,34 @@ struct TargetGpu {
 };
 
 // Bytes of `elements` FP8 values with their scales (MXFP8: one E8M0 byte per 32 elements).
-inline std::int64_t fp8_scaled_bytes(std::int64_t elements, Fp8Recipe r) {
-  return elements + (r == Fp8Recipe::kMxfp8 ? elements / 32 : 0);
+// NVFP4: half a byte per element and one E4M3 byte per 16 (the tensor's FP32 scale is negligible).
+inline std::int64_t quantized_bytes(std::int64_t elements, QuantRecipe r) {
+  if (r == QuantRecipe::kNvfp4) return (elements + 1) / 2 + elements / 16;
+  return elements + (r == QuantRecipe::kMxfp8 ? elements / 32 : 0);
 }
+// Block-scaled recipes quantize the row-wise and column-wise copies separately: neither is the
+// other read the other way (MXFP8's 1x32 and 32x1 blocks, NVFP4's 1x16 and 16x1).
+inline bool block_scaled(QuantRecipe r) { return r == QuantRecipe::kMxfp8 || r == QuantRecipe::kNvfp4; }
+// Recipes whose scale comes from the tensor's own amax, read in a pass of its own before the cast
+// (current scaling; NVFP4's per-tensor FP32 scale).
+inline bool amax_pass(QuantRecipe r) { return r == QuantRecipe::kTensorwise || r == QuantRecipe::kNvfp4; }
 // Bytes of the FP8 copies a GEMM operand of `elements` values needs for its forward and backward
 // GEMMs (Transformer Engine docs, "Handling transposes"): the row-wise copy, and a column-wise
 // one unless the tensor cores read the row-wise layout column-wise (Blackwell with per-tensor
-// scales; MXFP8's 32x1 column blocks always differ from its 1x32 row blocks).
-inline std::int64_t fp8_copies_bytes(std::int64_t elements, Fp8Recipe r, bool columnwise_native) {
-  const std::int64_t copies = columnwise_native && r != Fp8Recipe::kMxfp8 ? 1 : 2;
-  return copies * fp8_scaled_bytes(elements, r);
+// scales; the block-scaled recipes' column blocks always differ from their row blocks).
+inline std::int64_t quantized_copies_bytes(std::int64_t elements, QuantRecipe r, bool columnwise_native) {
+  const std::int64_t copies = columnwise_native && !block_scaled(r) ? 1 : 2;
+  return copies * quantized_bytes(elements, r);
 }
 
 // Bytes fp8_param_gather moves, and ZeRO-3 then keeps sharded, per FP8 GEMM weight: the row-wise
 // copy; under MXFP8 both copies, the column-wise one not derivable from the other (Transformer
-// Engine's cast_master_weights_to_fp8 writes both for the optimizer's shard).
-inline std::int64_t fp8_gathered_param_bytes(std::int64_t elements, Fp8Recipe r) {
-  return (r == Fp8Recipe::kMxfp8 ? 2 : 1) * fp8_scaled_bytes(elements, r);
+// Engine's cast_master_weights_to_fp8 writes both for the optimizer's shard). NVFP4 quantizes
+// weights in 16x16 blocks, so its column-wise copy is the row-wise one transposed: the gather
+// moves the packed row-wise copy (Megatron-Core's param buffer holds numel / 2 bytes per NVFP4
+// parameter, param_and_grad_buffer.py) and each rank transposes after it.
+inline std::int64_t gathered_quantized_param_bytes(std::int64_t elements, QuantRecipe r) {
+  return (r == QuantRecipe::kMxfp8 ? 2 : 1) * quantized_bytes(elements, r);
 }
 
 struct LayerDims {
@@ -70,7 +81,7 @@ struct LayerDims {
   bool flash = true;
   sim::DataType act = sim::DataType::kBf16;   // activations
   sim::DataType gemm = sim::DataType::kBf16;  // GEMM inputs (fp8 under Transformer Engine)
-  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
+  QuantRecipe quant_recipe = QuantRecipe::kDelayed;
   // The GPU's tensor cores read an FP8 operand column-wise from its row-wise layout (Blackwell),
   // so per-tensor-scaled casts need no transposed copy (Transformer Engine's "Handling
   // transposes": Hopper transposes, Blackwell does not; MXFP8's column-wise blocks still differ).
@@ -93,20 +104,22 @@ struct LayerDims {
   std::int64_t fc1_width() const { return gated ? 2 * f : f; }
   std::int64_t expert_fc1_width() const { return gated ? 2 * ef : ef; }
   std::int64_t shared_fc1_width() const { return gated ? 2 * sf : sf; }
-  bool fp8() const { return gemm == sim::DataType::kFp8; }
-  bool mxfp8() const { return fp8() && fp8_recipe == Fp8Recipe::kMxfp8; }
-  std::int64_t fp8_bytes(std::int64_t elements) const { return fp8_scaled_bytes(elements, fp8_recipe); }
+  bool quantized() const { return gemm == sim::DataType::kFp8 || gemm == sim::DataType::kFp4; }
+  bool mxfp8() const { return quantized() && quant_recipe == QuantRecipe::kMxfp8; }
+  bool nvfp4() const { return gemm == sim::DataType::kFp4; }
+  std::int64_t quant_bytes(std::int64_t elements) const { return quantized_bytes(elements, quant_recipe); }
   // Bytes of `elements` activations all-gathered before a GEMM: Transformer Engine casts to FP8
   // before gathering (distributed.py, gather_along_first_dim with a Float8 quantizer; MXFP8
   // gathers its scales too).
-  std::int64_t gather_bytes(std::int64_t elements) const { return fp8() ? fp8_bytes(elements) : act_bytes() * elements; }
+  std::int64_t gather_bytes(std::int64_t elements) const { return quantized() ? quant_bytes(elements) : act_bytes() * elements; }
   // Device-memory traffic of quantizing `elements` values of `source_bytes` each to FP8 for a
-  // GEMM and its backward (Transformer Engine's docs, "FP8 Current Scaling" and "MXFP8"):
-  // delayed scaling and MXFP8 read the tensor once, current scaling twice (amax, then cast),
-  // and the copies (fp8_copies_bytes) are written.
+  // GEMM and its backward (Transformer Engine's docs, "FP8 Current Scaling", "MXFP8" and
+  // "NVFP4"): delayed scaling and MXFP8 read the tensor once, current scaling and NVFP4 twice
+  // (amax, then cast; NVFP4's random Hadamard transform of the wgrad operands is fused into the
+  // cast), and the copies (quantized_copies_bytes) are written.
   std::int64_t quantize_bytes(std::int64_t elements, std::int64_t source_bytes) const {
-    const std::int64_t reads = fp8_recipe == Fp8Recipe::kTensorwise ? 2 : 1;
-    return reads * source_bytes * elements + fp8_copies_bytes(elements, fp8_recipe, fp8_columnwise_native);
+    const std::int64_t reads = amax_pass(quant_recipe) ? 2 : 1;
+    return reads * source_bytes * elements + quantized_copies_bytes(elements, quant_recipe, fp8_columnwise_native);
   }
   // MoE: tokens entering the layer on this rank (sequence-sharded), and tokens its local experts
   // process after the expert-parallel all-to-all and the expert-tensor-parallel all-gather, with

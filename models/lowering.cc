@@ -107,7 +107,7 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
     info.params.dense = moe_layers * lp.dense() + dense_layers * dense_lp.dense();
     info.params.expert = moe_layers * lp.expert();
     info.params.fp8_gemm =
-        training.precision == Precision::kFp8 ? moe_layers * lp.gemm_weights + dense_layers * dense_lp.gemm_weights : 0;
+        training.quantized() ? moe_layers * lp.gemm_weights + dense_layers * dense_lp.gemm_weights : 0;
     if (info.has_embedding) info.params.dense += embedding_params(model, d);
     if (info.has_output) {
       info.params.dense += output_params(model, parallel, d);

@@ -44,8 +44,8 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
   d.attention_dropout = m.attention_dropout > 0;
   d.flash = t.attention_kernel == AttentionKernel::kFlash;
   d.act = t.precision == Precision::kFp16 ? sim::DataType::kFp16 : sim::DataType::kBf16;
-  d.gemm = t.precision == Precision::kFp8 ? sim::DataType::kFp8 : d.act;
-  d.fp8_recipe = t.fp8_recipe;
+  d.gemm = t.quantized() ? tensor_core_type(t.precision) : d.act;
+  d.quant_recipe = t.quant_recipe;
   if (m.is_moe()) {
     d.experts = m.num_experts;
     d.ep = p.expert_model_parallel_size;
@@ -63,7 +63,7 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
   // A GEMM's input is kept for its weight gradient; under FP8, Transformer Engine keeps the FP8
   // (column-wise) cast instead of the 16-bit tensor (module/linear.py, saved inputmat), with its
   // scales under MXFP8.
-  auto lin = [&](std::int64_t elements) { return d.fp8() ? d.fp8_bytes(elements) : dt * elements; };
+  auto lin = [&](std::int64_t elements) { return d.quantized() ? d.quant_bytes(elements) : dt * elements; };
   // Attention block (Korthikanti Sec. 4.1): QKV input, Q and K for the scores, V, the output
   // projection's input and the dropout mask; softmax output, its dropout mask and dropout output
   // (the 5as^2b term) only when the score matrix is materialised. Grouped-query attention keeps
@@ -89,7 +89,7 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
     if (d.flash) {
       // Flash attention keeps the fp32 log-sum-exp per query row (Dao et al. 2022, Alg. 2) and its
       // output O, which is the output projection's input unless that was cast to FP8.
-      attention += 4 * d.b * d.a * d.s + (d.fp8() ? dt * T * d.a * d.dv : 0);
+      attention += 4 * d.b * d.a * d.s + (d.quantized() ? dt * T * d.a * d.dv : 0);
     } else {
       attention += dt * d.b * d.a * d.s * d.s;  // softmax output
       if (d.attention_dropout) attention += d.b * d.a * d.s * d.s + dt * d.b * d.a * d.s * d.s;
@@ -117,7 +117,7 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
     if (d.moe_act_recomputed) mlp -= lin(R * d.ef);
     // The shared expert keeps what a dense MLP of its size keeps; its fc1 input is the router's
     // input, plus Transformer Engine's FP8 copy of it under FP8.
-    if (d.sf > 0) mlp += (d.fp8() ? d.fp8_bytes(Ts * d.h) : 0) + dt * T * d.shared_fc1_width() + lin(T * d.sf);
+    if (d.sf > 0) mlp += (d.quantized() ? d.quant_bytes(Ts * d.h) : 0) + dt * T * d.shared_fc1_width() + lin(T * d.sf);
   }
   if (d.hidden_dropout) mlp += Ts * d.h;
   // Two normalisations keep their inputs.
@@ -169,16 +169,16 @@ StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::
               : per_param * params.total();
   };
   m.weights = sharded(2, p.zero_stage >= 3);
-  if (t.precision == Precision::kFp8) {
-    // FP8: Transformer Engine caches each GEMM weight's FP8 copies (fp8_copies_bytes) from the
+  if (t.quantized()) {
+    // FP8: Transformer Engine caches each GEMM weight's FP8 copies (quantized_copies_bytes) from the
     // first micro-batch on (module/base.py, get_weight_workspace with is_first_microbatch); under
     // ZeRO-3 they live only while a layer is gathered. With fp8_param_gather the copies are the
     // weights: no 16-bit copy is kept. Under ZeRO-3 each rank then keeps its shard of what the
-    // gather moves (fp8_gathered_param_bytes; the expert weights sharded over `expert_dp`).
+    // gather moves (gathered_quantized_param_bytes; the expert weights sharded over `expert_dp`).
     const std::int64_t fp8 = params.fp8_gemm, expert = std::min(params.expert, fp8);
-    const auto copies = [&](std::int64_t n) { return fp8_copies_bytes(n, t.fp8_recipe, gpu.fp8_columnwise_native); };
+    const auto copies = [&](std::int64_t n) { return quantized_copies_bytes(n, t.quant_recipe, gpu.fp8_columnwise_native); };
     if (t.fp8_param_gather && p.zero_stage >= 3) {
-      const auto gathered = [&](std::int64_t n) { return fp8_gathered_param_bytes(n, t.fp8_recipe) - 2 * n; };
+      const auto gathered = [&](std::int64_t n) { return gathered_quantized_param_bytes(n, t.quant_recipe) - 2 * n; };
       m.weights += shard(gathered(fp8 - expert), dp) + shard(gathered(expert), expert_dp);
     } else if (p.zero_stage < 3) {
       m.weights += copies(fp8) - (t.fp8_param_gather ? 2 * fp8 : 0);

@@ -47,7 +47,7 @@ StageParameters mtp_params(const ModelSpec& m, const ParallelSpec& p, const Trai
   const LayerParams lp = layer_params(moe ? d : dense_layer_dims(d));
   out.dense = m.mtp_num_layers * (lp.dense() + 3 * lp.norm + mtp_projection_params(d)) + mtp_embedding_copy_params(m, p, d);
   out.expert = m.mtp_num_layers * lp.expert();
-  out.fp8_gemm = t.precision == Precision::kFp8 ? m.mtp_num_layers * (lp.gemm_weights + mtp_projection_params(d)) : 0;
+  out.fp8_gemm = t.quantized() ? m.mtp_num_layers * (lp.gemm_weights + mtp_projection_params(d)) : 0;
   return out;
 }
 
@@ -63,7 +63,9 @@ Kernel gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, 
   g.k = k;
   g.batch = batch;
   g.flops = Flops(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch));
-  g.bytes = Bytes(batch * (sim::size_of(in) * (m * k + k * n) + 2 * m * n));
+  const std::int64_t operands = in == DataType::kFp4 ? quantized_bytes(m * k, QuantRecipe::kNvfp4) + quantized_bytes(k * n, QuantRecipe::kNvfp4)
+                                                    : sim::size_of(in) * (m * k + k * n);
+  g.bytes = Bytes(batch * (operands + 2 * m * n));
   return g;
 }
 
@@ -253,7 +255,7 @@ class StageBuilder {
   std::int64_t dt() const { return d_.act_bytes(); }
   std::int64_t hidden_bytes() const { return dt() * d_.tokens() * d_.h; }
   std::int64_t sharded_hidden_bytes() const { return dt() * d_.sharded_tokens() * d_.h; }
-  DataType gather_dtype() const { return d_.fp8() ? DataType::kFp8 : d_.act; }
+  DataType gather_dtype() const { return d_.quantized() ? d_.gemm : d_.act; }
   // Transformer Engine's userbuffers overlap; moe_shared_expert_overlap turns it off for the
   // shared expert's linears (SharedExpertMLP.__init__ clears their ub_overlap flags).
   bool tp_overlap() const { return t_.tp_comm_overlap && d_.sp && !shared_beside_; }
@@ -508,13 +510,14 @@ TaskIndex StageBuilder::ring_exchange_gemm(const std::string& exchange_name, con
 
 // Transformer Engine's quantization of a 16-bit tensor for a GEMM and its backward: the row-wise
 // FP8 copy and, unless the tensor cores read it column-wise, the column-wise one (cast_transpose
-// on Hopper; MXFP8's column-wise blocks always differ). Current scaling ("tensorwise") first
-// reads the tensor for its amax (compute_amax), and a tensor that is then all-gathered over the
-// tensor-parallel group has its amax all-reduced there first, so every rank casts with one scale
-// (Transformer Engine docs, "FP8 Current Scaling", Amax reduction).
+// on Hopper; the block-scaled recipes' column-wise blocks always differ). Current scaling
+// ("tensorwise") and NVFP4 (its per-tensor FP32 scale) first read the tensor for its amax
+// (compute_amax), and a tensor that is then all-gathered over the tensor-parallel group has its
+// amax all-reduced there first, so every rank casts with one scale (Transformer Engine docs, "FP8
+// Current Scaling", Amax reduction; NVFP4Quantizer's with_amax_reduction).
 void StageBuilder::fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat, bool gathered) {
   const std::int64_t bytes = d_.quantize_bytes(elements, dt());
-  if (d_.fp8_recipe != Fp8Recipe::kTensorwise) {
+  if (!amax_pass(d_.quant_recipe)) {
     compute(name, quantize_op(bytes), cat);
     return;
   }
@@ -530,14 +533,14 @@ void StageBuilder::fp8_cast(const std::string& name, std::int64_t elements, std:
 void StageBuilder::column_forward(const std::string& name, std::int64_t n, std::uint8_t cat, bool fp8, std::int64_t k) {
   const std::int64_t T = d_.tokens(), K = k > 0 ? k : d_.h;
   const DataType in = fp8 ? d_.gemm : d_.act;
-  const bool q = fp8 && d_.fp8();
+  const bool q = fp8 && d_.quantized();
   if (q) fp8_cast(name + "_input_cast", d_.sharded_tokens() * K, cat, true);
   if (!d_.sp) {
     compute(name, gemm(T, n, K, 1, in), cat);
     return;
   }
-  const std::int64_t gathered = q ? d_.fp8_bytes(T * K) : dt() * T * K;
-  const DataType gdt = q ? DataType::kFp8 : d_.act;
+  const std::int64_t gathered = q ? d_.quant_bytes(T * K) : dt() * T * K;
+  const DataType gdt = q ? d_.gemm : d_.act;
   if (tp_overlap()) {
     const TaskIndex last = ring_exchange_gemm(name + "_ring_exchange", name + "_chunk", gathered, cat,
                                               [&](std::int64_t rows) { return gemm(rows, n, K, 1, in); });
@@ -555,7 +558,7 @@ void StageBuilder::column_forward(const std::string& name, std::int64_t n, std::
 // next chunk (TE userbuffers "pipeline" for proj_fprop / fc2_fprop).
 void StageBuilder::row_forward(const std::string& name, std::int64_t k, std::uint8_t cat) {
   const std::int64_t T = d_.tokens();
-  if (d_.fp8()) fp8_cast(name + "_input_cast", T * k, cat);
+  if (d_.quantized()) fp8_cast(name + "_input_cast", T * k, cat);
   if (tp_overlap()) {
     std::vector<TaskIndex> scatters;
     for (std::int64_t rows : split_rows(T, kPipelineSplits)) {
@@ -576,14 +579,14 @@ void StageBuilder::row_forward(const std::string& name, std::int64_t k, std::uin
 // computes.
 void StageBuilder::column_backward(const std::string& name, std::int64_t n, std::int64_t params, bool fp8, std::int64_t k) {
   const std::int64_t T = d_.tokens(), K = k > 0 ? k : d_.h;
-  const bool q = fp8 && d_.fp8();
+  const bool q = fp8 && d_.quantized();
   const DataType in = q ? d_.gemm : d_.act;
   if (q) fp8_cast(name + "_grad_cast", T * n, kBackward);
   TaskIndex gather = kNoTask;
-  const std::int64_t gathered = q ? d_.fp8_bytes(T * K) : dt() * T * K;
+  const std::int64_t gathered = q ? d_.quant_bytes(T * K) : dt() * T * K;
   if (d_.sp) {
     gather = tp_collective(name + "_input_all_gather", CollectiveKind::kAllGather, gathered, false,
-                           q ? DataType::kFp8 : d_.act, gathered);
+                           q ? d_.gemm : d_.act, gathered);
   }
   compute(name + "_dgrad", gemm(T, K, n, 1, in), kBackward);
   const TaskIndex reduce = tp_collective(d_.sp ? name + "_grad_reduce_scatter" : name + "_grad_all_reduce",
@@ -606,7 +609,7 @@ void StageBuilder::column_backward(const std::string& name, std::int64_t n, std:
 // weight gradient reuses the gathered tensor).
 void StageBuilder::row_backward(const std::string& name, std::int64_t k, std::int64_t params) {
   const std::int64_t T = d_.tokens();
-  if (d_.fp8()) fp8_cast(name + "_grad_cast", d_.sharded_tokens() * d_.h, kBackward, true);
+  if (d_.quantized()) fp8_cast(name + "_grad_cast", d_.sharded_tokens() * d_.h, kBackward, true);
   const std::int64_t gathered = d_.gather_bytes(T * d_.h);
   if (tp_overlap()) {
     ring_exchange_gemm(name + "_grad_ring_exchange", name + "_dgrad_chunk", gathered, kBackward,
@@ -624,7 +627,7 @@ void StageBuilder::row_backward(const std::string& name, std::int64_t k, std::in
 // over the tokens routed to it. Forward: Y[R/e, n] = X[R/e, k] W[k, n].
 void StageBuilder::expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params, bool wgrad) {
   const std::int64_t le = expert_groups(), rows = expert_rows();
-  if (d_.fp8()) fp8_cast(name + "_grad_cast", d_.routed_tokens() * n, kBackward);
+  if (d_.quantized()) fp8_cast(name + "_grad_cast", d_.routed_tokens() * n, kBackward);
   compute(name + "_dgrad", gemm(rows, k, n, le, d_.gemm), kBackward);
   if (wgrad) expert_wgrad(name, k, n, params);
 }
@@ -771,7 +774,7 @@ void StageBuilder::attention_backward() {
 // the rotary key (all-gathered from the sequence shards); rotary embedding on the rope parts.
 void StageBuilder::mla_projections_forward(std::uint8_t cat) {
   const std::int64_t T = d_.tokens(), Ts = d_.sharded_tokens();
-  if (d_.fp8()) fp8_cast("mla_down_proj_input_cast", Ts * d_.h, cat);
+  if (d_.quantized()) fp8_cast("mla_down_proj_input_cast", Ts * d_.h, cat);
   if (d_.ql > 0) {
     compute("q_down_proj", gemm(Ts, d_.ql, d_.h, 1, d_.gemm), cat);
     compute("q_norm", memory_op(2 * dt() * Ts * d_.ql), cat);
@@ -935,10 +938,10 @@ void StageBuilder::moe_dispatch_forward(std::uint8_t cat) {
 void StageBuilder::moe_experts_forward(std::uint8_t cat) {
   const std::int64_t R = d_.routed_tokens(), le = expert_groups(), rows = expert_rows();
   if (d_.local_experts > 1) compute("sort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
-  if (d_.fp8()) fp8_cast("expert_fc1_input_cast", R * d_.h, cat);
+  if (d_.quantized()) fp8_cast("expert_fc1_input_cast", R * d_.h, cat);
   compute("expert_fc1", gemm(rows, d_.expert_fc1_width(), d_.h, le, d_.gemm), cat);
   compute(d_.gated ? "expert_swiglu" : "expert_activation", memory_op(dt() * R * (d_.expert_fc1_width() + d_.ef)), cat);
-  if (d_.fp8()) fp8_cast("expert_fc2_input_cast", R * d_.ef, cat);
+  if (d_.quantized()) fp8_cast("expert_fc2_input_cast", R * d_.ef, cat);
   compute("expert_fc2", gemm(rows, d_.h, d_.ef, le, d_.gemm), cat);
   if (d_.local_experts > 1) compute("unsort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.etp > 1) {
@@ -1007,7 +1010,7 @@ void StageBuilder::moe_experts_backward(bool wgrad) {
     // recompute_modules moe_act: fc2's input, dropped after the forward pass, recomputed from the
     // kept activation input before fc2's backward (TEGroupedMLP, CheckpointWithoutOutput).
     compute(d_.gated ? "expert_swiglu" : "expert_activation", memory_op(dt() * R * (d_.expert_fc1_width() + d_.ef)), kRecompute);
-    if (d_.fp8()) fp8_cast("expert_fc2_input_cast", R * d_.ef, kRecompute);
+    if (d_.quantized()) fp8_cast("expert_fc2_input_cast", R * d_.ef, kRecompute);
   }
   expert_backward("expert_fc2", d_.ef, d_.h, lp_.expert_fc2, wgrad);
   compute(d_.gated ? "expert_swiglu_bwd" : "expert_activation_bwd",
@@ -1098,10 +1101,12 @@ void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
 // fp8_param_gather they arrive in FP8: only Hopper's transpose of the per-tensor-scaled row-wise
 // copy remains (post_all_gather_processing).
 void StageBuilder::fp8_weights(std::int64_t layer, std::uint8_t cat) {
-  if (!d_.fp8() || (p_.zero_stage < 3 && forwarded_chunks_.contains(chunk_))) return;
+  if (!d_.quantized() || (p_.zero_stage < 3 && forwarded_chunks_.contains(chunk_))) return;
   const std::int64_t weights = params_of(layer).gemm_weights;
   if (!t_.fp8_param_gather) {
     compute("fp8_weight_cast", quantize_op(d_.quantize_bytes(weights, 2)), cat);
+  } else if (d_.nvfp4()) {
+    compute("fp4_weight_transpose", quantize_op(2 * d_.quant_bytes(weights)), cat);
   } else if (!d_.fp8_columnwise_native && !d_.mxfp8()) {
     compute("fp8_weight_transpose", quantize_op(2 * weights), cat);
   }
@@ -1698,7 +1703,7 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
   std::vector<ParamGroup> out;
   out.reserve(static_cast<std::size_t>(12 * count + 3));  // at most 11 groups a layer
   auto add = [&](std::int64_t params, bool expert, std::int64_t unit, bool gemm = false) {
-    if (params > 0) out.push_back(ParamGroup{params, expert, unit, gemm && d_.fp8() ? params : 0});
+    if (params > 0) out.push_back(ParamGroup{params, expert, unit, gemm && d_.quantized() ? params : 0});
   };
   auto add_layer = [&](std::int64_t l) {
     if (m_.is_moe_layer(l) && overlapped_nodes()) {
@@ -1904,10 +1909,10 @@ std::int64_t StageBuilder::unit_expert(std::int64_t unit) const {
 }
 
 // Bytes a data-parallel gather moves for `params` parameters, `fp8` of them FP8 GEMM weights: 16
-// bits each, but fp8_param_gather's FP8 weights (fp8_gathered_param_bytes).
+// bits each, but fp8_param_gather's FP8 weights (gathered_quantized_param_bytes).
 std::int64_t StageBuilder::param_gather_bytes(std::int64_t params, std::int64_t fp8) const {
-  if (!d_.fp8() || !t_.fp8_param_gather) return 2 * params;
-  return 2 * (params - fp8) + fp8_gathered_param_bytes(fp8, d_.fp8_recipe);
+  if (!d_.quantized() || !t_.fp8_param_gather) return 2 * params;
+  return 2 * (params - fp8) + gathered_quantized_param_bytes(fp8, d_.quant_recipe);
 }
 
 // ZeRO-3: the bytes of a unit's dense (or expert) parameter gather; every expert weight is an FP8
@@ -1915,7 +1920,7 @@ std::int64_t StageBuilder::param_gather_bytes(std::int64_t params, std::int64_t 
 std::int64_t StageBuilder::unit_gather_bytes(std::int64_t unit, bool expert) const {
   const std::int64_t n = expert ? unit_expert(unit) : unit_dense(unit);
   const bool layer = unit != kEmbeddingUnit && unit != output_unit();
-  const std::int64_t fp8 = !d_.fp8() || !layer ? 0 : expert ? n : std::max<std::int64_t>(0, params_of(unit).gemm_weights - unit_expert(unit));
+  const std::int64_t fp8 = !d_.quantized() || !layer ? 0 : expert ? n : std::max<std::int64_t>(0, params_of(unit).gemm_weights - unit_expert(unit));
   return param_gather_bytes(n, std::min(n, fp8));
 }
 
@@ -1997,7 +2002,7 @@ void StageBuilder::fsdp_reduce(std::int64_t unit) {
 // finishes (fp8.py, reduce_and_update_fp8_tensors): 3 forward and 2 backward tensors per GEMM,
 // 4 GEMMs per layer, one fp32 each.
 void StageBuilder::amax_reduction(std::int64_t layers, bool forward) {
-  if (!d_.fp8() || d_.fp8_recipe != Fp8Recipe::kDelayed || layers == 0) return;
+  if (!d_.quantized() || d_.quant_recipe != QuantRecipe::kDelayed || layers == 0) return;
   if (d_.t * dp_cp_ <= 1) return;
   layer_ = -1;
   wait(collective(forward ? "fp8_amax_all_reduce" : "fp8_amax_bwd_all_reduce", kAmaxSlot, kTpStream,
@@ -2062,7 +2067,7 @@ void StageBuilder::finalize() {
   // precision-aware optimizer: the gradient as reduced, its moment and master-weight bytes).
   // With fp8_param_gather the FP8 GEMM weights of the shard get no 16-bit copy: Transformer
   // Engine's cast_master_weights_to_fp8 quantizes their fp32 masters into the gather buffer.
-  const std::int64_t fp8_shard = d_.fp8() && t_.fp8_param_gather
+  const std::int64_t fp8_shard = d_.quantized() && t_.fp8_param_gather
                                      ? std::min(shard, sharded ? (info_.params.fp8_gemm + dp_cp_ - 1) / dp_cp_ : info_.params.fp8_gemm)
                                      : 0;
   const std::int64_t grad_read = fp32_grad_copy > 0 || t_.grad_reduce_in_fp32 ? 4 : grad_bytes();
@@ -2073,7 +2078,7 @@ void StageBuilder::finalize() {
     adam.flops = Flops(12.0 * static_cast<double>(part));
     compute("adam_step", adam, kOptimizer, 0, free);
     if (fp8_part > 0) {
-      compute("fp8_param_quantize", quantize_op(4 * fp8_part + fp8_gathered_param_bytes(fp8_part, d_.fp8_recipe)), kOptimizer);
+      compute("fp8_param_quantize", quantize_op(4 * fp8_part + gathered_quantized_param_bytes(fp8_part, d_.quant_recipe)), kOptimizer);
     }
   };
   if (!bucket_gathers_.empty() && t_.overlap_param_gather_with_optimizer_step) {

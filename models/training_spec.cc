@@ -10,18 +10,22 @@ const char* to_string(Precision p) {
       return "fp16";
     case Precision::kFp8:
       return "fp8";
+    case Precision::kFp4:
+      return "fp4";
   }
   return "?";
 }
 
-const char* to_string(Fp8Recipe r) {
+const char* to_string(QuantRecipe r) {
   switch (r) {
-    case Fp8Recipe::kDelayed:
+    case QuantRecipe::kDelayed:
       return "delayed";
-    case Fp8Recipe::kTensorwise:
+    case QuantRecipe::kTensorwise:
       return "tensorwise";
-    case Fp8Recipe::kMxfp8:
+    case QuantRecipe::kMxfp8:
       return "mxfp8";
+    case QuantRecipe::kNvfp4:
+      return "nvfp4";
   }
   return "?";
 }

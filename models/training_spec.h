@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/task_graph.h"
+
 namespace trainsim::models {
 
 struct ParallelSpec {
@@ -59,12 +61,16 @@ struct ParallelSpec {
   }
 };
 
-enum class Precision : std::uint8_t { kBf16, kFp16, kFp8 };
+enum class Precision : std::uint8_t { kBf16, kFp16, kFp8, kFp4 };
 // How Transformer Engine scales FP8 tensors (Megatron-Core's --fp8-recipe): "delayed" (one scale
 // per tensor from an amax history, reduced over the amax group at the end of each pass),
 // "tensorwise" (current scaling: the tensor's own amax, one extra read), "mxfp8" (one E8M0 scale
 // per 32 consecutive elements, row-wise and column-wise copies quantized separately; Blackwell).
-enum class Fp8Recipe : std::uint8_t { kDelayed, kTensorwise, kMxfp8 };
+// Under precision fp4 (Megatron-Core's --fp4-format e2m1) the one recipe is "nvfp4" (Transformer
+// Engine's NVFP4BlockScaling: E2M1 values with one E4M3 scale per 16 consecutive elements and an
+// FP32 scale per tensor from its amax; row-wise and column-wise copies quantized separately from
+// the 16-bit tensor, weights in 16x16 blocks; Blackwell).
+enum class QuantRecipe : std::uint8_t { kDelayed, kTensorwise, kMxfp8, kNvfp4 };
 enum class RecomputeGranularity : std::uint8_t { kNone, kSelective, kFull };
 enum class RecomputeMethod : std::uint8_t { kUniform, kBlock };
 enum class AttentionKernel : std::uint8_t { kFlash, kUnfused };
@@ -74,7 +80,12 @@ enum class TokenDispatcher : std::uint8_t { kAllToAll, kFlex };
 enum class PipelineSchedule : std::uint8_t { kGpipe, k1F1B, kInterleaved };
 
 const char* to_string(Precision p);
-const char* to_string(Fp8Recipe r);
+// The data type of the tensor cores a precision's GEMMs run on: FP8 and FP4 for the quantized
+// precisions, else 16-bit (the peak MFU divides by, as Megatron-Bridge and DGX Cloud count it).
+inline sim::DataType tensor_core_type(Precision p) {
+  return p == Precision::kFp4 ? sim::DataType::kFp4 : p == Precision::kFp8 ? sim::DataType::kFp8 : sim::DataType::kBf16;
+}
+const char* to_string(QuantRecipe r);
 const char* to_string(RecomputeGranularity g);
 const char* to_string(RecomputeMethod m);
 const char* to_string(AttentionKernel k);
@@ -84,13 +95,15 @@ struct TrainingSpec {
   std::int64_t micro_batch_size = 1;
   std::int64_t global_batch_size = 1;
   Precision precision = Precision::kBf16;
-  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // with precision fp8
+  QuantRecipe quant_recipe = QuantRecipe::kDelayed;  // with precision fp8 (kNvfp4 with fp4)
   // Megatron-Core's --fp8-param-gather (with a sharded optimizer): the FP8 GEMMs' weights are
   // kept only as FP8 copies (no 16-bit copy), the optimizer quantizes its fp32 shard straight to
   // FP8 (Transformer Engine's cast_master_weights_to_fp8) and the data-parallel gather moves the
   // FP8 bytes: the row-wise copy under per-tensor scaling (Hopper makes the transpose after the
-  // gather), both copies under MXFP8.
+  // gather), both copies under MXFP8 and NVFP4. Under precision fp4 it is Megatron-Core's
+  // --fp4-param-gather, the same with the NVFP4 copies.
   bool fp8_param_gather = false;
+  bool quantized() const { return precision == Precision::kFp8 || precision == Precision::kFp4; }
   RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   std::int64_t recompute_num_layers = 1;
@@ -207,11 +220,12 @@ struct TrainingSpec {
   bool exp_avg_sq_16bit = false;  // exp_avg_sq_dtype, the same
   bool store_param_remainders = true;
   bool optimizer_holds_master_weights() const {
-    return use_precision_aware_optimizer && (precision != Precision::kFp8 || fp8_recipe == Fp8Recipe::kDelayed);
+    // Megatron-Core asks about FP8 only: NVFP4 leaves fp8_recipe at its default, delayed.
+    return use_precision_aware_optimizer && (precision != Precision::kFp8 || quant_recipe == QuantRecipe::kDelayed);
   }
   // Bytes per parameter of the master weight and Adam's two moments.
   std::int64_t optimizer_state_bytes() const {
-    const bool bf16_weights = precision == Precision::kBf16 || (precision == Precision::kFp8 && !fp8_param_gather);
+    const bool bf16_weights = precision == Precision::kBf16 || (quantized() && !fp8_param_gather);
     const bool remainders = optimizer_holds_master_weights() && store_param_remainders && bf16_weights;
     return (remainders ? 2 : 4) + (exp_avg_16bit ? 2 : 4) + (exp_avg_sq_16bit ? 2 : 4);
   }

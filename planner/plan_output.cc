@@ -62,8 +62,8 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   o << "plans for " << request.model.name << " on " << request.cluster.gpu.name << " (" << request.cluster.name
     << "), global batch " << request.training.global_batch_size << " x " << request.model.seq_length << " tokens, "
     << models::to_string(request.training.precision)
-    << (request.training.precision == models::Precision::kFp8 && request.training.fp8_recipe != models::Fp8Recipe::kDelayed
-            ? std::string(" (") + models::to_string(request.training.fp8_recipe) + ")"
+    << (request.training.quantized() && request.training.quant_recipe != models::QuantRecipe::kDelayed
+            ? std::string(" (") + models::to_string(request.training.quant_recipe) + ")"
             : std::string())
     << "\n";
   o << "  considered " << report.considered << ", simulated " << report.simulated << ", feasible " << report.plans.size()
@@ -193,8 +193,11 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
                             {"pipeline_schedule", models::to_string(r.training.pipeline_schedule)},
                             {"precision", models::to_string(r.training.precision)}};
     if (r.training.precision == models::Precision::kFp8) {
-      plan["training"]["fp8_recipe"] = models::to_string(r.training.fp8_recipe);
+      plan["training"]["fp8_recipe"] = models::to_string(r.training.quant_recipe);
       plan["training"]["fp8_param_gather"] = r.training.fp8_param_gather;
+    } else if (r.training.precision == models::Precision::kFp4) {
+      plan["training"]["fp4_recipe"] = models::to_string(r.training.quant_recipe);
+      plan["training"]["fp4_param_gather"] = r.training.fp8_param_gather;
     }
     if (r.training.overlap_moe_expert_parallel_comm) {
       plan["training"]["overlap_moe_expert_parallel_comm"] = true;

@@ -319,7 +319,7 @@ PlanResult Searcher::to_result(const config::Scenario& s, double iteration_s, st
   const double tokens = static_cast<double>(s.training.global_batch_size * s.model.seq_length);
   r.tokens_per_s = tokens / iteration_s;
   const models::FlopCount f = models::count_flops(s.model, s.parallel, s.training);
-  const sim::DataType peak_type = s.training.precision == models::Precision::kFp8 ? sim::DataType::kFp8 : sim::DataType::kBf16;
+  const sim::DataType peak_type = models::tensor_core_type(s.training.precision);
   const double peak_flops = s.cluster.gpu.peak(peak_type).per_second() * static_cast<double>(r.gpus);
   r.mfu = f.model / iteration_s / peak_flops;
   r.hfu = f.hardware / iteration_s / peak_flops;

@@ -203,7 +203,7 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
   out.iteration_time_s = T;
   const double gpus = static_cast<double>(s.num_gpus());
   out.tokens_per_s = T > 0 ? static_cast<double>(w.tokens_per_iteration) / T : 0;
-  const sim::DataType peak_type = s.training.precision == models::Precision::kFp8 ? sim::DataType::kFp8 : sim::DataType::kBf16;
+  const sim::DataType peak_type = models::tensor_core_type(s.training.precision);
   out.peak_flops_per_gpu = s.cluster.gpu.peak(peak_type).per_second();
   if (T > 0) {
     out.model_tflops_per_gpu = w.flops.model / T / gpus * 1e-12;

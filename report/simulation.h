@@ -60,7 +60,8 @@ struct TimeBreakdown {
   std::vector<std::pair<std::string, double>> communication_by_kind;
   // The rank's kernel time (compute, recompute and optimizer together) by kind, one entry per
   // kKernelKinds: gemm, attention, memory_bound (norms, activations, dropout, softmax, embedding,
-  // loss), fp8_quantization (Transformer Engine's casts, amax passes and transposes), optimizer.
+  // loss), fp8_quantization (Transformer Engine's casts, amax passes and transposes; NVFP4's under
+  // precision fp4), optimizer.
   std::vector<std::pair<std::string, double>> compute_by_kernel;
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <string_view>
 
 #include "models/graph_vocabulary.h"
 #include "report/text_format.h"
@@ -217,8 +218,8 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
   if (const std::string modules = s.training.recompute_modules(); !modules.empty() && modules != "core_attn") o << " (" << modules << ")";
   o << ", " << models::to_string(s.training.precision);
   // The FP8 recipe, where it is not Megatron-Core's default (delayed scaling).
-  if (s.training.precision == models::Precision::kFp8 && s.training.fp8_recipe != models::Fp8Recipe::kDelayed) {
-    o << " (" << models::to_string(s.training.fp8_recipe) << ")";
+  if (s.training.quantized() && s.training.quant_recipe != models::QuantRecipe::kDelayed) {
+    o << " (" << models::to_string(s.training.quant_recipe) << ")";
   }
   o << "\n\n";
   o << "  iteration time        " << fmt("%.3f s", r.iteration_time_s) << "\n";
@@ -267,7 +268,9 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
     const char* sep = " ";
     for (std::size_t i = 0; i < b.compute_by_kernel.size() && i < std::size(kKernelKinds); ++i) {
       if (b.compute_by_kernel[i].second <= 0) continue;
-      o << sep << kKernelKinds[i].label << fmt(" %.3f s", b.compute_by_kernel[i].second);
+      // The quantization kind (JSON fp8_quantization) holds NVFP4's casts under precision fp4.
+      const bool fp4 = s.training.precision == models::Precision::kFp4 && std::string_view(kKernelKinds[i].name) == "fp8_quantization";
+      o << sep << (fp4 ? "FP4 quantization" : kKernelKinds[i].label) << fmt(" %.3f s", b.compute_by_kernel[i].second);
       sep = ", ";
     }
     o << "\n";

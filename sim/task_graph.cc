@@ -15,6 +15,7 @@ std::int64_t size_of(DataType t) {
     case DataType::kFp16:
       return 2;
     case DataType::kFp8:
+    case DataType::kFp4:
       return 1;
   }
   return 4;
@@ -32,6 +33,8 @@ const char* to_string(DataType t) {
       return "fp16";
     case DataType::kFp8:
       return "fp8";
+    case DataType::kFp4:
+      return "fp4";
   }
   return "?";
 }

@@ -28,7 +28,9 @@ using TaskIndex = std::uint32_t;  // index of a task within its rank class
 constexpr std::uint32_t index(RankId r) { return static_cast<std::uint32_t>(r); }
 constexpr std::uint32_t index(CommId c) { return static_cast<std::uint32_t>(c); }
 
-enum class DataType : std::uint8_t { kFp32, kTf32, kBf16, kFp16, kFp8 };
+// kFp4: NVFP4 (E2M1 values, one E4M3 scale per 16; half a byte each, size_of rounds up to 1 and
+// the lowering counts the bytes itself).
+enum class DataType : std::uint8_t { kFp32, kTf32, kBf16, kFp16, kFp8, kFp4 };
 std::int64_t size_of(DataType t);
 const char* to_string(DataType t);
 

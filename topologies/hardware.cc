@@ -21,6 +21,8 @@ FlopRate GpuSpec::peak(DataType t) const {
   switch (t) {
     case DataType::kFp8:
       return dense_fp8.per_second() > 0 ? dense_fp8 : dense_16bit;
+    case DataType::kFp4:
+      return dense_fp4.per_second() > 0 ? dense_fp4 : peak(DataType::kFp8);
     case DataType::kBf16:
     case DataType::kFp16:
       return dense_16bit;

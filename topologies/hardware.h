@@ -150,6 +150,7 @@ struct GpuSpec {
   FlopRate dense_16bit;  // bf16/fp16 tensor core, dense
   FlopRate dense_tf32;
   FlopRate dense_fp8;    // zero when the GPU has no FP8 tensor cores
+  FlopRate dense_fp4;    // zero when the GPU has no FP4 tensor cores (before Blackwell)
   FlopRate fp32;         // non-tensor
   Bytes memory;
   Bandwidth memory_bandwidth;

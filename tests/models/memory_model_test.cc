@@ -86,11 +86,11 @@ TEST_CASE("models/memory: the precision-aware optimizer keeps 16-bit moments, an
   // master weights (use_precision_aware_optimizer_no_fp8_or_ds_fp8 false), the moments are bf16.
   t.store_param_remainders = true;
   t.precision = models::Precision::kFp8;
-  t.fp8_recipe = models::Fp8Recipe::kMxfp8;
+  t.quant_recipe = models::QuantRecipe::kMxfp8;
   t.fp8_param_gather = true;
   CHECK_FALSE(t.optimizer_holds_master_weights());
   CHECK(models::static_memory(params, 1, 1, p, t).optimizer_states == 8'000'000);
-  t.fp8_recipe = models::Fp8Recipe::kDelayed;
+  t.quant_recipe = models::QuantRecipe::kDelayed;
   CHECK(t.optimizer_holds_master_weights());
   CHECK(models::static_memory(params, 1, 1, p, t).optimizer_states == 8'000'000);  // FP8 weights: no remainders
 }

@@ -78,6 +78,13 @@ std::int64_t transfer_bytes(const models::Workload& w, std::uint32_t cls, const 
   return w.graph.rank_class(cls).transfers[t.payload].bytes.count();
 }
 
+// The kernel of rank class 0's first task named `name` (there must be one).
+sim::Kernel kernel(const models::Workload& w, const std::string& name) {
+  const auto t = tasks_named(w, 0, name);
+  REQUIRE(!t.empty());
+  return w.graph.rank_class(0).kernels[t.front()->payload];
+}
+
 // The input error loading `file` with `overrides` gives, or "" when it loads.
 std::string load_error(const std::string& file, const std::vector<std::string>& overrides) {
   try {
@@ -1060,11 +1067,6 @@ TEST_CASE("models/parallelism: FP8 recipes price Transformer Engine's quantizati
   // Llama-3.1 8B with TP 2 and sequence parallelism: the QKV input is cast on its sequence shard,
   // then all-gathered in FP8.
   const std::string b200 = "cluster={\"preset\": \"dgx-b200\", \"num_nodes\": 2}";
-  auto kernel = [](const models::Workload& w, const std::string& name) {
-    const auto t = tasks_named(w, 0, name);
-    REQUIRE(!t.empty());
-    return w.graph.rank_class(0).kernels[t.front()->payload];
-  };
   const models::Workload delayed = lowered(kLlama, {"training.precision=\"fp8\""});
   const std::int64_t n = delayed.dims.sharded_tokens() * delayed.dims.h;
   // Delayed scaling on Hopper: one read, the row-wise and the transposed copy written; the amax
@@ -1142,4 +1144,74 @@ TEST_CASE("models/parallelism: FP8 parameter gathers keep the weights in FP8 onl
   // End to end: less to cast and to gather.
   CHECK(tests::simulate_file(kLlama, {"training.precision=\"fp8\"", "training.fp8_param_gather=true"}).iteration_time_s <
         tests::simulate_file(kLlama, {"training.precision=\"fp8\""}).iteration_time_s);
+}
+
+TEST_CASE("models/parallelism: NVFP4 (precision fp4) casts in 16-element blocks and runs FP4 GEMMs") {
+  // Llama-3.1 8B with TP 2 and sequence parallelism on B200, as the FP8 recipes above.
+  const std::string b200 = "cluster={\"preset\": \"dgx-b200\", \"num_nodes\": 2}";
+  auto nvfp4 = [](std::int64_t n) { return (n + 1) / 2 + n / 16; };  // E2M1 values and an E4M3 scale per 16
+  const models::Workload nv = lowered(kLlama, {"training.precision=\"fp4\"", b200});
+  const std::int64_t n = nv.dims.sharded_tokens() * nv.dims.h;
+  // The per-tensor scale needs an amax pass, reduced over the TP group before the gathered cast;
+  // then both copies (1x16 and 16x1 blocks differ), gathered in NVFP4.
+  CHECK(kernel(nv, "qkv_proj_input_cast_amax").bytes.count() == 2 * n);
+  CHECK(kernel(nv, "qkv_proj_input_cast").bytes.count() == 2 * n + 2 * nvfp4(n));
+  CHECK(tasks_named(nv, 0, "qkv_proj_input_cast_amax_all_reduce").size() == tasks_named(nv, 0, "qkv_proj_input_cast").size());
+  CHECK(tasks_named(nv, 0, "fp8_amax_all_reduce").empty());
+  const auto gather = tasks_named(nv, 0, "qkv_proj_all_gather");
+  REQUIRE(!gather.empty());
+  CHECK(nv.graph.rank_class(0).comm_ops[gather.front()->payload].bytes.count() == nvfp4(nv.dims.tokens() * nv.dims.h));
+  // The decoder's GEMMs run on FP4 tensor cores; attention and the logits stay 16-bit.
+  CHECK(kernel(nv, "qkv_proj").dtype == sim::DataType::kFp4);
+  CHECK(kernel(nv, "fc2").dtype == sim::DataType::kFp4);
+  const auto last = static_cast<std::uint32_t>(nv.graph.num_classes() - 1);
+  const auto logits = tasks_named(nv, last, "logits");
+  REQUIRE(!logits.empty());
+  CHECK(nv.graph.rank_class(last).kernels[logits.front()->payload].dtype == sim::DataType::kBf16);
+  CHECK(kernel(nv, "qkv_proj").bytes.count() < kernel(lowered(kLlama, {"training.precision=\"fp8\"", b200}), "qkv_proj").bytes.count());
+  // fp4_param_gather: the optimizer quantizes its shard; the gather moves the packed row-wise
+  // copy (16x16 weight blocks make the column-wise copy its transpose, made after the gather).
+  auto gathered = [](const models::Workload& w) {
+    std::int64_t bytes = 0;
+    for (const sim::Task* t : tasks_named(w, 0, "param_all_gather")) bytes += w.graph.rank_class(0).comm_ops[t->payload].bytes.count();
+    return bytes;
+  };
+  const models::Workload pg = lowered(kLlama, {"training.precision=\"fp4\"", "training.fp4_param_gather=true", b200});
+  const std::int64_t params = nv.stages[0].params.total(), w = nv.stages[0].params.fp8_gemm;
+  REQUIRE(w > 0);
+  CHECK(gathered(nv) == 2 * params);
+  CHECK(static_cast<double>(gathered(pg)) == doctest::Approx(static_cast<double>(2 * (params - w) + nvfp4(w))).epsilon(1e-6));
+  CHECK(tasks_named(pg, 0, "fp8_weight_cast").empty());
+  CHECK(kernel(pg, "fp4_weight_transpose").bytes.count() > 0);
+  CHECK(!tasks_named(pg, 0, "fp8_param_quantize").empty());
+  // No 16-bit copy of the FP4 GEMM weights; their two NVFP4 copies are kept either way.
+  CHECK(nv.stages[0].static_memory.weights - pg.stages[0].static_memory.weights == 2 * w);
+  // End to end on B200: FP4 GEMMs make the step faster than MXFP8's, its casts slower.
+  const auto fp4_run = tests::simulate_file(kLlama, {"training.precision=\"fp4\"", b200});
+  const auto mx_run = tests::simulate_file(kLlama, {"training.precision=\"fp8\"", "training.fp8_recipe=\"mxfp8\"", b200});
+  CHECK(fp4_run.iteration_time_s < mx_run.iteration_time_s);
+  auto quantization = [](const auto& run) {
+    for (const auto& [kind, s] : run.breakdown.compute_by_kernel) {
+      if (kind == "fp8_quantization") return s;
+    }
+    return 0.0;
+  };
+  CHECK(quantization(fp4_run) > quantization(mx_run));
+}
+
+TEST_CASE("models/parallelism: precision fp4 is refused where it cannot run") {
+  const std::string b200 = "cluster={\"preset\": \"dgx-b200\", \"num_nodes\": 2}";
+  CHECK(load_error(kLlama, {"training.precision=\"fp4\""}).find("/training/precision: fp4 (NVFP4) needs Blackwell") != std::string::npos);
+  CHECK(load_error(kLlama, {"training.fp4_recipe=\"nvfp4\""}).find("/training/fp4_recipe: applies with precision \"fp4\" only") !=
+        std::string::npos);
+  CHECK(load_error(kLlama, {"training.precision=\"fp4\"", "training.fp8_recipe=\"mxfp8\"", b200}).find("/training/fp8_recipe") !=
+        std::string::npos);
+  CHECK(load_error(kLlama, {"training.precision=\"fp8\"", "training.fp4_param_gather=true"}).find("/training/fp4_param_gather") !=
+        std::string::npos);
+  CHECK(load_error(kLlama, {"training.precision=\"fp4\"", "training.fp4_recipe=\"mxfp4\"", b200}).find("/training/fp4_recipe") !=
+        std::string::npos);
+  CHECK(load_error(kLlama, {"training.precision=\"fp4\"", "training.fp4_param_gather=true", "parallelism.use_distributed_optimizer=false",
+                            "training.overlap_param_gather=false", b200})
+            .find("/training/fp4_param_gather: needs a sharded optimizer") != std::string::npos);
+  CHECK(load_error(kLlama, {"training.precision=\"fp4\"", "training.fp4_recipe=\"nvfp4\"", b200}).empty());
 }

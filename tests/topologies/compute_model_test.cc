@@ -165,3 +165,30 @@ TEST_CASE("topologies/ComputeModel: a job's tensor-core work runs at its expecte
   m.bytes = sim::Bytes(1'000'000'000);
   CHECK(topo::ComputeModel(c.gpu, true, 1).kernel_time(m) == topo::ComputeModel(c.gpu, true, 2048).kernel_time(m));
 }
+
+TEST_CASE("topologies/ComputeModel: NVFP4 GEMMs run at the measured multiple of FP8, bounded by the FP4 peak") {
+  // Transformer Engine's B300 GEMM profiling: NVFP4 kernels 6.812 / 3.764 = 1.81x the rate of
+  // per-tensor FP8 ones on the same shapes. trainsim applies the ratio to its fitted FP8 kernel.
+  topo::ClusterSpec c = config::load_cluster("dgx-b200", 1);
+  c.gpu.calibration.gemm_fp8.wave_overhead = sim::Duration::zero();  // only the tiles' MACs scale
+  c.gpu.calibration.gemm_fp8.tiles = {{128, 128}};                   // the same tiles either way
+  auto typed = [](sim::DataType t) {
+    sim::Kernel g = gemm(16384, 16384, 16384);
+    g.dtype = t;
+    g.bytes = sim::Bytes(0);  // compute-bound
+    return g;
+  };
+  const topo::ComputeModel model(c.gpu, false);
+  const double launch = c.gpu.calibration.gemm_fp8.launch_overhead.seconds();
+  const double fp8 = model.gemm_time(typed(sim::DataType::kFp8)).seconds() - launch;
+  const double fp4 = model.gemm_time(typed(sim::DataType::kFp4)).seconds() - launch;
+  CHECK(fp8 / fp4 == doctest::Approx(6.812 / 3.764).epsilon(1e-9));
+  // A GPU whose FP4 peak is only 1.5x its FP8 peak caps the ratio there.
+  c.gpu.dense_fp4 = sim::FlopRate::tflops(1.5 * c.gpu.dense_fp8.per_second() * 1e-12);
+  const double capped = topo::ComputeModel(c.gpu, false).gemm_time(typed(sim::DataType::kFp4)).seconds() - launch;
+  CHECK(fp8 / capped == doctest::Approx(1.5).epsilon(1e-9));
+  // The GPU presets carry the datasheets' dense FP4 peaks: Blackwell only.
+  CHECK(config::load_cluster("dgx-b200", 1).gpu.dense_fp4.per_second() == doctest::Approx(9e15));
+  CHECK(config::load_cluster("gb200-nvl72", 1).gpu.dense_fp4.per_second() == doctest::Approx(10e15));
+  CHECK(config::load_cluster("dgx-h100", 1).gpu.dense_fp4.per_second() == 0);
+}
