@@ -44,13 +44,17 @@ def case(r):
     if r["model"] == "llama3.1-405b" and pp > 1:
         parallelism["account_for_embedding_in_pipeline_split"] = True
         parallelism["account_for_loss_in_pipeline_split"] = True
-    recipe = {"fp8_cs": "tensorwise", "fp8_mx": "mxfp8"}[r["precision"]]
-    training = {"micro_batch_size": r["mbs"], "global_batch_size": r["gbs"], "precision": "fp8", "fp8_recipe": recipe,
-                "fp8_param_gather": True, "recompute_granularity": "none",
-                "attention_kernel": "flash", "overlap_grad_reduce": True, "grad_reduce_in_fp32": False,
-                "tp_comm_overlap": big and tp > 1}
+    recipe = {"fp8_cs": "tensorwise", "fp8_mx": "mxfp8", "nvfp4": "nvfp4"}[r["precision"]]
+    if recipe == "nvfp4":
+        training = {"micro_batch_size": r["mbs"], "global_batch_size": r["gbs"], "precision": "fp4", "fp4_param_gather": True}
+    else:
+        training = {"micro_batch_size": r["mbs"], "global_batch_size": r["gbs"], "precision": "fp8", "fp8_recipe": recipe,
+                    "fp8_param_gather": True}
+    training.update({"recompute_granularity": "none", "attention_kernel": "flash", "overlap_grad_reduce": True,
+                     "grad_reduce_in_fp32": False, "tp_comm_overlap": big and tp > 1 and r.get("tp_comm_overlap", True)})
     if not r["fsdp"]:
-        training["overlap_param_gather"] = True  # ZeRO-3 prefetches its per-layer gathers anyway
+        # ZeRO-3 prefetches its per-layer gathers anyway.
+        training["overlap_param_gather"] = r.get("overlap_param_gather", True)
     if vp > 1:
         training["pipeline_schedule"] = "interleaved"
         training["overlap_p2p_comm"] = True
@@ -64,9 +68,7 @@ def case(r):
         if r["model"] != "llama3.1-405b" else "the llama3.1-405b preset",
         "vocabulary 128,256 %s" % ("padded to a multiple of 128 x TP (make_vocab_size_divisible_by 128)" if padded
                                    else "unpadded (make_vocab_size_divisible_by 1)"),
-        ("FP8 current scaling (Megatron-Bridge's 'cs'): fp8_recipe tensorwise" if recipe == "tensorwise" else
-         "MXFP8 (Megatron-Bridge's 'mx'): fp8_recipe mxfp8") + "; FP8 parameters gathered (the recipe's fp8_param_gather; "
-        "the performance scripts turn off its BF16 first and last layers)",
+        precision_note(recipe),
         "step time = global batch x 8,192 / (published tokens/s per GPU x GPUs); model TFLOP/s not compared (Megatron-Bridge "
         "counts the causal half of attention, trainsim Megatron's full score matrix)",
     ]
@@ -74,6 +76,11 @@ def case(r):
         notes.append("Megatron FSDP (optim_grads_params, double buffer) over %d ranks modelled as ZeRO stage 3" % r["fsdp"])
     if step_overlap:
         notes.append(step_overlap)
+    if not training["tp_comm_overlap"] and big and tp > 1:
+        notes.append("no TP communication overlap: the performance scripts turn it off for NVFP4")
+    if not training.get("overlap_param_gather", True):
+        notes.append("parameter gathers not overlapped (align_param_gather off with them): the scripts' peak-memory workaround for "
+                     "this NVFP4 row (disable_param_gather_overlap)")
     if r.get("cuda_graphs"):
         notes.append("CUDA graphs on in the recipe: not modelled (trainsim keeps its per-kernel launch overhead)")
     model = {"preset": PRESETS[r["model"]], "make_vocab_size_divisible_by": 128 if padded else 1}
@@ -81,16 +88,27 @@ def case(r):
                        "the segment NVIDIA recommends for jobs of 128+ GPUs; the source does not state the placement")
 
 
+def precision_note(recipe):
+    """The case note on the row's low-precision recipe."""
+    if recipe == "nvfp4":
+        return ("NVFP4 (Megatron-Bridge's 'nvfp4', bf16_with_nvfp4_mixed): precision fp4 with fp4_param_gather; trainsim prices "
+                "its FP4 GEMMs at the NVFP4 / FP8 kernel ratio Transformer Engine measured on B300 (no B200 or GB200 FP4 GEMM "
+                "measurement exists)")
+    return (("FP8 current scaling (Megatron-Bridge's 'cs'): fp8_recipe tensorwise" if recipe == "tensorwise" else
+             "MXFP8 (Megatron-Bridge's 'mx'): fp8_recipe mxfp8") + "; FP8 parameters gathered (the recipe's fp8_param_gather; "
+            "the performance scripts turn off its BF16 first and last layers)")
+
+
 def optimizer_step_overlap(r, v042):
     """The note when the release's performance scripts turn on overlap_param_gather_with_optimizer_step
     for row `r` (v0.1.0rc4 scripts/performance/run_script.py: DP, PP and VP > 1; v0.4.2
     utils/overrides.py, set_post_overrides: also not with MXFP8), else None."""
     dp = r["gpus"] // (r["tp"] * r["pp"] * r["cp"])
-    if r.get("fsdp") or dp <= 1 or r["pp"] <= 1 or r["vp"] <= 1 or (v042 and r["precision"] == "fp8_mx"):
+    if r.get("fsdp") or dp <= 1 or r["pp"] <= 1 or r["vp"] <= 1 or (v042 and r["precision"] in ("fp8_mx", "nvfp4")):
         return None
     return ("overlap_param_gather_with_optimizer_step on: the first model chunk's parameters gathered while the other chunks' "
             "optimizer step runs (the performance scripts set it with DP, PP and VP > 1%s)" %
-            (", not with MXFP8; utils/overrides.py, set_post_overrides" if v042 else "; run_script.py"))
+            (", not with MXFP8 or NVFP4; utils/overrides.py, set_post_overrides" if v042 else "; run_script.py"))
 
 
 def bridge_case(r, case_id, model, parallelism, training, notes, placement):
@@ -131,7 +149,7 @@ def cases(data):
 def main():
     suite_files.build("validate/data/megatron_bridge_llama.json", "validate/suites/megatron_bridge_llama.json",
                       "Megatron-Bridge's published Llama pre-training throughput (NeMo 25.09 and 26.04.01; GB200, B200, H100; "
-                      "FP8) in no fit; built by tools/make_bridge_suite.py from validate/data/megatron_bridge_llama.json", cases)
+                      "FP8 and NVFP4) in no fit; built by tools/make_bridge_suite.py from validate/data/megatron_bridge_llama.json", cases)
 
 
 if __name__ == "__main__":
