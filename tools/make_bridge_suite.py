@@ -2,7 +2,7 @@
 """Builds validate/suites/megatron_bridge_llama.json from validate/data/megatron_bridge_llama.json.
 
 Megatron-Bridge's published pre-training throughput of Llama 3 8B / 70B and Llama 3.1 405B (NeMo
-containers 25.09 and 26.04.01; DGX-GB200, DGX-B200, DGX-H100) becomes one validation case per row
+containers 25.09 and 26.04.01; DGX-GB300, DGX-GB200, DGX-B200, DGX-H100) becomes one validation case per row
 trainsim can price: the llama3.1 preset of the size, the row's plan and batch, the release's
 performance recipe for the rest (each assumption in the case's notes), and the step time the
 published tokens/s per GPU give. Rows with activation offloading to the CPU, which trainsim does
@@ -15,7 +15,8 @@ Usage: tools/make_bridge_suite.py [megatron_bridge_llama.json] [megatron_bridge_
 import suite_files
 
 PRESETS = {"llama3-8b": "llama3.1-8b", "llama3-70b": "llama3.1-70b", "llama3.1-405b": "llama3.1-405b"}
-SYSTEMS = {"DGX-H100": ("dgx-h100", 8, "h100"), "DGX-B200": ("dgx-b200", 8, "b200"), "DGX-GB200": ("gb200-nvl72", 64, "gb200")}
+SYSTEMS = {"DGX-H100": ("dgx-h100", 8, "h100"), "DGX-B200": ("dgx-b200", 8, "b200"), "DGX-GB200": ("gb200-nvl72", 64, "gb200"),
+           "DGX-GB300": ("gb300-nvl72", 64, "gb300")}
 
 
 def run_id(r):
@@ -121,7 +122,7 @@ def bridge_case(r, case_id, model, parallelism, training, notes, placement):
     else:
         cluster = {"preset": preset, "num_nodes": r["gpus"] // per_node}
     if per_node == 64:
-        notes.append("GB200 NVL72: " + ("the %d GPUs in one NVLink domain" % r["gpus"] if r["gpus"] < 64 else
+        notes.append(r["system"][4:] + " NVL72: " + ("the %d GPUs in one NVLink domain" % r["gpus"] if r["gpus"] < 64 else
                                         "64-GPU NVLink domains (%s)" % placement))
     notes += r.get("notes", [])
     return {
@@ -148,7 +149,7 @@ def cases(data):
 
 def main():
     suite_files.build("validate/data/megatron_bridge_llama.json", "validate/suites/megatron_bridge_llama.json",
-                      "Megatron-Bridge's published Llama pre-training throughput (NeMo 25.09 and 26.04.01; GB200, B200, H100; "
+                      "Megatron-Bridge's published Llama pre-training throughput (NeMo 25.09 and 26.04.01; GB300, GB200, B200, H100; "
                       "FP8 and NVFP4) in no fit; built by tools/make_bridge_suite.py from validate/data/megatron_bridge_llama.json", cases)
 
 

@@ -190,5 +190,6 @@ TEST_CASE("topologies/ComputeModel: NVFP4 GEMMs run at the measured multiple of 
   // The GPU presets carry the datasheets' dense FP4 peaks: Blackwell only.
   CHECK(config::load_cluster("dgx-b200", 1).gpu.dense_fp4.per_second() == doctest::Approx(9e15));
   CHECK(config::load_cluster("gb200-nvl72", 1).gpu.dense_fp4.per_second() == doctest::Approx(10e15));
+  CHECK(config::load_cluster("gb300-nvl72", 1).gpu.dense_fp4.per_second() == doctest::Approx(15e15));
   CHECK(config::load_cluster("dgx-h100", 1).gpu.dense_fp4.per_second() == 0);
 }

@@ -127,18 +127,20 @@ TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell 
   // validate/suites/megatron_bridge_llama.json (README, "A ninth suite"), in no fit: Megatron-Bridge's
   // published FP8 throughput of Llama 3 8B/70B and 3.1 405B, NeMo 25.09 and 26.04.01, on GB200,
   // B200 and H100, current scaling and MXFP8 with FP8 parameter gathers (CPU-offloading rows
-  // excluded), and 26.04.01's two NVFP4 rows on GB200 (-8.6% and +4.2%: their FP4 GEMMs priced at
-  // the kernel ratio Transformer Engine measured on B300). Blackwell comes out within 9% but for
-  // the 405B MXFP8 plan on 128 GB200, which
+  // excluded), 26.04.01's two NVFP4 rows on GB200 (-8.6% and +4.2%: their FP4 GEMMs priced at
+  // the kernel ratio Transformer Engine measured on B300) and its five GB300 rows, which come out
+  // 19-31% slow: GB300's datasheet BF16 and FP8 peaks equal GB200's and no GB300 kernel has been
+  // measured, yet those runs went about 20% faster than trainsim's model of them. B200 and GB200
+  // come out within 9% but for the 405B MXFP8 plan on 128 GB200, which
   // measured 7% slower than the same plan on 128 B200 and comes out 24% fast; H100 3-16% slow:
   // these newer stacks run H100 FP8
   // faster than the runs the H100 calibration was fitted to (as the NeMo 25.04 DGX Cloud suite
   // shows too). The bounds hold these figures against regressions.
   const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/megatron_bridge_llama.json"));
-  REQUIRE(suite.cases.size() == 18);
-  CHECK(suite.excluded.size() == 3);
+  REQUIRE(suite.cases.size() == 23);
+  CHECK(suite.excluded.size() == 4);
   const validate::ValidationReport r = validate::validate_suite(suite);
-  REQUIRE(r.cases.size() == 18);
+  REQUIRE(r.cases.size() == 23);
   std::map<std::string, double> predicted;
   for (const validate::CaseResult& c : r.cases) {
     CAPTURE(c.id);
@@ -147,6 +149,9 @@ TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell 
     if (c.family == "h100") {
       CHECK(e >= 0.0);
       CHECK(e <= 0.17);
+    } else if (c.family == "gb300") {
+      CHECK(e >= 0.15);
+      CHECK(e <= 0.35);
     } else if (c.id == "bridge_llama31-405b_fp8_mx_gb200_128gpu_v25.09") {
       CHECK(e >= -0.25);
       CHECK(e <= -0.20);
@@ -181,7 +186,7 @@ TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell 
     CHECK(speedup > 1.3);
     CHECK(speedup < 1.5);
   }
-  CHECK(r.primary.front().errors.mape <= 0.08);
+  CHECK(r.primary.front().errors.mape <= 0.12);  // 11.0%; 7.6% without the five GB300 rows
   // With h100-nemo25.json, the H100 calibration refitted to DGX Cloud's NeMo 25.04 runs (README
   // "Calibration"), the H100 rows, which no fit has seen, come within 9% (MAPE 2.8%).
   validate::Suite h100;
