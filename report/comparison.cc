@@ -52,7 +52,8 @@ std::vector<Cause> kernel_changes(const RunResult& a, const RunResult& b) {
   const auto &x = a.breakdown.compute_by_kernel, &y = b.breakdown.compute_by_kernel;
   std::vector<Cause> out;
   for (std::size_t i = 0; i < x.size() && i < y.size() && i < std::size(kKernelKinds); ++i) {
-    out.push_back(Cause{kKernelKinds[i].name, kKernelKinds[i].label, x[i].second, y[i].second});
+    out.push_back(Cause{kKernelKinds[i].name, kernel_kind_label(kKernelKinds[i], {a.scenario.training.precision, b.scenario.training.precision}),
+                        x[i].second, y[i].second});
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <set>
+#include <string_view>
 
 #include "models/graph_vocabulary.h"
 #include "topologies/cluster_timing.h"
@@ -283,6 +284,16 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
   }
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return out;
+}
+
+std::string kernel_kind_label(const KernelKind& k, std::initializer_list<models::Precision> precisions) {
+  if (std::string_view(k.name) != "fp8_quantization") return k.label;
+  bool fp8 = false, fp4 = false;
+  for (const models::Precision p : precisions) {
+    fp8 = fp8 || p == models::Precision::kFp8;
+    fp4 = fp4 || p == models::Precision::kFp4;
+  }
+  return fp4 ? (fp8 ? "FP8/FP4 quantization" : "FP4 quantization") : k.label;
 }
 
 }  // namespace trainsim::report

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,9 @@ struct KernelKind {
 inline constexpr KernelKind kKernelKinds[] = {
     {"gemm", "GEMM"}, {"attention", "attention"}, {"memory_bound", "memory-bound"},
     {"fp8_quantization", "FP8 quantization"}, {"optimizer", "optimizer"}};
+// The text label of kind `k` for runs in `precisions`: the quantization kind (JSON
+// fp8_quantization) names the formats it casts to, "FP4" for NVFP4 runs, "FP8/FP4" when both.
+std::string kernel_kind_label(const KernelKind& k, std::initializer_list<models::Precision> precisions);
 
 // Time of an iteration split by cause, for one rank. The parts add up to the iteration time.
 struct TimeBreakdown {

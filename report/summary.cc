@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
-#include <string_view>
 
 #include "models/graph_vocabulary.h"
 #include "report/text_format.h"
@@ -268,9 +267,7 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
     const char* sep = " ";
     for (std::size_t i = 0; i < b.compute_by_kernel.size() && i < std::size(kKernelKinds); ++i) {
       if (b.compute_by_kernel[i].second <= 0) continue;
-      // The quantization kind (JSON fp8_quantization) holds NVFP4's casts under precision fp4.
-      const bool fp4 = s.training.precision == models::Precision::kFp4 && std::string_view(kKernelKinds[i].name) == "fp8_quantization";
-      o << sep << (fp4 ? "FP4 quantization" : kKernelKinds[i].label) << fmt(" %.3f s", b.compute_by_kernel[i].second);
+      o << sep << kernel_kind_label(kKernelKinds[i], {s.training.precision}) << fmt(" %.3f s", b.compute_by_kernel[i].second);
       sep = ", ";
     }
     o << "\n";

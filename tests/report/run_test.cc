@@ -207,3 +207,16 @@ TEST_CASE("report/summary: kernel time by kind adds up to the rank's compute, re
   CHECK(tensorwise.at("fp8_quantization") > 1.4 * delayed.at("fp8_quantization"));
   CHECK(tensorwise.at("gemm") == doctest::Approx(delayed.at("gemm")));
 }
+
+TEST_CASE("report/summary: the quantization kernels are named by the formats they cast to") {
+  const report::KernelKind& quantization = report::kKernelKinds[3];
+  REQUIRE(std::string(quantization.name) == "fp8_quantization");  // the JSON key stays
+  CHECK(report::kernel_kind_label(quantization, {models::Precision::kFp8}) == "FP8 quantization");
+  CHECK(report::kernel_kind_label(quantization, {models::Precision::kFp4}) == "FP4 quantization");
+  CHECK(report::kernel_kind_label(quantization, {models::Precision::kFp8, models::Precision::kFp4}) == "FP8/FP4 quantization");
+  CHECK(report::kernel_kind_label(quantization, {models::Precision::kBf16, models::Precision::kBf16}) == "FP8 quantization");
+  CHECK(report::kernel_kind_label(report::kKernelKinds[0], {models::Precision::kFp4}) == "GEMM");
+  const report::RunResult r = tests::simulate_file(std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/teaching/10b-nvfp4-b200.json", {});
+  CHECK(report::summary_text(r).find("FP4 quantization") != std::string::npos);
+  CHECK(report::summary_json(r)["breakdown"]["compute_by_kernel_s"].contains("fp8_quantization"));
+}
