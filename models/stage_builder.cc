@@ -256,6 +256,8 @@ class StageBuilder {
   std::int64_t hidden_bytes() const { return dt() * d_.tokens() * d_.h; }
   std::int64_t sharded_hidden_bytes() const { return dt() * d_.sharded_tokens() * d_.h; }
   DataType gather_dtype() const { return d_.quantized() ? d_.gemm : d_.act; }
+  // The low-precision format in the names of the weight casts: "fp8", or "fp4" under NVFP4.
+  std::string quant_format() const { return d_.nvfp4() ? "fp4" : "fp8"; }
   // Transformer Engine's userbuffers overlap; moe_shared_expert_overlap turns it off for the
   // shared expert's linears (SharedExpertMLP.__init__ clears their ub_overlap flags).
   bool tp_overlap() const { return t_.tp_comm_overlap && d_.sp && !shared_beside_; }
@@ -1104,7 +1106,7 @@ void StageBuilder::fp8_weights(std::int64_t layer, std::uint8_t cat) {
   if (!d_.quantized() || (p_.zero_stage < 3 && forwarded_chunks_.contains(chunk_))) return;
   const std::int64_t weights = params_of(layer).gemm_weights;
   if (!t_.fp8_param_gather) {
-    compute("fp8_weight_cast", quantize_op(d_.quantize_bytes(weights, 2)), cat);
+    compute(quant_format() + "_weight_cast", quantize_op(d_.quantize_bytes(weights, 2)), cat);
   } else if (d_.nvfp4()) {
     compute("fp4_weight_transpose", quantize_op(2 * d_.quant_bytes(weights)), cat);
   } else if (!d_.fp8_columnwise_native && !d_.mxfp8()) {
@@ -2078,7 +2080,8 @@ void StageBuilder::finalize() {
     adam.flops = Flops(12.0 * static_cast<double>(part));
     compute("adam_step", adam, kOptimizer, 0, free);
     if (fp8_part > 0) {
-      compute("fp8_param_quantize", quantize_op(4 * fp8_part + gathered_quantized_param_bytes(fp8_part, d_.quant_recipe)), kOptimizer);
+      compute(quant_format() + "_param_quantize", quantize_op(4 * fp8_part + gathered_quantized_param_bytes(fp8_part, d_.quant_recipe)),
+              kOptimizer);
     }
   };
   if (!bucket_gathers_.empty() && t_.overlap_param_gather_with_optimizer_step) {

@@ -1181,9 +1181,10 @@ TEST_CASE("models/parallelism: NVFP4 (precision fp4) casts in 16-element blocks 
   REQUIRE(w > 0);
   CHECK(gathered(nv) == 2 * params);
   CHECK(static_cast<double>(gathered(pg)) == doctest::Approx(static_cast<double>(2 * (params - w) + nvfp4(w))).epsilon(1e-6));
-  CHECK(tasks_named(pg, 0, "fp8_weight_cast").empty());
+  CHECK(kernel(nv, "fp4_weight_cast").bytes.count() > 0);
+  CHECK(tasks_named(pg, 0, "fp4_weight_cast").empty());
   CHECK(kernel(pg, "fp4_weight_transpose").bytes.count() > 0);
-  CHECK(!tasks_named(pg, 0, "fp8_param_quantize").empty());
+  CHECK(!tasks_named(pg, 0, "fp4_param_quantize").empty());
   // No 16-bit copy of the FP4 GEMM weights; their two NVFP4 copies are kept either way.
   CHECK(nv.stages[0].static_memory.weights - pg.stages[0].static_memory.weights == 2 * w);
   // End to end on B200: FP4 GEMMs make the step faster than MXFP8's, its casts slower.
