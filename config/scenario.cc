@@ -545,6 +545,18 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   }
   note("fp4_param_gather");
   if (t.precision == models::Precision::kFp4) t.quant_recipe = models::QuantRecipe::kNvfp4;
+  // Megatron-Core's first_last_layers_bf16 (default 1 layer at each end, its defaults).
+  if (r.get_bool("first_last_layers_bf16", false)) {
+    t.bf16_layers_at_start = r.get_int("num_layers_at_start_in_bf16", 1, 0, 1 << 20);
+    t.bf16_layers_at_end = r.get_int("num_layers_at_end_in_bf16", 1, 0, 1 << 20);
+  } else {
+    for (const char* key : {"num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"}) {
+      if (r.has(key)) r.fail(key, "applies with first_last_layers_bf16 true only");
+    }
+  }
+  note("first_last_layers_bf16");
+  note("num_layers_at_start_in_bf16");
+  note("num_layers_at_end_in_bf16");
   t.recompute_granularity =
       static_cast<models::RecomputeGranularity>(r.get_choice("recompute_granularity", 0, {"none", "selective", "full"}));
   note("recompute_granularity");
@@ -1001,6 +1013,26 @@ void validate_plan(const Scenario& s, const Origins& o) {
     if (p.etp() > 1) {
       o.fail("training.moe_token_dispatcher_type",
              "flex (DeepEP) with expert_tensor_parallel_size > 1 is not modelled: give expert_tensor_parallel_size 1 or the alltoall dispatcher");
+    }
+  }
+  // first_last_layers_bf16: Megatron-Core's TransformerConfig checks (FP8/FP4 only, not with
+  // delayed scaling, at most a pipeline stage's layers at each end); trainsim does not model it
+  // beside multi-token prediction or the EP overlap's interleaved layer nodes.
+  if (t.bf16_layers_at_start > 0 || t.bf16_layers_at_end > 0) {
+    if (!t.quantized()) o.fail("training.first_last_layers_bf16", "applies with precision \"fp8\" or \"fp4\" only");
+    if (t.precision == models::Precision::kFp8 && t.quant_recipe == models::QuantRecipe::kDelayed) {
+      o.fail("training.first_last_layers_bf16", "needs an FP8 recipe other than delayed scaling (Megatron-Core refuses it with delayed scaling)");
+    }
+    const std::int64_t per_stage = m.num_layers / p.pipeline_model_parallel_size;
+    if (t.bf16_layers_at_start > per_stage) {
+      o.fail("training.num_layers_at_start_in_bf16", "expected at most the layers of one pipeline stage (" + std::to_string(per_stage) + ")");
+    }
+    if (t.bf16_layers_at_end > per_stage) {
+      o.fail("training.num_layers_at_end_in_bf16", "expected at most the layers of one pipeline stage (" + std::to_string(per_stage) + ")");
+    }
+    if (m.mtp_num_layers > 0) o.fail("training.first_last_layers_bf16", "is not modelled with multi-token prediction (mtp_num_layers)");
+    if (t.overlap_moe_expert_parallel_comm) {
+      o.fail("training.first_last_layers_bf16", "is not modelled with overlap_moe_expert_parallel_comm");
     }
   }
   // overlap_moe_expert_parallel_comm: Megatron-Core's own conditions (TransformerConfig's

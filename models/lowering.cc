@@ -99,15 +99,19 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
     info.chunks = layers[static_cast<std::size_t>(s)];
     info.has_embedding = s == 0;
     info.has_output = s == pp - 1;
-    std::int64_t moe_layers = 0, dense_layers = 0;
+    std::int64_t moe_layers = 0, dense_layers = 0, quantized_moe = 0, quantized_dense = 0;
     for (const auto& [first, count] : info.chunks) {
-      for (std::int64_t l = first; l < first + count; ++l) (model.is_moe_layer(l) ? moe_layers : dense_layers) += 1;
+      for (std::int64_t l = first; l < first + count; ++l) {
+        (model.is_moe_layer(l) ? moe_layers : dense_layers) += 1;
+        if (training.quantized_layer(l, model.num_layers)) (model.is_moe_layer(l) ? quantized_moe : quantized_dense) += 1;
+      }
     }
     info.moe_layers = moe_layers;
+    info.bf16_moe_layers = training.quantized() ? moe_layers - quantized_moe : 0;
+    info.bf16_dense_layers = training.quantized() ? dense_layers - quantized_dense : 0;
     info.params.dense = moe_layers * lp.dense() + dense_layers * dense_lp.dense();
     info.params.expert = moe_layers * lp.expert();
-    info.params.fp8_gemm =
-        training.quantized() ? moe_layers * lp.gemm_weights + dense_layers * dense_lp.gemm_weights : 0;
+    info.params.fp8_gemm = quantized_moe * lp.gemm_weights + quantized_dense * dense_lp.gemm_weights;
     if (info.has_embedding) info.params.dense += embedding_params(model, d);
     if (info.has_output) {
       info.params.dense += output_params(model, parallel, d);
@@ -261,9 +265,14 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
     std::int64_t layers = 0;
     for (const auto& c : st.chunks) layers += c.second;
     // A layer's activations, averaged over the stage's MoE and dense layers.
+    // first_last_layers_bf16's layers keep 16-bit GEMM inputs.
     const auto mean_layer_bytes = [&](bool sel) {
-      const std::int64_t moe = st.moe_layers, plain = layers - st.moe_layers;
-      return (moe * layer_activation_bytes(d, sel) + plain * layer_activation_bytes(dense, sel)) / std::max<std::int64_t>(1, layers);
+      LayerDims bf16 = d, bf16_dense = dense;
+      bf16.gemm = bf16_dense.gemm = d.act;
+      const std::int64_t moe = st.moe_layers - st.bf16_moe_layers, plain = layers - st.moe_layers - st.bf16_dense_layers;
+      return (moe * layer_activation_bytes(d, sel) + plain * layer_activation_bytes(dense, sel) +
+              st.bf16_moe_layers * layer_activation_bytes(bf16, sel) + st.bf16_dense_layers * layer_activation_bytes(bf16_dense, sel)) /
+             std::max<std::int64_t>(1, layers);
     };
     const std::int64_t per_layer = mean_layer_bytes(selective);
     // The stage's chunks hold layers / V each, or under a custom layout up to one more.

@@ -29,6 +29,7 @@ struct StageInfo {
   bool has_embedding = false;
   bool has_output = false;
   std::int64_t moe_layers = 0;  // of its layers, those that route to experts
+  std::int64_t bf16_moe_layers = 0, bf16_dense_layers = 0;  // of its layers, those first_last_layers_bf16 keeps 16-bit
   std::int64_t parameters = 0;  // per GPU
   StageParameters params;       // the same, split by sharding group
   StaticMemory static_memory;

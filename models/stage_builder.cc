@@ -1,6 +1,7 @@
 #include "models/stage_builder.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <string>
@@ -133,13 +134,18 @@ class StageBuilder {
         p_(c.parallel),
         t_(c.training),
         d_(c.dims),
+        quant_gemm_(c.dims.gemm),
+        quantized_model_(c.dims.quantized()),
         info_(c.info),
         microbatches_(c.microbatches),
         dp_cp_(c.dp * c.dims.cp),
         edp_(c.expert_dp),
         dense_dims_(dense_layer_dims(c.dims)),
         lp_(layer_params(c.dims)),
-        dense_lp_(layer_params(dense_dims_)) {}
+        dense_lp_(layer_params(dense_dims_)),
+        layer_dims_{c.dims, dense_dims_, c.dims, dense_dims_} {
+    layer_dims_[2].gemm = layer_dims_[3].gemm = c.dims.act;
+  }
 
   void build();
 
@@ -427,7 +433,11 @@ class StageBuilder {
   const ModelSpec& m_;
   const ParallelSpec& p_;
   const TrainingSpec& t_;
-  const LayerDims& d_;
+  // The dims of the layer being emitted: the stage's, with 16-bit GEMMs in the layers
+  // first_last_layers_bf16 keeps out of FP8/FP4 (enter_layer).
+  LayerDims d_;
+  const DataType quant_gemm_;   // the stage's GEMM input type
+  const bool quantized_model_;  // the stage quantizes GEMM inputs (in its quantized layers)
   const StageInfo& info_;
   std::int64_t microbatches_;
   std::int64_t dp_cp_;
@@ -435,9 +445,29 @@ class StageBuilder {
   LayerDims dense_dims_;  // a layer without experts (the only kind in a dense model)
   LayerParams lp_;        // an MoE model's MoE layer, or a dense model's layer
   LayerParams dense_lp_;  // a layer without experts
+  // An MoE layer's and a dense layer's dims as quantized, then with 16-bit GEMMs.
+  std::array<LayerDims, 4> layer_dims_;
 
   // Dims and parameters of decoder layer `layer` (MoE layers and dense ones may mix).
-  const LayerDims& dims_of(std::int64_t layer) const { return m_.is_moe_layer(layer) ? d_ : dense_dims_; }
+  const LayerDims& dims_of(std::int64_t layer) const {
+    return layer_dims_[(m_.is_moe_layer(layer) ? 0u : 1u) + (quantized_layer(layer) ? 0u : 2u)];
+  }
+  bool quantized_layer(std::int64_t layer) const { return quantized_model_ && t_.quantized_layer(layer, m_.num_layers); }
+  // A parameter-gather unit's GEMM weights are quantized: a decoder layer's as quantized_layer,
+  // the embedding's, the output layer's and the MTP modules' as the stage.
+  bool quantized_unit(std::int64_t unit) const {
+    return unit >= 0 && unit < m_.num_layers ? quantized_layer(unit) : quantized_model_;
+  }
+  // Emitting decoder layer `layer`: its GEMMs quantized or 16-bit; leave_layers() when back in
+  // the embedding or the output layer.
+  void enter_layer(std::int64_t layer) {
+    layer_ = layer;
+    d_.gemm = dense_dims_.gemm = quantized_layer(layer) || !quantized_model_ ? quant_gemm_ : d_.act;
+  }
+  void leave_layers() {
+    layer_ = -1;
+    d_.gemm = dense_dims_.gemm = quant_gemm_;
+  }
   const LayerParams& params_of(std::int64_t layer) const { return m_.is_moe_layer(layer) ? lp_ : dense_lp_; }
 
   std::vector<TaskIndex> pending_;  // tasks the next compute task waits for
@@ -1064,7 +1094,7 @@ void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int6
     combine_node_forward_tail();
     return;
   }
-  layer_ = layer;
+  enter_layer(layer);
   if (p_.zero_stage >= 3 && cat != kRecompute) fsdp_acquire(layer, false);
   if (!bucket_gathers_.empty() && cat != kRecompute) distributed_optimizer_gathers(layer);
   if (cat != kRecompute) fp8_weights(layer, cat);
@@ -1083,7 +1113,7 @@ void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
     attn_node_backward(free);
     return;
   }
-  layer_ = layer;
+  enter_layer(layer);
   if (p_.zero_stage >= 3) {
     fsdp_acquire(layer, true);
     // The layer's full gradients, reduce-scattered once it is done.
@@ -1119,7 +1149,7 @@ void StageBuilder::fp8_weights(std::int64_t layer, std::uint8_t cat) {
 // before the dispatch, as MoELayer's shared_experts_compute) and the router with the
 // permutation. A dense layer's MLP is its mlp node.
 void StageBuilder::attn_node_forward(std::int64_t layer, std::int64_t alloc) {
-  layer_ = layer;
+  enter_layer(layer);
   if (!bucket_gathers_.empty()) distributed_optimizer_gathers(layer);
   fp8_weights(layer, kForward);
   pending_alloc_ += alloc;
@@ -1154,7 +1184,7 @@ void StageBuilder::combine_node_forward_tail() {
 }
 
 void StageBuilder::combine_node_backward(std::int64_t layer) {
-  layer_ = layer;
+  enter_layer(layer);
   if (!m_.is_moe_layer(layer_)) return;
   compute("bias_dropout_add_bwd", memory_op(3 * sharded_hidden_bytes()), kBackward);
   moe_norm_recompute();
@@ -1197,7 +1227,7 @@ void StageBuilder::attn_node_backward(std::int64_t free) {
 }
 
 void StageBuilder::embedding_forward() {
-  layer_ = -1;
+  leave_layers();
   if (p_.zero_stage >= 3) fsdp_acquire(kEmbeddingUnit, false);
   if (!bucket_gathers_.empty()) distributed_optimizer_gathers(kEmbeddingUnit);
   vocab_lookup("embedding", embedding_activation_bytes(d_));
@@ -1206,7 +1236,7 @@ void StageBuilder::embedding_forward() {
 }
 
 void StageBuilder::embedding_backward() {
-  layer_ = -1;
+  leave_layers();
   if (p_.zero_stage >= 3) {
     fsdp_acquire(kEmbeddingUnit, true);
     pending_alloc_ += grad_bytes() * unit_dense(kEmbeddingUnit);
@@ -1246,14 +1276,14 @@ void StageBuilder::output_forward() {
 }
 
 void StageBuilder::output_forward_begin() {
-  layer_ = -1;
+  leave_layers();
   if (p_.zero_stage >= 3) fsdp_acquire(output_unit(), false);
   if (!bucket_gathers_.empty()) distributed_optimizer_gathers(output_unit());
   compute("final_norm", memory_op(2 * sharded_hidden_bytes()), kForward, output_activation_bytes(d_));
 }
 
 void StageBuilder::output_forward_end() {
-  layer_ = -1;
+  leave_layers();
   logits_forward("");
   if (p_.zero_stage >= 3) fsdp_release(output_unit());
 }
@@ -1297,7 +1327,7 @@ void StageBuilder::mtp_forward(std::int64_t module) {
 
 void StageBuilder::mtp_forward_begin(std::int64_t module) {
   const std::int64_t layer = mtp_layer(module);
-  layer_ = layer;
+  enter_layer(layer);
   if (!bucket_gathers_.empty()) distributed_optimizer_gathers(layer);
   vocab_lookup("mtp_embedding", mtp_bytes(module));
   mtp_projection(kForward);
@@ -1353,7 +1383,7 @@ void StageBuilder::mtp_backward_end(std::int64_t module) {
 }
 
 void StageBuilder::output_backward() {
-  layer_ = -1;
+  leave_layers();
   if (p_.zero_stage >= 3) {
     fsdp_acquire(output_unit(), true);
     pending_alloc_ += grad_bytes() * unit_dense(output_unit());
@@ -1369,7 +1399,7 @@ void StageBuilder::output_backward() {
 }
 
 void StageBuilder::output_logits_backward() {
-  layer_ = -1;
+  leave_layers();
   logits_backward("", m_.mtp_num_layers > 0 ? 0 : output_params(m_, p_, d_) - lp_.norm);
 }
 
@@ -1379,7 +1409,7 @@ void StageBuilder::mtp_logits_backward(std::int64_t module) {
 }
 
 void StageBuilder::output_backward_end() {
-  layer_ = -1;
+  leave_layers();
   norm_backward("final_norm", output_activation_bytes(d_));
   if (p_.zero_stage >= 3) {
     fsdp_reduce(output_unit());
@@ -1705,7 +1735,7 @@ std::vector<ParamGroup> StageBuilder::param_groups(std::int64_t chunk) const {
   std::vector<ParamGroup> out;
   out.reserve(static_cast<std::size_t>(12 * count + 3));  // at most 11 groups a layer
   auto add = [&](std::int64_t params, bool expert, std::int64_t unit, bool gemm = false) {
-    if (params > 0) out.push_back(ParamGroup{params, expert, unit, gemm && d_.quantized() ? params : 0});
+    if (params > 0) out.push_back(ParamGroup{params, expert, unit, gemm && quantized_unit(unit) ? params : 0});
   };
   auto add_layer = [&](std::int64_t l) {
     if (m_.is_moe_layer(l) && overlapped_nodes()) {
@@ -1913,7 +1943,7 @@ std::int64_t StageBuilder::unit_expert(std::int64_t unit) const {
 // Bytes a data-parallel gather moves for `params` parameters, `fp8` of them FP8 GEMM weights: 16
 // bits each, but fp8_param_gather's FP8 weights (gathered_quantized_param_bytes).
 std::int64_t StageBuilder::param_gather_bytes(std::int64_t params, std::int64_t fp8) const {
-  if (!d_.quantized() || !t_.fp8_param_gather) return 2 * params;
+  if (!quantized_model_ || !t_.fp8_param_gather) return 2 * params;
   return 2 * (params - fp8) + gathered_quantized_param_bytes(fp8, d_.quant_recipe);
 }
 
@@ -1922,7 +1952,7 @@ std::int64_t StageBuilder::param_gather_bytes(std::int64_t params, std::int64_t 
 std::int64_t StageBuilder::unit_gather_bytes(std::int64_t unit, bool expert) const {
   const std::int64_t n = expert ? unit_expert(unit) : unit_dense(unit);
   const bool layer = unit != kEmbeddingUnit && unit != output_unit();
-  const std::int64_t fp8 = !d_.quantized() || !layer ? 0 : expert ? n : std::max<std::int64_t>(0, params_of(unit).gemm_weights - unit_expert(unit));
+  const std::int64_t fp8 = !layer || !quantized_unit(unit) ? 0 : expert ? n : std::max<std::int64_t>(0, params_of(unit).gemm_weights - unit_expert(unit));
   return param_gather_bytes(n, std::min(n, fp8));
 }
 
@@ -2004,7 +2034,7 @@ void StageBuilder::fsdp_reduce(std::int64_t unit) {
 // finishes (fp8.py, reduce_and_update_fp8_tensors): 3 forward and 2 backward tensors per GEMM,
 // 4 GEMMs per layer, one fp32 each.
 void StageBuilder::amax_reduction(std::int64_t layers, bool forward) {
-  if (!d_.quantized() || d_.quant_recipe != QuantRecipe::kDelayed || layers == 0) return;
+  if (!quantized_model_ || d_.quant_recipe != QuantRecipe::kDelayed || layers == 0) return;
   if (d_.t * dp_cp_ <= 1) return;
   layer_ = -1;
   wait(collective(forward ? "fp8_amax_all_reduce" : "fp8_amax_bwd_all_reduce", kAmaxSlot, kTpStream,
@@ -2069,7 +2099,7 @@ void StageBuilder::finalize() {
   // precision-aware optimizer: the gradient as reduced, its moment and master-weight bytes).
   // With fp8_param_gather the FP8 GEMM weights of the shard get no 16-bit copy: Transformer
   // Engine's cast_master_weights_to_fp8 quantizes their fp32 masters into the gather buffer.
-  const std::int64_t fp8_shard = d_.quantized() && t_.fp8_param_gather
+  const std::int64_t fp8_shard = quantized_model_ && t_.fp8_param_gather
                                      ? std::min(shard, sharded ? (info_.params.fp8_gemm + dp_cp_ - 1) / dp_cp_ : info_.params.fp8_gemm)
                                      : 0;
   const std::int64_t grad_read = fp32_grad_copy > 0 || t_.grad_reduce_in_fp32 ? 4 : grad_bytes();

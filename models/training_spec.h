@@ -104,6 +104,14 @@ struct TrainingSpec {
   // --fp4-param-gather, the same with the NVFP4 copies.
   bool fp8_param_gather = false;
   bool quantized() const { return precision == Precision::kFp8 || precision == Precision::kFp4; }
+  // Megatron-Core's first_last_layers_bf16 with num_layers_at_start_in_bf16 /
+  // num_layers_at_end_in_bf16 (0 when off): the first and last decoder layers of the model run
+  // their GEMMs in 16 bits (fp8_utils.py, is_first_last_bf16_layer, by global layer index).
+  std::int64_t bf16_layers_at_start = 0;
+  std::int64_t bf16_layers_at_end = 0;
+  bool quantized_layer(std::int64_t layer, std::int64_t num_layers) const {
+    return quantized() && layer >= bf16_layers_at_start && (layer >= num_layers || layer < num_layers - bf16_layers_at_end);
+  }
   RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   std::int64_t recompute_num_layers = 1;

@@ -1216,3 +1216,48 @@ TEST_CASE("models/parallelism: precision fp4 is refused where it cannot run") {
             .find("/training/fp4_param_gather: needs a sharded optimizer") != std::string::npos);
   CHECK(load_error(kLlama, {"training.precision=\"fp4\"", "training.fp4_recipe=\"nvfp4\"", b200}).empty());
 }
+
+TEST_CASE("models/parallelism: first_last_layers_bf16 keeps the first and last decoder layers' GEMMs in 16 bits") {
+  // Llama-3.1 8B (32 layers) in FP8 current scaling, TP 2, PP 2 with two virtual stages: layer 0
+  // opens stage 0's first chunk, layer 31 closes the last stage's last chunk.
+  const std::vector<std::string> fp8 = {"training.precision=\"fp8\"", "training.fp8_recipe=\"tensorwise\""};
+  const models::Workload q = lowered(kLlama, fp8);
+  const models::Workload w = lowered(kLlama, with(fp8, {"training.first_last_layers_bf16=true", "training.num_layers_at_end_in_bf16=2"}));
+  const auto last = static_cast<std::uint32_t>(w.graph.num_classes() - 1);
+  auto qkv_types = [](const models::Workload& wl, std::uint32_t cls) {
+    std::map<std::int32_t, sim::DataType> by_layer;
+    for (const sim::Task* t : tasks_named(wl, cls, "qkv_proj")) by_layer[t->layer] = wl.graph.rank_class(cls).kernels[t->payload].dtype;
+    return by_layer;
+  };
+  const auto first_stage = qkv_types(w, 0), last_stage = qkv_types(w, last);
+  REQUIRE(first_stage.count(0) == 1);
+  REQUIRE(first_stage.count(1) == 1);
+  CHECK(first_stage.at(0) == sim::DataType::kBf16);
+  CHECK(first_stage.at(1) == sim::DataType::kFp8);
+  REQUIRE(last_stage.count(31) == 1);
+  REQUIRE(last_stage.count(29) == 1);
+  CHECK(last_stage.at(31) == sim::DataType::kBf16);
+  CHECK(last_stage.at(30) == sim::DataType::kBf16);
+  CHECK(last_stage.at(29) == sim::DataType::kFp8);
+  // The 16-bit layers cast nothing: stage 0 loses the casts of one of its 16 layers.
+  auto count = [](const models::Workload& wl, std::uint32_t cls, const std::string& name) { return tasks_named(wl, cls, name).size(); };
+  CHECK(count(q, 0, "qkv_proj_input_cast") - count(w, 0, "qkv_proj_input_cast") == count(q, 0, "qkv_proj_input_cast") / 16);
+  // Their weights get no FP8 copy: the stages' FP8 GEMM weights drop by one and two layers'.
+  const std::int64_t per_layer = q.stages[0].params.fp8_gemm / 16;  // 16 layers a stage
+  CHECK(q.stages[0].params.fp8_gemm - w.stages[0].params.fp8_gemm == per_layer);
+  CHECK(q.stages[last].params.fp8_gemm - w.stages[last].params.fp8_gemm == 2 * per_layer);
+  // 16-bit layers keep 16-bit GEMM inputs for the backward and run slower GEMMs.
+  const auto qr = tests::simulate_file(kLlama, fp8);
+  const auto wr = tests::simulate_file(kLlama, with(fp8, {"training.first_last_layers_bf16=true", "training.num_layers_at_end_in_bf16=2"}));
+  CHECK(wr.iteration_time_s > qr.iteration_time_s);
+  CHECK(wr.stages.back().activation_peak_bytes > qr.stages.back().activation_peak_bytes);
+  // Megatron-Core's refusals, and trainsim's where it does not model the combination.
+  CHECK(load_error(kLlama, {"training.first_last_layers_bf16=true"}).find("/training/first_last_layers_bf16: applies with precision") !=
+        std::string::npos);
+  CHECK(load_error(kLlama, {"training.precision=\"fp8\"", "training.first_last_layers_bf16=true"}).find("other than delayed scaling") !=
+        std::string::npos);
+  CHECK(load_error(kLlama, with(fp8, {"training.first_last_layers_bf16=true", "training.num_layers_at_start_in_bf16=17"}))
+            .find("/training/num_layers_at_start_in_bf16: expected at most the layers of one pipeline stage (16)") != std::string::npos);
+  CHECK(load_error(kLlama, with(fp8, {"training.num_layers_at_end_in_bf16=1"})).find("applies with first_last_layers_bf16 true only") !=
+        std::string::npos);
+}
