@@ -160,6 +160,12 @@ inline LayerDims dense_layer_dims(LayerDims d) {
   return d;
 }
 
+// The dims of a layer first_last_layers_bf16 keeps out of FP8/FP4: 16-bit GEMM inputs.
+inline LayerDims unquantized(LayerDims d) {
+  d.gemm = d.act;
+  return d;
+}
+
 inline LayerParams layer_params(const LayerDims& d) {
   LayerParams p;
   const std::int64_t bias = d.bias ? 1 : 0;

@@ -243,6 +243,7 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
   const bool selective = training.recomputes_core_attention();
   const bool full = training.recompute_granularity == RecomputeGranularity::kFull;
   const LayerDims dense = dense_layer_dims(d);
+  const LayerDims bf16 = unquantized(d), bf16_dense = unquantized(dense);  // first_last_layers_bf16's layers
   const std::int64_t checkpoint = layer_checkpoint_bytes(d);
   const std::int64_t group = std::max<std::int64_t>(1, training.recompute_num_layers);
   std::int64_t peak = 0;
@@ -267,8 +268,6 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
     // A layer's activations, averaged over the stage's MoE and dense layers.
     // first_last_layers_bf16's layers keep 16-bit GEMM inputs.
     const auto mean_layer_bytes = [&](bool sel) {
-      LayerDims bf16 = d, bf16_dense = dense;
-      bf16.gemm = bf16_dense.gemm = d.act;
       const std::int64_t moe = st.moe_layers - st.bf16_moe_layers, plain = layers - st.moe_layers - st.bf16_dense_layers;
       return (moe * layer_activation_bytes(d, sel) + plain * layer_activation_bytes(dense, sel) +
               st.bf16_moe_layers * layer_activation_bytes(bf16, sel) + st.bf16_dense_layers * layer_activation_bytes(bf16_dense, sel)) /

@@ -134,7 +134,6 @@ class StageBuilder {
         p_(c.parallel),
         t_(c.training),
         d_(c.dims),
-        quant_gemm_(c.dims.gemm),
         quantized_model_(c.dims.quantized()),
         info_(c.info),
         microbatches_(c.microbatches),
@@ -143,9 +142,7 @@ class StageBuilder {
         dense_dims_(dense_layer_dims(c.dims)),
         lp_(layer_params(c.dims)),
         dense_lp_(layer_params(dense_dims_)),
-        layer_dims_{c.dims, dense_dims_, c.dims, dense_dims_} {
-    layer_dims_[2].gemm = layer_dims_[3].gemm = c.dims.act;
-  }
+        layer_dims_{c.dims, dense_dims_, unquantized(c.dims), unquantized(dense_dims_)} {}
 
   void build();
 
@@ -351,6 +348,7 @@ class StageBuilder {
   void moe_dispatch_backward();
   void moe_experts_wgrad();
   void moe_norm_recompute();
+  void expert_activation(std::uint8_t cat);
   void moe_route_backward();
   // overlap_moe_expert_parallel_comm: one layer as Megatron-Core's schedule nodes
   // (fine_grained_callables.py). Compute nodes on the compute stream, the all-to-alls on their
@@ -436,7 +434,6 @@ class StageBuilder {
   // The dims of the layer being emitted: the stage's, with 16-bit GEMMs in the layers
   // first_last_layers_bf16 keeps out of FP8/FP4 (enter_layer).
   LayerDims d_;
-  const DataType quant_gemm_;   // the stage's GEMM input type
   const bool quantized_model_;  // the stage quantizes GEMM inputs (in its quantized layers)
   const StageInfo& info_;
   std::int64_t microbatches_;
@@ -462,11 +459,11 @@ class StageBuilder {
   // the embedding or the output layer.
   void enter_layer(std::int64_t layer) {
     layer_ = layer;
-    d_.gemm = dense_dims_.gemm = quantized_layer(layer) || !quantized_model_ ? quant_gemm_ : d_.act;
+    d_.gemm = dense_dims_.gemm = dims_of(layer).gemm;
   }
   void leave_layers() {
     layer_ = -1;
-    d_.gemm = dense_dims_.gemm = quant_gemm_;
+    d_.gemm = dense_dims_.gemm = layer_dims_[0].gemm;
   }
   const LayerParams& params_of(std::int64_t layer) const { return m_.is_moe_layer(layer) ? lp_ : dense_lp_; }
 
@@ -972,8 +969,7 @@ void StageBuilder::moe_experts_forward(std::uint8_t cat) {
   if (d_.local_experts > 1) compute("sort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.quantized()) fp8_cast("expert_fc1_input_cast", R * d_.h, cat);
   compute("expert_fc1", gemm(rows, d_.expert_fc1_width(), d_.h, le, d_.gemm), cat);
-  compute(d_.gated ? "expert_swiglu" : "expert_activation", memory_op(dt() * R * (d_.expert_fc1_width() + d_.ef)), cat);
-  if (d_.quantized()) fp8_cast("expert_fc2_input_cast", R * d_.ef, cat);
+  expert_activation(cat);
   compute("expert_fc2", gemm(rows, d_.h, d_.ef, le, d_.gemm), cat);
   if (d_.local_experts > 1) compute("unsort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.etp > 1) {
@@ -1035,14 +1031,20 @@ void StageBuilder::moe_combine_backward() {
   }
 }
 
+// The experts' activation over the routed tokens and the cast of fc2's input.
+void StageBuilder::expert_activation(std::uint8_t cat) {
+  const std::int64_t R = d_.routed_tokens();
+  compute(d_.gated ? "expert_swiglu" : "expert_activation", memory_op(dt() * R * (d_.expert_fc1_width() + d_.ef)), cat);
+  if (d_.quantized()) fp8_cast("expert_fc2_input_cast", R * d_.ef, cat);
+}
+
 void StageBuilder::moe_experts_backward(bool wgrad) {
   const std::int64_t R = d_.routed_tokens();
   if (d_.local_experts > 1) compute("unsort_chunks_bwd", memory_op(2 * dt() * R * d_.h), kBackward);
   if (t_.recomputes_moe_act() && !t_.recomputes_moe()) {
     // recompute_modules moe_act: fc2's input, dropped after the forward pass, recomputed from the
     // kept activation input before fc2's backward (TEGroupedMLP, CheckpointWithoutOutput).
-    compute(d_.gated ? "expert_swiglu" : "expert_activation", memory_op(dt() * R * (d_.expert_fc1_width() + d_.ef)), kRecompute);
-    if (d_.quantized()) fp8_cast("expert_fc2_input_cast", R * d_.ef, kRecompute);
+    expert_activation(kRecompute);
   }
   expert_backward("expert_fc2", d_.ef, d_.h, lp_.expert_fc2, wgrad);
   compute(d_.gated ? "expert_swiglu_bwd" : "expert_activation_bwd",
@@ -1854,7 +1856,6 @@ void StageBuilder::reduce_bucket(const GradientBucket& b, TaskIndex producer) {
   layer_ = saved_layer;
 }
 
-// The distributed optimizer's parameter all-gather of one bucket (param_gather_bytes).
 // The all-gather of bucket `b`'s parameters over its data-parallel group (expert buckets over the
 // expert-data-parallel one); kNothingToGather when that group is one rank.
 TaskIndex StageBuilder::param_gather(const GradientBucket& b) {
