@@ -332,6 +332,7 @@ topo::GpuSpec read_gpu(const std::string& name_or_file, const std::string& from_
   g.nvlink_generation = static_cast<int>(r.get_int("nvlink_generation", 0, 0, 10));
   g.nvlink_links = static_cast<int>(r.get_int("nvlink_links", 0, 0, 1000));
   g.nvlink_bandwidth = Bandwidth::gb_per_s(r.get_double("nvlink_bandwidth_GBps", 0, 0, 1e6));
+  g.host_copy_bandwidth = Bandwidth::gb_per_s(r.get_double("host_copy_GBps", 0, 0, 1e6));
   const std::string cal = r.require_string("calibration");
   g.calibration = read_compute_calibration(resolve_file(cal, "calibration", file, "/calibration"));
   r.finish();

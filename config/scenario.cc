@@ -557,6 +557,24 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("first_last_layers_bf16");
   note("num_layers_at_start_in_bf16");
   note("num_layers_at_end_in_bf16");
+  // Megatron-Core's cpu_offloading family (ModelParallelConfig), through Transformer Engine 2.x's
+  // get_cpu_offload_context: activations are offloaded; offload_weights is deprecated there and
+  // has no effect; neither activations nor weights is an error.
+  if (r.get_bool("cpu_offloading", false)) {
+    const bool activations = r.get_bool("cpu_offloading_activations", true);
+    const bool weights = r.get_bool("cpu_offloading_weights", false);
+    if (!activations && !weights) {
+      r.fail("cpu_offloading_activations", "expected true, or cpu_offloading_weights true (Transformer Engine refuses to offload nothing)");
+    }
+    const std::int64_t layers = r.get_int("cpu_offloading_num_layers", 0, 0, 1 << 20);
+    t.cpu_offload_layers = activations ? layers : 0;
+  } else {
+    for (const char* key : {"cpu_offloading_num_layers", "cpu_offloading_activations", "cpu_offloading_weights"}) {
+      if (r.has(key)) r.fail(key, "applies with cpu_offloading true only");
+    }
+  }
+  note("cpu_offloading");
+  note("cpu_offloading_num_layers");
   t.recompute_granularity =
       static_cast<models::RecomputeGranularity>(r.get_choice("recompute_granularity", 0, {"none", "selective", "full"}));
   note("recompute_granularity");
@@ -1135,6 +1153,31 @@ void validate_plan(const Scenario& s, const Origins& o) {
   if (t.precision == models::Precision::kFp4 && s.cluster.gpu.dense_fp4.per_second() <= 0) {
     // Transformer Engine's NVFP4BlockScaling runs on SM 10.0 and later only.
     o.fail("training.precision", "fp4 (NVFP4) needs Blackwell tensor cores (block-scaled FP4); " + s.cluster.gpu.name + " has none");
+  }
+  // cpu_offloading: Megatron-Core's TransformerConfig checks (no pipeline parallelism, no
+  // recomputation, fewer layers than the model's: Transformer Engine keeps the last one), and the
+  // GPU's host copy rate, which prices the copies; trainsim does not model it beside multi-token
+  // prediction or the EP overlap's interleaved layer nodes.
+  if (t.cpu_offload_layers > 0) {
+    if (t.cpu_offload_layers >= m.num_layers) {
+      o.fail("training.cpu_offloading_num_layers", "expected fewer than num_layers (" + std::to_string(m.num_layers) +
+                                                       "): Transformer Engine's default schedule keeps the last layer's activations on the GPU");
+    }
+    if (pp > 1) {
+      o.fail("training.cpu_offloading", "expected pipeline_model_parallel_size 1: Megatron-Core has no CPU offloading with pipeline parallelism");
+    }
+    if (t.recompute_granularity != models::RecomputeGranularity::kNone) {
+      o.fail("training.cpu_offloading", "expected recompute_granularity \"none\": Megatron-Core refuses CPU offloading with recomputation");
+    }
+    if (t.pipeline_schedule == models::PipelineSchedule::kGpipe) {
+      o.fail("training.pipeline_schedule", "expected \"1f1b\" with cpu_offloading: Transformer Engine's schedule expects each "
+                                           "micro-batch's backward right after its forward (Megatron's schedule without pipelining)");
+    }
+    if (m.mtp_num_layers > 0) o.fail("training.cpu_offloading", "is not modelled with multi-token prediction (mtp_num_layers)");
+    if (t.overlap_moe_expert_parallel_comm) o.fail("training.cpu_offloading", "is not modelled with overlap_moe_expert_parallel_comm");
+    if (s.cluster.gpu.host_copy_bandwidth.bytes_per_second() <= 0) {
+      o.fail("training.cpu_offloading", "needs the GPU's host copy rate (host_copy_GBps in its preset); " + s.cluster.gpu.name + " gives none");
+    }
   }
   if (t.fp8_param_gather && !p.shards_optimizer()) {
     // Megatron-LM arguments.py: only with the distributed optimizer or FSDP.

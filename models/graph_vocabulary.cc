@@ -30,6 +30,8 @@ const char* category_name(std::uint8_t c) {
       return "embedding_comm";
     case kOtherComm:
       return "other_comm";
+    case kOffload:
+      return "offload";
     default:
       return "other";
   }
@@ -37,7 +39,11 @@ const char* category_name(std::uint8_t c) {
 
 bool is_communication(std::uint8_t c) { return c >= kTpComm && c < kNumCategories; }
 
-std::vector<std::string> stream_names() { return {"compute", "tp", "dp", "pp", "cp_ep"}; }
+std::vector<std::string> stream_names(bool offload) {
+  std::vector<std::string> names{"compute", "tp", "dp", "pp", "cp_ep"};
+  if (offload) names.emplace_back("offload");
+  return names;
+}
 std::vector<std::string> comm_slot_names() { return {"tp", "dp", "cp", "ep", "expert_tp", "expert_dp", "embedding", "grad_stats", "amax"}; }
 std::vector<std::string> peer_slot_names() { return {"pp_next", "pp_prev", "cp_next", "cp_prev", "tp_next", "tp_prev"}; }
 

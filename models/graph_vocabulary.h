@@ -10,8 +10,9 @@ namespace trainsim::models {
 
 // Streams: one compute stream and one stream per kind of communication, as Megatron-Core and
 // NCCL run them (communication on its own CUDA streams, overlapping compute where the framework
-// lets it).
-enum Stream : std::uint8_t { kComputeStream = 0, kTpStream, kDpStream, kPpStream, kCpEpStream, kNumStreams };
+// lets it), and, only in a graph that offloads activations, Transformer Engine's offload stream
+// (copies to and from host memory).
+enum Stream : std::uint8_t { kComputeStream = 0, kTpStream, kDpStream, kPpStream, kCpEpStream, kNumStreams, kOffloadStream = kNumStreams };
 
 enum CommSlot : std::uint16_t {
   kTpSlot = 0,       // tensor-parallel group
@@ -43,12 +44,14 @@ enum Category : std::uint8_t {
   kEpComm,
   kEmbeddingComm,
   kOtherComm,
+  kOffload,  // activation copies to and from host memory (cpu_offloading): data movement, reported beside communication
   kNumCategories
 };
 
 const char* category_name(std::uint8_t c);
 bool is_communication(std::uint8_t c);
-std::vector<std::string> stream_names();
+// With `offload`, the offload stream after the others.
+std::vector<std::string> stream_names(bool offload = false);
 std::vector<std::string> comm_slot_names();
 std::vector<std::string> peer_slot_names();
 

@@ -140,7 +140,8 @@ Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const Train
 
   // The graph: one rank class per pipeline stage; one simulated representative per stage.
   const std::int64_t world = w.layout.world();
-  w.graph = sim::TaskGraph(static_cast<std::uint32_t>(world), stream_names(), comm_slot_names(), peer_slot_names());
+  w.graph = sim::TaskGraph(static_cast<std::uint32_t>(world), stream_names(training.cpu_offload_layers > 0), comm_slot_names(),
+                           peer_slot_names());
   sim::TaskGraph& g = w.graph;
   for (std::int64_t s = 0; s < pp; ++s) g.add_class("stage " + std::to_string(s));
   std::vector<sim::RankId> reps;
@@ -286,7 +287,9 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
       chunk_bytes = recomputed * checkpoint + (layers_per_chunk - recomputed) * mean_layer_bytes(false);
       transient = mean_layer_bytes(false);
     } else {
-      chunk_bytes = layers_per_chunk * per_layer;
+      // cpu_offloading (one stage, no recomputation): Transformer Engine keeps at most
+      // num_layers - offloaded layers sets of activations on the GPU.
+      chunk_bytes = std::max<std::int64_t>(1, layers_per_chunk - training.cpu_offload_layers) * per_layer;
     }
     const std::int64_t in_flight_microbatches = (in_flight_chunks + V - 1) / V;
     std::int64_t bytes = st.static_memory.total() + in_flight_chunks * chunk_bytes + transient;

@@ -142,7 +142,10 @@ class StageBuilder {
         dense_dims_(dense_layer_dims(c.dims)),
         lp_(layer_params(c.dims)),
         dense_lp_(layer_params(dense_dims_)),
-        layer_dims_{c.dims, dense_dims_, unquantized(c.dims), unquantized(dense_dims_)} {}
+        layer_dims_{c.dims, dense_dims_, unquantized(c.dims), unquantized(dense_dims_)},
+        offload_bytes_(static_cast<std::size_t>(c.training.cpu_offload_layers), 0),
+        offloaded_(static_cast<std::size_t>(c.training.cpu_offload_layers), kNoTask),
+        reloaded_(static_cast<std::size_t>(c.training.cpu_offload_layers), kNoTask) {}
 
   void build();
 
@@ -466,6 +469,30 @@ class StageBuilder {
     d_.gemm = dense_dims_.gemm = layer_dims_[0].gemm;
   }
   const LayerParams& params_of(std::int64_t layer) const { return m_.is_moe_layer(layer) ? lp_ : dense_lp_; }
+
+  // cpu_offloading (Transformer Engine's default schedule): per offloaded layer of the current
+  // micro-batch, its activations' bytes, its copy to host memory and its copy back.
+  bool offloads(std::int64_t layer) const { return layer >= 0 && layer < t_.cpu_offload_layers; }
+  TaskIndex host_copy(const std::string& name, std::int64_t layer, std::int64_t bytes, std::vector<TaskIndex> deps,
+                      std::int64_t alloc = 0) {
+    Kernel k;
+    k.kernel_class = KernelClass::kHostCopy;
+    k.bytes = Bytes(bytes);
+    sim::Task task;
+    task.kind = sim::TaskKind::kCompute;
+    task.stream = kOffloadStream;
+    task.category = kOffload;
+    task.payload = g_.add_kernel(cls_, k);
+    task.name = g_.intern(name);
+    label(task);
+    task.layer = static_cast<std::int32_t>(layer);
+    task.alloc_bytes = alloc;
+    return g_.add_task(cls_, task, deps);
+  }
+  void offload_release(std::int64_t layer);
+  void offload_reload(std::int64_t layer);
+  std::vector<std::int64_t> offload_bytes_;
+  std::vector<TaskIndex> offloaded_, reloaded_;
 
   std::vector<TaskIndex> pending_;  // tasks the next compute task waits for
   bool shared_beside_ = false;      // emitting the shared expert beside the token all-to-alls
@@ -1100,10 +1127,42 @@ void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int6
   if (p_.zero_stage >= 3 && cat != kRecompute) fsdp_acquire(layer, false);
   if (!bucket_gathers_.empty() && cat != kRecompute) distributed_optimizer_gathers(layer);
   if (cat != kRecompute) fp8_weights(layer, cat);
+  if (cat == kForward) offload_release(layer);
   pending_alloc_ += alloc;  // the layer's saved activations, allocated as its forward starts
   attention_forward(cat);
   mlp_forward(cat);
+  if (cat == kForward && offloads(layer)) {
+    // Transformer Engine starts the layer's copies as its tensors are saved; here they start as
+    // its forward ends. The GPU copy is freed later (offload_release).
+    offload_bytes_[static_cast<std::size_t>(layer)] = alloc;
+    offloaded_[static_cast<std::size_t>(layer)] = host_copy("activation_offload", layer, alloc, {last_compute_});
+  }
   if (p_.zero_stage >= 3 && cat != kRecompute) fsdp_release(layer);
+}
+
+// cpu_offloading, before the forward of `layer` (DefaultOffloadSynchronizer.fwd_step): the
+// compute stream waits for the offload of layer `layer` - (num_layers - offloaded layers), whose
+// GPU copy is then released, so that at most num_layers - offloaded layers sets of activations
+// are on the GPU.
+void StageBuilder::offload_release(std::int64_t layer) {
+  const std::int64_t i = layer - (m_.num_layers - t_.cpu_offload_layers);
+  if (!offloads(i)) return;
+  wait(offloaded_[static_cast<std::size_t>(i)]);
+  pending_alloc_ -= offload_bytes_[static_cast<std::size_t>(i)];
+}
+
+// cpu_offloading, before the backward of `layer` (DefaultOffloadSynchronizer.bwd_step): the copy
+// back of layer `layer` - (num_layers - 1 - offloaded layers) starts once the compute stream's
+// work so far is done (the offload stream waits for it), its GPU buffers allocated; then the
+// backward of `layer` waits for its own copy back.
+void StageBuilder::offload_reload(std::int64_t layer) {
+  const std::int64_t i = layer - (m_.num_layers - 1 - t_.cpu_offload_layers);
+  if (offloads(i)) {
+    std::vector<TaskIndex> deps = pending_;
+    if (has_compute_) deps.push_back(last_compute_);
+    const std::int64_t bytes = offload_bytes_[static_cast<std::size_t>(i)];
+    reloaded_[static_cast<std::size_t>(i)] = host_copy("activation_reload", i, bytes, std::move(deps), bytes);
+  }
 }
 
 void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
@@ -1116,11 +1175,13 @@ void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
     return;
   }
   enter_layer(layer);
+  offload_reload(layer);
   if (p_.zero_stage >= 3) {
     fsdp_acquire(layer, true);
     // The layer's full gradients, reduce-scattered once it is done.
     pending_alloc_ += grad_bytes() * (unit_dense(layer) + unit_expert(layer));
   }
+  if (offloads(layer)) wait(reloaded_[static_cast<std::size_t>(layer)]);
   mlp_backward();
   attention_backward();
   norm_backward("input_norm");

@@ -112,6 +112,12 @@ struct TrainingSpec {
   bool quantized_layer(std::int64_t layer, std::int64_t num_layers) const {
     return quantized() && layer >= bf16_layers_at_start && (layer >= num_layers || layer < num_layers - bf16_layers_at_end);
   }
+  // Megatron-Core's cpu_offloading with cpu_offloading_num_layers (0 when off): Transformer
+  // Engine's default offload schedule (cpu_offload.py, DefaultOffloadSynchronizer) copies the
+  // saved activations of the model's first `cpu_offload_layers` layers to pinned host memory as
+  // their forward ends, and back before their backward; at most num_layers - cpu_offload_layers
+  // layers' activations stay on the GPU.
+  std::int64_t cpu_offload_layers = 0;
   RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   std::int64_t recompute_num_layers = 1;

@@ -27,6 +27,8 @@ const char* communication_kind(std::uint8_t c) {
       return "ep";
     case models::kEmbeddingComm:
       return "embedding";
+    case models::kOffload:
+      return "offload";
     default:
       return "other";
   }
@@ -46,6 +48,7 @@ std::vector<std::pair<std::string, double>> kernels_by_kind(const sim::TaskGraph
   for (const sim::Task& t : rc.tasks) {
     if (t.kind != sim::TaskKind::kCompute) continue;
     const sim::Kernel& k = rc.kernels[t.payload];
+    if (k.kernel_class == sim::KernelClass::kHostCopy) continue;  // copy engines: reported with communication
     const std::size_t kind = k.quantize                                            ? 3
                              : k.kernel_class == sim::KernelClass::kGemm           ? 0
                              : k.kernel_class == sim::KernelClass::kFlashAttention ? 1

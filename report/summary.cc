@@ -215,6 +215,7 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
     << models::to_string(s.training.pipeline_schedule) << ", recompute " << models::to_string(s.training.recompute_granularity);
   // The modules of selective recomputation, where they are not Megatron's default (core_attn).
   if (const std::string modules = s.training.recompute_modules(); !modules.empty() && modules != "core_attn") o << " (" << modules << ")";
+  if (s.training.cpu_offload_layers > 0) o << ", " << s.training.cpu_offload_layers << " of " << s.model.num_layers << " layers offloaded";
   o << ", " << models::to_string(s.training.precision);
   // The FP8 recipe, where it is not Megatron-Core's default (delayed scaling).
   if (s.training.quantized() && s.training.quant_recipe != models::QuantRecipe::kDelayed) {

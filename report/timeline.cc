@@ -24,6 +24,8 @@ SliceKind kind_of(const sim::Task& t, const sim::RankClass& rc) {
           return SliceKind::kRecompute;
         case models::kOptimizer:
           return SliceKind::kOptimizer;
+        case models::kOffload:
+          return SliceKind::kHostCopy;
         default:
           return SliceKind::kForward;
       }
@@ -58,6 +60,8 @@ const char* row_label(std::uint8_t stream) {
       return "PP";
     case models::kCpEpStream:
       return "CP/EP";
+    case models::kOffloadStream:
+      return "offload";
     default:
       return "comm";
   }
@@ -124,6 +128,9 @@ std::string plan_summary(const RunResult& r) {
          std::to_string(s.training.micro_batch_size);
   if (s.training.recompute_granularity != models::RecomputeGranularity::kNone) {
     out += ", " + std::string(models::to_string(s.training.recompute_granularity)) + " recompute";
+  }
+  if (s.training.cpu_offload_layers > 0) {
+    out += ", " + std::to_string(s.training.cpu_offload_layers) + " of " + std::to_string(s.model.num_layers) + " layers offloaded";
   }
   return out;
 }
@@ -200,7 +207,7 @@ const char* slice_kind_name(SliceKind k) {
   static constexpr const char* kNames[kSliceKinds] = {"forward",    "backward",   "recompute",      "optimizer",
                                                       "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
                                                       "broadcast",  "send_recv",  "wait",           "bubble",
-                                                      "blocked"};
+                                                      "blocked",    "host_copy"};
   return kNames[static_cast<std::size_t>(k)];
 }
 
@@ -217,15 +224,17 @@ const char* slice_kind_label(SliceKind k) {
                                                        "send/recv",
                                                        "waiting for peers",
                                                        "pipeline bubble",
-                                                       "waiting for communication"};
+                                                       "waiting for communication",
+                                                       "host copy"};
   return kLabels[static_cast<std::size_t>(k)];
 }
 
 const char* slice_kind_color(SliceKind k) {
-  // Tableau 10, a palette designed to stay distinguishable (Stone, Tableau Software, 2016).
+  // Tableau 10, a palette designed to stay distinguishable (Stone, Tableau Software, 2016); host
+  // copies take a dark teal of its 20-colour extension.
   static constexpr const char* kColors[kSliceKinds] = {"#4e79a7", "#59a14f", "#b07aa1", "#9c755f", "#e15759",
                                                        "#f28e2b", "#edc948", "#ff9da7", "#bab0ac", "#76b7b2",
-                                                       "#d4d4d4", "#e15759", "#8c8c8c"};
+                                                       "#d4d4d4", "#e15759", "#8c8c8c", "#499894"};
   return kColors[static_cast<std::size_t>(k)];
 }
 
@@ -373,7 +382,7 @@ Timeline build_timeline(const RunResult& r) {
             break;
           }
         }
-        if (cause != nullptr && cause->kind != sim::TaskKind::kCompute) {
+        if (cause != nullptr && (cause->kind != sim::TaskKind::kCompute || models::is_communication(cause->category))) {
           // Three parts, as the engine splits them: before the dependency was issued (held back
           // by what its record names), while it waited for its peers, while it transferred.
           const std::int64_t dep_issued = std::clamp(cause_rec->posted.ps(), free_since, issued);

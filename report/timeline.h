@@ -33,6 +33,7 @@ enum class SliceKind : std::uint8_t {
   kWaitPeers,        // communication row: posted, waiting for the other side to arrive
   kBubble,           // compute row: waiting for another pipeline stage
   kBlocked,          // compute row: waiting for communication (exposed, or peers at a collective)
+  kHostCopy,         // copy to or from host memory (activation offloading)
   kCount
 };
 inline constexpr std::size_t kSliceKinds = static_cast<std::size_t>(SliceKind::kCount);
@@ -56,7 +57,7 @@ struct Slice {
 
 struct Row {
   std::uint8_t stream = 0;
-  std::string label;          // "compute", "TP", "DP", "PP", "CP/EP", or "comm" when collapsed
+  std::string label;          // "compute", "TP", "DP", "PP", "CP/EP", "offload", or "comm" when collapsed
   std::vector<Slice> slices;  // work, by start time
   std::vector<Slice> gaps;    // waiting (drawn underneath), by start time
 };

@@ -53,6 +53,8 @@ const char* stream_label(std::uint8_t s) {
       return "nccl:pp";
     case models::kCpEpStream:
       return "nccl:cp/ep";
+    case models::kOffloadStream:
+      return "memcpy:offload";
     default:
       return "stream";
   }
@@ -195,6 +197,7 @@ void write_trace(const RunResult& r, std::ostream& out) {
     const char* cat = "kernel";
     if (t.kind == sim::TaskKind::kCompute) {
       const sim::Kernel& k = rc.kernels[t.payload];
+      if (k.kernel_class == sim::KernelClass::kHostCopy) cat = "gpu_memcpy";  // Kineto's category for copies
       args += ",\"sim.kind\":\"" + std::string(sim::to_string(k.kernel_class)) + "\",\"dtype\":\"" + sim::to_string(k.dtype) + "\"";
       if (k.kernel_class == sim::KernelClass::kGemm || k.kernel_class == sim::KernelClass::kFlashAttention) {
         args += ",\"shape\":[" + std::to_string(k.batch) + "," + std::to_string(k.m) + "," + std::to_string(k.n) + "," +

@@ -39,6 +39,7 @@ struct EngineOptions {
   std::uint8_t primary_stream = 0;   // the stream whose idle time is attributed to causes
   // What-if: communication tasks of category c take comm_time_scale[c] times their modelled
   // time (latency and bytes on the links both scaled; 0 makes them free, 0.5 twice as fast).
+  // Compute tasks of a scaled category (copies to and from host memory) scale the same way.
   // REQUIRES: each in [0, 16] (slower what-ifs beyond 16x could run past the clock).
   std::array<double, kMaxCategories> comm_time_scale = unit_scales();
 
@@ -227,6 +228,7 @@ class Engine {
   std::vector<FlowNetwork::Reschedule> reschedules_;
   std::vector<std::uint32_t> flow_instance_;  // flow id -> instance
   std::vector<std::vector<Duration>> kernel_time_;  // per class, per kernel
+  std::vector<std::vector<std::uint8_t>> copy_engine_;  // per class, per kernel: 1 for a host copy
   // Per class, per task (program order): host time until the host has issued it; empty when the
   // timing model charges no host time.
   std::vector<std::vector<Duration>> host_issue_;

@@ -49,6 +49,8 @@ const char* to_string(KernelClass k) {
       return "memory_bound";
     case KernelClass::kOptimizer:
       return "optimizer";
+    case KernelClass::kHostCopy:
+      return "host_copy";
   }
   return "?";
 }

@@ -40,6 +40,7 @@ enum class KernelClass : std::uint8_t {
   kFlashAttention,  // fused attention: batch = batch*heads, m = query len, n = key len, k = head dim
   kMemoryBound,     // elementwise, normalisation, softmax, dropout, embedding, loss
   kOptimizer,       // optimizer step over a parameter shard (memory-bound)
+  kHostCopy,        // copy engine: `bytes` between device and pinned host memory, over the host link
 };
 const char* to_string(KernelClass k);
 

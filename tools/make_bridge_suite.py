@@ -5,8 +5,9 @@ Megatron-Bridge's published pre-training throughput of Llama 3 8B / 70B and Llam
 containers 25.09 and 26.04.01; DGX-GB300, DGX-GB200, DGX-B200, DGX-H100) becomes one validation case per row
 trainsim can price: the llama3.1 preset of the size, the row's plan and batch, the release's
 performance recipe for the rest (each assumption in the case's notes), and the step time the
-published tokens/s per GPU give. Rows with activation offloading to the CPU, which trainsim does
-not model, are listed as excluded with the reason. No fit reads these cases: they
+published tokens/s per GPU give. Rows that offload activations to the CPU under NeMo 25.09's
+Transformer Engine 2.7, whose offload scheduler trainsim does not model, are listed as excluded
+with the reason. No fit reads these cases: they
 check the calibrations against newer software stacks.
 
 Usage: tools/make_bridge_suite.py [megatron_bridge_llama.json] [megatron_bridge_llama_suite.json]
@@ -14,6 +15,7 @@ Usage: tools/make_bridge_suite.py [megatron_bridge_llama.json] [megatron_bridge_
 
 import suite_files
 
+LAYERS = {"llama3-8b": 32, "llama3-70b": 80, "llama3.1-405b": 126}
 PRESETS = {"llama3-8b": "llama3.1-8b", "llama3-70b": "llama3.1-70b", "llama3.1-405b": "llama3.1-405b"}
 SYSTEMS = {"DGX-H100": ("dgx-h100", 8, "h100"), "DGX-B200": ("dgx-b200", 8, "b200"), "DGX-GB200": ("gb200-nvl72", 64, "gb200"),
            "DGX-GB300": ("gb300-nvl72", 64, "gb300")}
@@ -25,9 +27,11 @@ def run_id(r):
 
 
 def excluded_reason(r):
-    if r.get("cpu_offloading_num_layers"):
-        return ("activation offloading to the CPU (cpu_offloading_num_layers %d) beside Megatron FSDP: trainsim does not model "
-                "offloading" % r["cpu_offloading_num_layers"])
+    if r.get("cpu_offloading_num_layers") and r["release"] == "25.09":
+        return ("activation offloading to the CPU (cpu_offloading_num_layers %d) under Transformer Engine 2.7 (NeMo 25.09), whose "
+                "offload scheduler (before 2.10, now cpu_offload_v1.py: separate copy-out and copy-in streams, offload windows "
+                "spread over the layers) trainsim does not model; it models the default schedule of Transformer Engine 2.10 and "
+                "later" % r["cpu_offloading_num_layers"])
     return None
 
 
@@ -59,6 +63,10 @@ def case(r):
     if vp > 1:
         training["pipeline_schedule"] = "interleaved"
         training["overlap_p2p_comm"] = True
+    if r.get("cpu_offloading_num_layers"):
+        # utils/overrides.py: cpu_offloading on, weights not offloaded.
+        training["cpu_offloading"] = True
+        training["cpu_offloading_num_layers"] = r["cpu_offloading_num_layers"]
     padded = r["release"] == "25.09"
     step_overlap = optimizer_step_overlap(r, not padded)
     if step_overlap:
@@ -82,6 +90,10 @@ def case(r):
     if not training.get("overlap_param_gather", True):
         notes.append("parameter gathers not overlapped (align_param_gather off with them): the scripts' peak-memory workaround for "
                      "this NVFP4 row (disable_param_gather_overlap)")
+    if r.get("cpu_offloading_num_layers"):
+        notes.append("activations of the first %d of %d layers offloaded to the Grace CPU's memory (utils/overrides.py: "
+                     "cpu_offloading with cpu_offloading_num_layers %d, weights not offloaded; Transformer Engine 2.14's default "
+                     "schedule)" % (r["cpu_offloading_num_layers"], LAYERS[r["model"]], r["cpu_offloading_num_layers"]))
     if r.get("cuda_graphs"):
         notes.append("CUDA graphs on in the recipe: not modelled (trainsim keeps its per-kernel launch overhead)")
     model = {"preset": PRESETS[r["model"]], "make_vocab_size_divisible_by": 128 if padded else 1}

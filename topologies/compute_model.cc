@@ -5,6 +5,8 @@
 #include <limits>
 #include <numbers>
 
+#include "sim/check.h"
+
 namespace trainsim::topo {
 
 using sim::KernelClass;
@@ -159,6 +161,14 @@ Duration ComputeModel::kernel_time(const sim::Kernel& k) const {
     }
     case KernelClass::kOptimizer:
       return Duration::from_seconds(memory_seconds(k, cal.optimizer_efficiency)) + cal.memory_kernel_overhead;
+    case KernelClass::kHostCopy: {
+      // Copy engines over the host link at its measured rate, with a memory-bound kernel's start
+      // cost; no tensor-core or HBM efficiency applies. The lowering refuses offloading on a
+      // GPU without a host copy rate.
+      TRAINSIM_CHECK(gpu_.host_copy_bandwidth.bytes_per_second() > 0, "host copy on a GPU without host_copy_GBps");
+      return Duration::from_seconds(static_cast<double>(k.bytes.count()) / gpu_.host_copy_bandwidth.bytes_per_second()) +
+             cal.memory_kernel_overhead;
+    }
   }
   return Duration::zero();
 }

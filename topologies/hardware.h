@@ -159,6 +159,10 @@ struct GpuSpec {
   int nvlink_generation = 0;
   int nvlink_links = 0;
   Bandwidth nvlink_bandwidth;  // per direction, all links together (line rate)
+  // Sustained copy-engine bandwidth between this GPU's memory and pinned host memory, each
+  // direction, with every GPU of the host copying at once (activation offloading); zero when
+  // the preset gives none.
+  Bandwidth host_copy_bandwidth;
   ComputeCalibration calibration;
   FlopRate peak(DataType t) const;
 };

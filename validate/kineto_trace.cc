@@ -254,7 +254,9 @@ std::map<std::string, double> simulated_busy(const report::RunResult& run, std::
     std::string category;
     if (task.kind == sim::TaskKind::kCompute) {
       const sim::Kernel& k = rc.kernels[task.payload];
-      if (task.category == models::kOptimizer || k.kernel_class == sim::KernelClass::kOptimizer) {
+      if (k.kernel_class == sim::KernelClass::kHostCopy) {
+        category = "memcpy";  // the trace's gpu_memcpy events (activation offloading)
+      } else if (task.category == models::kOptimizer || k.kernel_class == sim::KernelClass::kOptimizer) {
         category = "optimizer";
       } else if (k.kernel_class == sim::KernelClass::kGemm) {
         category = "gemm";

@@ -1261,3 +1261,100 @@ TEST_CASE("models/parallelism: first_last_layers_bf16 keeps the first and last d
   CHECK(load_error(kLlama, with(fp8, {"training.num_layers_at_end_in_bf16=1"})).find("applies with first_last_layers_bf16 true only") !=
         std::string::npos);
 }
+
+TEST_CASE("models/parallelism: cpu_offloading copies the first layers' activations to host memory and back on Transformer Engine's schedule") {
+  // Llama-3.1 8B cut to 8 layers on one DGX H100 (PCIe Gen5 to the host), DP 8, two micro-batches.
+  const std::vector<std::string> base = {
+      "model={\"preset\": \"llama3.1-8b\", \"num_layers\": 8}",
+      "parallelism={\"tensor_model_parallel_size\": 1, \"use_distributed_optimizer\": true}",
+      "training={\"micro_batch_size\": 1, \"global_batch_size\": 16}", "cluster={\"preset\": \"dgx-h100\", \"num_nodes\": 1}"};
+  auto offloading = [&](int layers) {
+    return with(base, {"training.cpu_offloading=true", "training.cpu_offloading_num_layers=" + std::to_string(layers)});
+  };
+  const models::Workload plain = lowered(kGpt, base);
+  const models::Workload w = lowered(kGpt, offloading(3));
+  CHECK(plain.graph.num_streams() == 5);
+  REQUIRE(w.graph.num_streams() == 6);
+  const sim::RankClass& rc = w.graph.rank_class(0);
+  // Layers 0-2 go out as their forward ends and come back in reverse order, once per micro-batch,
+  // on the offload stream, each moving the layer's saved activations.
+  const auto out = tasks_named(w, 0, "activation_offload"), back = tasks_named(w, 0, "activation_reload");
+  REQUIRE(out.size() == 6);
+  REQUIRE(back.size() == 6);
+  const std::int64_t layer_bytes = models::layer_activation_bytes(w.dims, false);
+  std::vector<std::int32_t> order;
+  for (sim::TaskIndex i : rc.stream_tasks[models::kOffloadStream]) {
+    const sim::Task& t = rc.tasks[i];
+    CHECK(t.category == models::kOffload);
+    CHECK(rc.kernels[t.payload].kernel_class == sim::KernelClass::kHostCopy);
+    CHECK(rc.kernels[t.payload].bytes.count() == layer_bytes);
+    order.push_back(w.graph.name(t.name) == "activation_offload" ? t.layer : -1 - t.layer);
+  }
+  CHECK(order == std::vector<std::int32_t>{0, 1, 2, -3, -2, -1, 0, 1, 2, -3, -2, -1});
+  // The copy back allocates the layer's activations again.
+  CHECK(back[0]->alloc_bytes == layer_bytes);
+  // At most 8 - 3 = 5 layers' activations on the GPU: the forward of layer 5 waits for layer 0's
+  // offload, layer 6's for layer 1's.
+  auto first_forward_task = [&](std::int32_t layer) -> const sim::Task* {
+    for (const sim::Task& t : rc.tasks) {
+      if (t.stream == models::kComputeStream && t.layer == layer && t.microbatch == 0 && t.category == models::kForward) return &t;
+    }
+    return nullptr;
+  };
+  auto waits_for = [&](const sim::Task* t, const sim::Task* dep) {
+    if (t == nullptr) return false;
+    for (std::uint32_t k = 0; k < t->deps_count; ++k) {
+      if (&rc.tasks[rc.deps[t->deps_begin + k]] == dep) return true;
+    }
+    return false;
+  };
+  REQUIRE(first_forward_task(5) != nullptr);
+  CHECK(waits_for(first_forward_task(5), out[0]));
+  CHECK(waits_for(first_forward_task(6), out[1]));
+  CHECK_FALSE(waits_for(first_forward_task(4), out[0]));
+  // The quick memory estimate keeps 5 of 8 layers.
+  const config::Scenario sp = config::load_scenario(kGpt, base), so = config::load_scenario(kGpt, offloading(3));
+  CHECK(models::estimated_peak_bytes(plain, sp.parallel, sp.training) - models::estimated_peak_bytes(w, so.parallel, so.training) ==
+        3 * layer_bytes);
+
+  // Simulated: offloading frees the activation memory of the offloaded layers.
+  const auto none = tests::simulate_file(kGpt, base), three = tests::simulate_file(kGpt, offloading(3));
+  CHECK(none.stages[0].activation_peak_bytes - three.stages[0].activation_peak_bytes >= 2 * layer_bytes);
+  // One layer out: its copies hide behind seven layers' forward and six layers' backward.
+  const auto one = tests::simulate_file(kGpt, offloading(1));
+  CHECK(one.iteration_time_s == doctest::Approx(none.iteration_time_s).epsilon(1e-9));
+  CHECK(one.stages[0].activation_peak_bytes < none.stages[0].activation_peak_bytes);
+  // Six out, over PCIe: the compute stream waits for the copies, reported as exposed offload.
+  const auto six = tests::simulate_file(kGpt, offloading(6));
+  auto exposed = [](const report::RunResult& r, const std::string& kind) {
+    for (const auto& [k, v] : r.breakdown.exposed_by_kind) {
+      if (k == kind) return v;
+    }
+    return -1.0;
+  };
+  CHECK(exposed(none, "offload") == 0);
+  CHECK(exposed(six, "offload") > 0);
+  CHECK(six.iteration_time_s > none.iteration_time_s);
+  // With free copies the schedule is the plain one again (the what-if scales host copies too).
+  report::RunOptions free_copies;
+  free_copies.comm_time_scale[models::kOffload] = 0;
+  CHECK(report::simulate(config::load_scenario(kGpt, offloading(6)), free_copies).iteration_time_s ==
+        doctest::Approx(none.iteration_time_s).epsilon(1e-9));
+  // The copies get a timeline row of their own.
+  const report::Timeline tl = report::build_timeline(report::simulate(config::load_scenario(kGpt, offloading(6))));
+  REQUIRE_FALSE(tl.lanes.empty());
+  CHECK(std::any_of(tl.lanes[0].rows.begin(), tl.lanes[0].rows.end(), [](const report::Row& r) { return r.label == "offload"; }));
+
+  // Megatron-Core's refusals, and trainsim's where it does not model the combination.
+  CHECK(load_error(kGpt, offloading(8)).find("/training/cpu_offloading_num_layers: expected fewer than num_layers (8)") != std::string::npos);
+  CHECK(load_error(kGpt, with(offloading(2), {"parallelism.pipeline_model_parallel_size=2"}))
+            .find("/training/cpu_offloading: expected pipeline_model_parallel_size 1") != std::string::npos);
+  CHECK(load_error(kGpt, with(offloading(2), {"training.recompute_granularity=\"full\""})).find("refuses CPU offloading with recomputation") !=
+        std::string::npos);
+  CHECK(load_error(kGpt, with(base, {"training.cpu_offloading_num_layers=2"})).find("/training/cpu_offloading_num_layers: applies with cpu_offloading true only") !=
+        std::string::npos);
+  CHECK(load_error(kGpt, with(offloading(2), {"training.cpu_offloading_activations=false"})).find("/training/cpu_offloading_activations") !=
+        std::string::npos);
+  // Weights offloading is a no-op in Transformer Engine 2.x, and so here.
+  CHECK(lowered(kGpt, with(offloading(3), {"training.cpu_offloading_weights=true"})).graph.rank_class(0).tasks.size() == rc.tasks.size());
+}
