@@ -568,13 +568,21 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
     }
     const std::int64_t layers = r.get_int("cpu_offloading_num_layers", 0, 0, 1 << 20);
     t.cpu_offload_layers = activations ? layers : 0;
+    // NVTE_CPU_OFFLOAD_V1=1, or a Transformer Engine before 2.10.
+    t.cpu_offload_v1 = r.get_bool("cpu_offloading_v1", false);
+    // Double buffering is the first scheduler's (Transformer Engine 2.10+'s default ignores it).
+    if (r.get_bool("cpu_offloading_double_buffering", false) && t.cpu_offload_v1) {
+      r.fail("cpu_offloading_double_buffering", "expected false: the first scheduler's double-buffered copies back are not modelled");
+    }
   } else {
-    for (const char* key : {"cpu_offloading_num_layers", "cpu_offloading_activations", "cpu_offloading_weights"}) {
+    for (const char* key : {"cpu_offloading_num_layers", "cpu_offloading_activations", "cpu_offloading_weights", "cpu_offloading_v1",
+                            "cpu_offloading_double_buffering"}) {
       if (r.has(key)) r.fail(key, "applies with cpu_offloading true only");
     }
   }
   note("cpu_offloading");
   note("cpu_offloading_num_layers");
+  note("cpu_offloading_v1");
   t.recompute_granularity =
       static_cast<models::RecomputeGranularity>(r.get_choice("recompute_granularity", 0, {"none", "selective", "full"}));
   note("recompute_granularity");

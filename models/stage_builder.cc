@@ -125,6 +125,26 @@ std::vector<std::int64_t> split_rows(std::int64_t rows, std::int64_t parts) {
 // ring exchange uses tp_size steps).
 constexpr std::int64_t kPipelineSplits = 4;
 
+// Transformer Engine's first offload scheduler (AsyncDoubleBufferGroupOffloadHandler's
+// layer_window_map): offloaded layer i synchronises at layer (L / N)(i + 1) - 1 of L, plus i + 1
+// for the first L mod N of the N offloaded layers and L mod N for the others, which spreads the
+// copies evenly over the layers.
+std::vector<std::int64_t> offload_windows(std::int64_t layers, std::int64_t offloaded) {
+  std::vector<std::int64_t> w(static_cast<std::size_t>(std::max<std::int64_t>(0, offloaded)));
+  std::int64_t constant = 0;
+  for (std::int64_t i = 0; i < offloaded; ++i) {
+    std::int64_t v = (layers / offloaded) * (i + 1) - 1;
+    if (i < layers % offloaded) {
+      v += i + 1;
+      constant = i + 1;
+    } else {
+      v += constant;
+    }
+    w[static_cast<std::size_t>(i)] = v;
+  }
+  return w;
+}
+
 class StageBuilder {
  public:
   StageBuilder(sim::TaskGraph& graph, std::uint32_t cls, const StageContext& c)
@@ -145,7 +165,8 @@ class StageBuilder {
         layer_dims_{c.dims, dense_dims_, unquantized(c.dims), unquantized(dense_dims_)},
         offload_bytes_(static_cast<std::size_t>(c.training.cpu_offload_layers), 0),
         offloaded_(static_cast<std::size_t>(c.training.cpu_offload_layers), kNoTask),
-        reloaded_(static_cast<std::size_t>(c.training.cpu_offload_layers), kNoTask) {}
+        reloaded_(static_cast<std::size_t>(c.training.cpu_offload_layers), kNoTask),
+        offload_window_(offload_windows(c.model.num_layers, c.training.cpu_offload_layers)) {}
 
   void build();
 
@@ -490,9 +511,15 @@ class StageBuilder {
     return g_.add_task(cls_, task, deps);
   }
   void offload_release(std::int64_t layer);
+  void offload_commit(std::int64_t layer, std::int64_t bytes);
   void offload_reload(std::int64_t layer);
   std::vector<std::int64_t> offload_bytes_;
   std::vector<TaskIndex> offloaded_, reloaded_;
+  // The first scheduler (cpu_offload_v1): per offloaded layer, the layer at whose end (forward)
+  // or start (backward) it synchronises; the offloaded layers it has passed; its last copy back.
+  std::vector<std::int64_t> offload_window_;
+  std::size_t offload_count_ = 0;
+  TaskIndex last_reload_ = kNoTask;
 
   std::vector<TaskIndex> pending_;  // tasks the next compute task waits for
   bool shared_beside_ = false;      // emitting the shared expert beside the token all-to-alls
@@ -1131,13 +1158,36 @@ void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int6
   pending_alloc_ += alloc;  // the layer's saved activations, allocated as its forward starts
   attention_forward(cat);
   mlp_forward(cat);
-  if (cat == kForward && offloads(layer)) {
-    // Transformer Engine starts the layer's copies as its tensors are saved; here they start as
-    // its forward ends. The GPU copy is freed later (offload_release).
-    offload_bytes_[static_cast<std::size_t>(layer)] = alloc;
-    offloaded_[static_cast<std::size_t>(layer)] = host_copy("activation_offload", layer, alloc, {last_compute_});
-  }
+  if (cat == kForward) offload_commit(layer, alloc);
   if (p_.zero_stage >= 3 && cat != kRecompute) fsdp_release(layer);
+}
+
+// cpu_offloading, as the forward of `layer` ends. Default schedule: an offloaded layer's copy
+// starts (Transformer Engine starts each tensor's as it is saved; here the layer's as its forward
+// ends); its GPU copy is freed later (offload_release). First scheduler (group commit,
+// synchronize_on_group_commit_forward): layer 0's copy starts after its forward; at the window
+// point of offloaded layer k the compute stream waits for k's copy, frees it, and layer k + 1's
+// copy starts.
+void StageBuilder::offload_commit(std::int64_t layer, std::int64_t bytes) {
+  if (offloads(layer)) offload_bytes_[static_cast<std::size_t>(layer)] = bytes;
+  auto copy_out = [&](std::int64_t l) {
+    std::vector<TaskIndex> deps = pending_;
+    deps.push_back(last_compute_);
+    offloaded_[static_cast<std::size_t>(l)] =
+        host_copy("activation_offload", l, offload_bytes_[static_cast<std::size_t>(l)], std::move(deps));
+  };
+  if (!t_.cpu_offload_v1) {
+    if (offloads(layer)) copy_out(layer);
+    return;
+  }
+  if (layer == 0 && offloads(0)) copy_out(0);
+  const std::size_t k = offload_count_;
+  if (k < offload_window_.size() && offload_window_[k] == layer) {
+    wait(offloaded_[k]);
+    pending_alloc_ -= offload_bytes_[k];
+    if (offloads(static_cast<std::int64_t>(k) + 1)) copy_out(static_cast<std::int64_t>(k) + 1);
+    ++offload_count_;
+  }
 }
 
 // cpu_offloading, before the forward of `layer` (DefaultOffloadSynchronizer.fwd_step): the
@@ -1145,6 +1195,7 @@ void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int6
 // GPU copy is then released, so that at most num_layers - offloaded layers sets of activations
 // are on the GPU.
 void StageBuilder::offload_release(std::int64_t layer) {
+  if (t_.cpu_offload_v1) return;  // released at the window points (offload_commit)
   const std::int64_t i = layer - (m_.num_layers - t_.cpu_offload_layers);
   if (!offloads(i)) return;
   wait(offloaded_[static_cast<std::size_t>(i)]);
@@ -1156,6 +1207,26 @@ void StageBuilder::offload_release(std::int64_t layer) {
 // work so far is done (the offload stream waits for it), its GPU buffers allocated; then the
 // backward of `layer` waits for its own copy back.
 void StageBuilder::offload_reload(std::int64_t layer) {
+  if (t_.cpu_offload_v1) {
+    // First scheduler (on_group_commit_backward): at the window point of the last offloaded layer
+    // not yet brought back, the compute stream waits for the copies back issued so far and that
+    // layer's copy back starts; the backward of layer 0 waits for all of them.
+    const std::size_t k = offload_count_;
+    if (k >= 1 && offload_window_[k - 1] == layer) {
+      if (last_reload_ != kNoTask) wait(last_reload_);
+      std::vector<TaskIndex> deps = pending_;
+      if (has_compute_) deps.push_back(last_compute_);
+      const std::int64_t bytes = offload_bytes_[k - 1];
+      last_reload_ = host_copy("activation_reload", static_cast<std::int64_t>(k) - 1, bytes, std::move(deps), bytes);
+      reloaded_[k - 1] = last_reload_;
+      if (k > 1) --offload_count_;
+    }
+    if (layer == 0) {
+      if (last_reload_ != kNoTask) wait(last_reload_);
+      offload_count_ = 0;
+    }
+    return;
+  }
   const std::int64_t i = layer - (m_.num_layers - 1 - t_.cpu_offload_layers);
   if (offloads(i)) {
     std::vector<TaskIndex> deps = pending_;
@@ -1181,7 +1252,7 @@ void StageBuilder::layer_backward(std::int64_t layer, std::int64_t free) {
     // The layer's full gradients, reduce-scattered once it is done.
     pending_alloc_ += grad_bytes() * (unit_dense(layer) + unit_expert(layer));
   }
-  if (offloads(layer)) wait(reloaded_[static_cast<std::size_t>(layer)]);
+  if (offloads(layer) && !t_.cpu_offload_v1) wait(reloaded_[static_cast<std::size_t>(layer)]);
   mlp_backward();
   attention_backward();
   norm_backward("input_norm");

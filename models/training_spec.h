@@ -118,6 +118,10 @@ struct TrainingSpec {
   // their forward ends, and back before their backward; at most num_layers - cpu_offload_layers
   // layers' activations stay on the GPU.
   std::int64_t cpu_offload_layers = 0;
+  // Transformer Engine's first offload scheduler (cpu_offload_v1.py, AsyncDoubleBufferGroupOffloadHandler:
+  // the only one before 2.10, NVTE_CPU_OFFLOAD_V1=1 since): offloads and copies back spaced over
+  // the layers by a window map, each synchronised with the compute stream at window points.
+  bool cpu_offload_v1 = false;
   RecomputeGranularity recompute_granularity = RecomputeGranularity::kNone;
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   std::int64_t recompute_num_layers = 1;

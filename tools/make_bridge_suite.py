@@ -5,9 +5,7 @@ Megatron-Bridge's published pre-training throughput of Llama 3 8B / 70B and Llam
 containers 25.09 and 26.04.01; DGX-GB300, DGX-GB200, DGX-B200, DGX-H100) becomes one validation case per row
 trainsim can price: the llama3.1 preset of the size, the row's plan and batch, the release's
 performance recipe for the rest (each assumption in the case's notes), and the step time the
-published tokens/s per GPU give. Rows that offload activations to the CPU under NeMo 25.09's
-Transformer Engine 2.7, whose offload scheduler trainsim does not model, are listed as excluded
-with the reason. No fit reads these cases: they
+published tokens/s per GPU give. No fit reads these cases: they
 check the calibrations against newer software stacks.
 
 Usage: tools/make_bridge_suite.py [megatron_bridge_llama.json] [megatron_bridge_llama_suite.json]
@@ -27,11 +25,6 @@ def run_id(r):
 
 
 def excluded_reason(r):
-    if r.get("cpu_offloading_num_layers") and r["release"] == "25.09":
-        return ("activation offloading to the CPU (cpu_offloading_num_layers %d) under Transformer Engine 2.7 (NeMo 25.09), whose "
-                "offload scheduler (before 2.10, now cpu_offload_v1.py: separate copy-out and copy-in streams, offload windows "
-                "spread over the layers) trainsim does not model; it models the default schedule of Transformer Engine 2.10 and "
-                "later" % r["cpu_offloading_num_layers"])
     return None
 
 
@@ -67,6 +60,8 @@ def case(r):
         # utils/overrides.py: cpu_offloading on, weights not offloaded.
         training["cpu_offloading"] = True
         training["cpu_offloading_num_layers"] = r["cpu_offloading_num_layers"]
+        if r["release"] == "25.09":
+            training["cpu_offloading_v1"] = True
     padded = r["release"] == "25.09"
     step_overlap = optimizer_step_overlap(r, not padded)
     if step_overlap:
@@ -91,9 +86,13 @@ def case(r):
         notes.append("parameter gathers not overlapped (align_param_gather off with them): the scripts' peak-memory workaround for "
                      "this NVFP4 row (disable_param_gather_overlap)")
     if r.get("cpu_offloading_num_layers"):
-        notes.append("activations of the first %d of %d layers offloaded to the Grace CPU's memory (utils/overrides.py: "
-                     "cpu_offloading with cpu_offloading_num_layers %d, weights not offloaded; Transformer Engine 2.14's default "
-                     "schedule)" % (r["cpu_offloading_num_layers"], LAYERS[r["model"]], r["cpu_offloading_num_layers"]))
+        v1 = r["release"] == "25.09"
+        notes.append("activations of the first %d of %d layers offloaded to the Grace CPU's memory (%s: cpu_offloading with "
+                     "cpu_offloading_num_layers %d, weights not offloaded; %s)" %
+                     (r["cpu_offloading_num_layers"], LAYERS[r["model"]], "utils/helpers.py" if v1 else "utils/overrides.py",
+                      r["cpu_offloading_num_layers"],
+                      "Transformer Engine 2.7's scheduler, the only one before 2.10: cpu_offloading_v1" if v1 else
+                      "Transformer Engine 2.14's default schedule"))
     if r.get("cuda_graphs"):
         notes.append("CUDA graphs on in the recipe: not modelled (trainsim keeps its per-kernel launch overhead)")
     model = {"preset": PRESETS[r["model"]], "make_vocab_size_divisible_by": 128 if padded else 1}

@@ -1357,4 +1357,41 @@ TEST_CASE("models/parallelism: cpu_offloading copies the first layers' activatio
         std::string::npos);
   // Weights offloading is a no-op in Transformer Engine 2.x, and so here.
   CHECK(lowered(kGpt, with(offloading(3), {"training.cpu_offloading_weights=true"})).graph.rank_class(0).tasks.size() == rc.tasks.size());
+
+  // Transformer Engine's first scheduler (cpu_offloading_v1): 3 of 8 layers synchronise at the
+  // window points 2, 5 and 7 (8 / 3 = 2 layers apart, the first 8 mod 3 = 2 one later each).
+  const models::Workload v1 = lowered(kGpt, with(offloading(3), {"training.cpu_offloading_v1=true"}));
+  const sim::RankClass& rv = v1.graph.rank_class(0);
+  const auto out1 = tasks_named(v1, 0, "activation_offload"), back1 = tasks_named(v1, 0, "activation_reload");
+  REQUIRE(out1.size() == 6);
+  REQUIRE(back1.size() == 6);
+  auto first_task = [&](const sim::RankClass& c, std::int32_t layer, std::uint8_t category) -> const sim::Task* {
+    for (const sim::Task& t : c.tasks) {
+      if (t.stream == models::kComputeStream && t.layer == layer && t.microbatch == 0 && t.category == category) return &t;
+    }
+    return nullptr;
+  };
+  auto depends = [&](const sim::RankClass& c, const sim::Task* t, const sim::Task* dep) {
+    if (t == nullptr) return false;
+    for (std::uint32_t k = 0; k < t->deps_count; ++k) {
+      if (&c.tasks[c.deps[t->deps_begin + k]] == dep) return true;
+    }
+    return false;
+  };
+  // Forward: the compute stream waits for layer 0's copy after layer 2, for layer 1's after layer 5.
+  CHECK(depends(rv, first_task(rv, 3, models::kForward), out1[0]));
+  CHECK(depends(rv, first_task(rv, 6, models::kForward), out1[1]));
+  CHECK_FALSE(depends(rv, first_task(rv, 5, models::kForward), out1[0]));
+  // Backward (layers 7 to 0): layer 2's copy back starts before layer 7's backward, layer 1's before
+  // layer 5's, which first waits for layer 2's; layer 0 waits for the last.
+  CHECK(back1[0]->layer == 2);
+  CHECK(back1[1]->layer == 1);
+  CHECK(back1[2]->layer == 0);
+  CHECK(depends(rv, first_task(rv, 5, models::kBackward), back1[0]));
+  CHECK(depends(rv, first_task(rv, 2, models::kBackward), back1[1]));
+  CHECK(depends(rv, first_task(rv, 0, models::kBackward), back1[2]));
+  const auto v1_run = tests::simulate_file(kGpt, with(offloading(3), {"training.cpu_offloading_v1=true"}));
+  CHECK(none.stages[0].activation_peak_bytes - v1_run.stages[0].activation_peak_bytes >= 2 * layer_bytes);
+  CHECK(load_error(kGpt, with(offloading(3), {"training.cpu_offloading_v1=true", "training.cpu_offloading_double_buffering=true"}))
+            .find("/training/cpu_offloading_double_buffering") != std::string::npos);
 }

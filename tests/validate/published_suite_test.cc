@@ -125,25 +125,26 @@ TEST_CASE("validate/secondary suites: GB200 NVL72 runs check the Blackwell model
   CHECK(r.min_spearman >= 0.9);
 }
 
-TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell within 9% but one, H100 FP8 slow") {
+TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell within 9% but 25.09's large GB200 runs, H100 FP8 slow") {
   // validate/suites/megatron_bridge_llama.json (README, "A ninth suite"), in no fit: Megatron-Bridge's
   // published FP8 throughput of Llama 3 8B/70B and 3.1 405B, NeMo 25.09 and 26.04.01, on GB200,
-  // B200 and H100, current scaling and MXFP8 with FP8 parameter gathers (25.09's two
-  // CPU-offloading rows excluded: Transformer Engine 2.7's older offload scheduler; 26.04.01's
-  // two, 70B on 64 GB200 and GB300 with 40 and 20 of 80 layers offloaded, kept), 26.04.01's two NVFP4 rows on GB200 (-8.6% and +4.2%: their FP4 GEMMs priced at
-  // the kernel ratio Transformer Engine measured on B300) and its five GB300 rows, which come out
-  // 19-31% slow: GB300's datasheet BF16 and FP8 peaks equal GB200's and no GB300 kernel has been
-  // measured, yet those runs went about 20% faster than trainsim's model of them. B200 and GB200
-  // come out within 9% but for the 405B MXFP8 plan on 128 GB200, which
-  // measured 7% slower than the same plan on 128 B200 and comes out 24% fast; H100 3-16% slow:
-  // these newer stacks run H100 FP8
-  // faster than the runs the H100 calibration was fitted to (as the NeMo 25.04 DGX Cloud suite
-  // shows too). The bounds hold these figures against regressions.
+  // B200 and H100, current scaling and MXFP8 with FP8 parameter gathers (four Megatron-FSDP rows
+  // among them offload activations to the CPU: 25.09's on Transformer Engine 2.7's first
+  // scheduler, 26.04.01's on 2.14's default one), 26.04.01's two NVFP4 rows on GB200 (-8.6% and
+  // +4.2%: their FP4 GEMMs priced at the kernel ratio Transformer Engine measured on B300) and its
+  // six GB300 rows, which come out 17-31% slow: GB300's datasheet BF16 and FP8 peaks equal GB200's
+  // and no GB300 kernel has been measured, yet those runs went about 20% faster than trainsim's
+  // model of them. B200 and GB200 come out within 9% but for 25.09's GB200 runs of 64 and 128
+  // GPUs: the 405B MXFP8 plan on 128 GB200, which measured 7% slower than the same plan on 128
+  // B200 and comes out 24% fast, and the two FSDP runs that offload activations, 11% (70B on 64)
+  // and 18% (405B on 128) fast, whose copies trainsim hides behind the compute. H100 3-16% slow:
+  // these newer stacks run H100 FP8 faster than the runs the H100 calibration was fitted to (as
+  // the NeMo 25.04 DGX Cloud suite shows too). The bounds hold these figures against regressions.
   const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/megatron_bridge_llama.json"));
-  REQUIRE(suite.cases.size() == 25);
-  CHECK(suite.excluded.size() == 2);
+  REQUIRE(suite.cases.size() == 27);
+  CHECK(suite.excluded.empty());
   const validate::ValidationReport r = validate::validate_suite(suite);
-  REQUIRE(r.cases.size() == 25);
+  REQUIRE(r.cases.size() == 27);
   std::map<std::string, double> predicted;
   for (const validate::CaseResult& c : r.cases) {
     CAPTURE(c.id);
@@ -158,6 +159,9 @@ TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell 
     } else if (c.id == "bridge_llama31-405b_fp8_mx_gb200_128gpu_v25.09") {
       CHECK(e >= -0.25);
       CHECK(e <= -0.20);
+    } else if (c.id == "bridge_llama31-405b_fp8_cs_gb200_128gpu_v25.09" || c.id == "bridge_llama3-70b_fp8_cs_gb200_64gpu_v25.09") {
+      CHECK(e >= -0.20);
+      CHECK(e <= -0.09);
     } else {
       CHECK(std::abs(e) <= 0.09);
     }
@@ -189,8 +193,8 @@ TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell 
     CHECK(speedup > 1.3);
     CHECK(speedup < 1.5);
   }
-  CHECK(r.primary.front().errors.mape <= 0.12);  // 11.1%; 7.5% without the six GB300 rows
-  // The GB200 offloading row (-5.7%): its 64-way FSDP plan keeps 322 GiB of activations without
+  CHECK(r.primary.front().errors.mape <= 0.12);  // 11.3%; 8.1% without the six GB300 rows
+  // The GB200 offloading row (-5.7%): its 64-way FSDP plan peaks at 322 GiB per GPU without
   // offloading, which does not fit in 186 GiB; the recipe's 40 offloaded layers make it fit.
   for (const validate::Case& c : suite.cases) {
     if (c.id != "bridge_llama3-70b_fp8_cs_gb200_64gpu_v26.04.01") continue;
