@@ -31,6 +31,7 @@ struct PlanArgs {
   std::vector<std::string> recompute;
   bool no_sequence_parallel = false;
   bool ep_overlap = false;
+  bool cpu_offloading = false;
   int threads = 0;
   bool exact = false;
   bool sensitivity = false;
@@ -157,6 +158,8 @@ int run(const PlanArgs& a) {
     }
   }
   req.space.sequence_parallel = !a.no_sequence_parallel;
+  // A scenario whose recipe offloads activations has its plans searched with offloading too.
+  req.space.cpu_offloading = a.cpu_offloading || req.training.cpu_offload_layers > 0;
   req.threads = a.threads;
   req.exact = a.exact;
   if (a.gpus.empty() && default_gpus == 0) throw InputError("--gpus", "", "required: a GPU count N or a range A..B");
@@ -242,6 +245,9 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_flag("--no-sequence-parallel", a->no_sequence_parallel, "Never use sequence parallelism (Megatron before 2022)");
   cmd->add_flag("--ep-overlap", a->ep_overlap,
                 "MoE: Megatron-Core's EP all-to-all overlap with delayed expert weight gradients, in the plans that admit it");
+  cmd->add_flag("--cpu-offloading", a->cpu_offloading,
+                "Also try, for plans of one pipeline stage that need recomputation to fit, offloading the fewest first layers' "
+                "activations to host memory that fit (Megatron-Core's cpu_offloading), as plans of their own");
   cmd->add_flag("--exact", a->exact, "Simulate whole iterations instead of extrapolating the pipeline's steady state");
   cmd->add_flag("--sensitivity", a->sensitivity,
                 "Also simulate the best plan whole and each kind of communication at half speed, twice the speed and "

@@ -52,7 +52,9 @@ std::string describe_plan(const PlanResult& r) {
   if (p.context_parallel_size > 1) o << " CP " << p.context_parallel_size;
   if (p.expert_model_parallel_size > 1) o << " EP " << p.expert_model_parallel_size;
   o << " DP " << dp_of(r) << " mbs " << r.training.micro_batch_size << " "
-    << models::to_string(r.training.recompute_granularity) << " " << sharding_name(p);
+    << models::to_string(r.training.recompute_granularity);
+  if (r.training.cpu_offload_layers > 0) o << " offload " << r.training.cpu_offload_layers;
+  o << " " << sharding_name(p);
   return o.str();
 }
 
@@ -79,13 +81,15 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     const models::ParallelSpec& p = r.parallel;
     char line[256];
     const std::string pp = std::to_string(p.pipeline_model_parallel_size) + split_mark(p);
+    // An offloading plan recomputes nothing: its column gives the layers offloaded instead.
+    const std::string recompute = r.training.cpu_offload_layers > 0 ? "offload " + std::to_string(r.training.cpu_offload_layers)
+                                                                     : models::to_string(r.training.recompute_granularity);
     std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3s %3lld %3lld %3lld %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %6.1f%% %7.1f%% %8.1f", i + 1,
                   static_cast<long long>(r.gpus), static_cast<long long>(p.tensor_model_parallel_size), pp.c_str(),
                   static_cast<long long>(p.virtual_pipeline_model_parallel_size),
                   static_cast<long long>(p.context_parallel_size), static_cast<long long>(p.expert_model_parallel_size),
                   static_cast<long long>(dp_of(r)), static_cast<long long>(r.training.micro_batch_size),
-                  models::to_string(r.training.recompute_granularity), sharding_name(p), r.iteration_time_s, r.tokens_per_s,
-                  100 * r.mfu, 100 * r.pipeline_bubble_s / r.iteration_time_s, 100 * r.exposed_communication_s / r.iteration_time_s,
+                  recompute.c_str(), sharding_name(p), r.iteration_time_s, r.tokens_per_s, 100 * r.mfu, 100 * r.pipeline_bubble_s / r.iteration_time_s, 100 * r.exposed_communication_s / r.iteration_time_s,
                   static_cast<double>(r.peak_bytes_per_gpu) / 1073741824.0);
     o << line;
     if (train && r.time_to_train_days) o << fmt(" %7.1f", *r.time_to_train_days) << fmt(" %11.4g", *r.gpu_hours);
@@ -139,7 +143,8 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
          "context_parallel_size,expert_model_parallel_size,data_parallel_size,micro_batch_size,recompute_granularity,"
          "use_distributed_optimizer,zero_stage,iteration_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,time_to_train_days,"
          "gpu_hours,cost,account_for_embedding_in_pipeline_split,account_for_loss_in_pipeline_split,"
-         "decoder_first_pipeline_num_layers,decoder_last_pipeline_num_layers,pipeline_bubble_s,exposed_communication_s";
+         "decoder_first_pipeline_num_layers,decoder_last_pipeline_num_layers,pipeline_bubble_s,exposed_communication_s,"
+         "cpu_offloading_num_layers";
   if (!report.plans.empty()) {
     for (const auto& [kind, v] : report.plans.front().exposed_by_kind) out << ",exposed_" << kind << "_s";
   }
@@ -159,7 +164,8 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
         << (p.account_for_loss_in_pipeline_split ? "true" : "false") << ','
         << (p.decoder_first_pipeline_num_layers ? std::to_string(*p.decoder_first_pipeline_num_layers) : "") << ','
         << (p.decoder_last_pipeline_num_layers ? std::to_string(*p.decoder_last_pipeline_num_layers) : "") << ','
-        << fmt("%.6g", r.pipeline_bubble_s) << ',' << fmt("%.6g", r.exposed_communication_s);
+        << fmt("%.6g", r.pipeline_bubble_s) << ',' << fmt("%.6g", r.exposed_communication_s) << ','
+        << r.training.cpu_offload_layers;
     for (const auto& [kind, v] : r.exposed_by_kind) out << ',' << fmt("%.6g", v);
     out << "\n";
   }
@@ -205,6 +211,10 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
     }
     if (r.training.moe_shared_expert_overlap) plan["training"]["moe_shared_expert_overlap"] = true;
     if (r.training.overlap_param_gather_with_optimizer_step) plan["training"]["overlap_param_gather_with_optimizer_step"] = true;
+    if (r.training.cpu_offload_layers > 0) {
+      plan["training"]["cpu_offloading"] = true;
+      plan["training"]["cpu_offloading_num_layers"] = r.training.cpu_offload_layers;
+    }
     plan["iteration_time_s"] = tidy(r.iteration_time_s);
     plan["tokens_per_s"] = tidy(r.tokens_per_s);
     plan["mfu"] = tidy(r.mfu);

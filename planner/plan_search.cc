@@ -68,6 +68,7 @@ struct Candidate {
   std::int64_t gpus = 0;
   config::Scenario scenario;
   std::size_t recompute_index = 0;  // position in SearchSpace::recompute of the mode chosen
+  bool offload = false;             // the cpu_offloading variant of a plan (no recomputation)
 };
 
 struct Outcome {
@@ -75,6 +76,7 @@ struct Outcome {
   bool fits = false;
   int simulations = 0;
   int failed_modes = 0;  // recomputation modes simulated that did not fit
+  bool failed_offload = false;  // an offloading variant that did not fit with all layers but one offloaded
   PlanResult result;
 };
 
@@ -83,6 +85,7 @@ constexpr const char* kReasonInvalid = "invalid for Megatron (sizes do not divid
 constexpr const char* kReasonMemoryEstimate = "does not fit in memory (estimate, even with full recompute)";
 constexpr const char* kReasonDominated = "needs less recomputation than this mode (dominated)";
 constexpr const char* kReasonMemorySimulated = "does not fit in memory (simulated)";
+constexpr const char* kReasonOffloadEstimate = "does not fit in memory (estimate, even offloading all layers but one)";
 
 // The values each parallel dimension takes: the request's lists, or every sensible value.
 struct Axes {
@@ -170,6 +173,7 @@ class Searcher {
 
  private:
   void enumerate(std::int64_t gpus);
+  void add_offload_variant(Candidate c, std::int64_t capacity, bool needs_recompute);
   Outcome evaluate(const Candidate& c) const;
   report::RunResult simulate(const config::Scenario& s) const;
   void admit_ep_overlap(config::Scenario& s) const;
@@ -183,6 +187,36 @@ class Searcher {
   std::map<std::string, std::int64_t> pruned_;
   std::int64_t considered_ = 0;
 };
+
+// SearchSpace::cpu_offloading: the plan of `c` (one pipeline stage) without recomputation and
+// with the fewest first layers' activations offloaded that the memory estimate fits in
+// `capacity`, when the plan needs recomputation to fit (`needs_recompute`).
+void Searcher::add_offload_variant(Candidate c, std::int64_t capacity, bool needs_recompute) {
+  config::Scenario& s = c.scenario;
+  models::TrainingSpec& t = s.training;
+  const auto none = std::find(req_.space.recompute.begin(), req_.space.recompute.end(), RecomputeGranularity::kNone);
+  if (!needs_recompute || s.parallel.pipeline_model_parallel_size != 1 || none == req_.space.recompute.end()) return;
+  t.recompute_granularity = RecomputeGranularity::kNone;
+  t.cpu_offload_layers = 1;
+  admit_ep_overlap(s);
+  try {
+    config::validate(s);
+  } catch (const InputError&) {
+    return;  // the GPU gives no host copy rate, or the plan admits no offloading
+  }
+  ++considered_;
+  const models::Workload w = models::describe(s.model, s.parallel, t, c.gpus, s.target_gpu());
+  for (std::int64_t n = 1; n < s.model.num_layers; ++n) {
+    t.cpu_offload_layers = n;
+    if (models::estimated_peak_bytes(w, s.parallel, t) <= capacity) {
+      c.recompute_index = static_cast<std::size_t>(none - req_.space.recompute.begin());
+      c.offload = true;
+      candidates_.push_back(c);
+      return;
+    }
+  }
+  ++pruned_[kReasonOffloadEstimate];
+}
 
 void Searcher::enumerate(std::int64_t gpus) {
   const models::ModelSpec& m = req_.model;
@@ -236,6 +270,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                 p.zero_stage = sharding == 3 ? 3 : 0;
                 models::TrainingSpec& t = s.training;
                 t = req_.training;
+                t.cpu_offload_layers = 0;  // the search decides (add_offload_variant)
                 t.micro_batch_size = mbs;
                 t.pipeline_schedule = vp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B;
                 t.overlap_param_gather = sharding == 1 && req_.training.overlap_param_gather;
@@ -276,6 +311,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                   candidates_.push_back(c);
                   placed = true;
                 }
+                if (sp.cpu_offloading) add_offload_variant(c, capacity, !placed || c.recompute_index > 0);
               }
             }
           }
@@ -336,7 +372,16 @@ Outcome Searcher::evaluate(const Candidate& c) const {
   Outcome out;
   const std::int64_t capacity = c.scenario.cluster.gpu.memory.count();
   config::Scenario s = c.scenario;
-  for (std::size_t i = c.recompute_index; i < req_.space.recompute.size(); ++i) {
+  // An offloading variant keeps its mode (no recomputation) and, while the simulated peak does not
+  // fit, offloads as many more layers as the excess holds layers' activations (each offloaded
+  // layer lowers the peak by its activations).
+  std::int64_t layer_bytes = 0;
+  if (c.offload) {
+    const models::Workload w = models::describe(s.model, s.parallel, s.training, c.gpus, s.target_gpu());
+    layer_bytes = std::max<std::int64_t>(1, models::layer_activation_bytes(w.dims, false));
+  }
+  const std::size_t last = c.offload ? c.recompute_index + 1 : req_.space.recompute.size();
+  for (std::size_t i = c.recompute_index; i < last;) {
     s.training.recompute_granularity = req_.space.recompute[i];
     admit_ep_overlap(s);
     const std::int64_t m = s.microbatches();
@@ -379,12 +424,23 @@ Outcome Searcher::evaluate(const Candidate& c) const {
       extrapolated = true;
     }
     out.simulated = true;
-    if (peak > capacity) ++out.failed_modes;
     if (peak <= capacity) {
       out.fits = true;
       out.result = to_result(s, iteration, peak, extrapolated, breakdown);
       return out;
     }
+    if (c.offload) {
+      const std::int64_t layers = s.model.num_layers;
+      if (s.training.cpu_offload_layers + 1 < layers) {
+        const std::int64_t more = std::max<std::int64_t>(1, (peak - capacity + layer_bytes - 1) / layer_bytes);
+        s.training.cpu_offload_layers = std::min(layers - 1, s.training.cpu_offload_layers + more);
+        continue;  // the same mode, more layers offloaded
+      }
+      out.failed_offload = true;
+      return out;
+    }
+    ++out.failed_modes;
+    ++i;
   }
   return out;
 }
@@ -412,7 +468,8 @@ PlanReport Searcher::run() {
     report.simulated += o.simulations;
     // Modes after the one the estimate chose were counted as dominated; those simulated (and
     // failed, or found feasible) are not.
-    pruned_[kReasonMemorySimulated] += o.failed_modes;
+    pruned_[kReasonMemorySimulated] += o.failed_modes + (o.failed_offload ? 1 : 0);
+    if (!o.fits && o.failed_offload) continue;
     if (!o.fits) {
       pruned_[kReasonDominated] -= o.failed_modes - 1;
       continue;
@@ -426,7 +483,7 @@ PlanReport Searcher::run() {
   // Fastest to train first (tokens per second); ties keep enumeration order.
   std::stable_sort(report.plans.begin(), report.plans.end(),
                    [](const PlanResult& a, const PlanResult& b) { return a.tokens_per_s > b.tokens_per_s; });
-  for (const char* reason : {kReasonInvalid, kReasonMemoryEstimate, kReasonDominated, kReasonMemorySimulated}) {
+  for (const char* reason : {kReasonInvalid, kReasonMemoryEstimate, kReasonOffloadEstimate, kReasonDominated, kReasonMemorySimulated}) {
     auto it = pruned_.find(reason);
     if (it != pruned_.end() && it->second > 0) report.pruned.emplace_back(reason, it->second);
   }

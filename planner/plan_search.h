@@ -36,6 +36,10 @@ struct SearchSpace {
   std::vector<int> optimizer_sharding{1, 0};
   // Sequence parallelism whenever TP > 1 (false: never, as in Megatron before 2022).
   bool sequence_parallel = true;
+  // Also try, for each plan of one pipeline stage whose activations do not fit without
+  // recomputation, offloading the fewest first layers' activations to host memory that makes it
+  // fit (Megatron-Core's cpu_offloading), as a plan of its own beside its recomputation.
+  bool cpu_offloading = false;
 };
 
 struct PlanRequest {

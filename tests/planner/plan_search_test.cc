@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "config/scenario.h"
+#include "models/lowering.h"
 #include "planner/plan_output.h"
 #include "report/simulation.h"
 
@@ -271,4 +272,51 @@ TEST_CASE("planner/deadline: the smallest GPU count that trains in time, and its
   planner::write_plan_curve_svg(r, rep, svg);
   CHECK(svg.str().find("<polyline class=\"curve\"") != std::string::npos);
   CHECK(svg.str().find("class=\"deadline\"") != std::string::npos);
+}
+
+TEST_CASE("planner/search: --cpu-offloading adds, beside recomputation, the fewest offloaded layers that fit") {
+  // Llama 3.1 70B in FP8 over 64 GB200 with no model parallelism (ZeRO-3), micro-batches of 2 x
+  // 8,192 tokens: Megatron-Bridge's recipe, which does not fit without recomputation or offloading.
+  planner::PlanRequest r = request("llama3.1-70b", "gb200-nvl72", 64, 256);
+  r.training.precision = models::Precision::kFp8;
+  r.training.quant_recipe = models::QuantRecipe::kTensorwise;
+  r.training.fp8_param_gather = true;
+  r.space.tensor = {1};
+  r.space.pipeline = {1};
+  r.space.micro_batch = {2};
+  r.space.optimizer_sharding = {3};
+  const planner::PlanReport without = planner::search(r);
+  for (const planner::PlanResult& p : without.plans) CHECK(p.training.cpu_offload_layers == 0);
+  r.space.cpu_offloading = true;
+  const planner::PlanReport rep = planner::search(r);
+  CHECK(rep.considered == without.considered + 1);
+  CHECK(rep.considered == rep.pruned_total() + static_cast<std::int64_t>(rep.plans.size()));
+  const planner::PlanResult* offload = nullptr;
+  const planner::PlanResult* recompute = nullptr;
+  for (const planner::PlanResult& p : rep.plans) {
+    (p.training.cpu_offload_layers > 0 ? offload : recompute) = &p;
+  }
+  REQUIRE(offload != nullptr);
+  REQUIRE(recompute != nullptr);
+  CHECK(offload->training.recompute_granularity == models::RecomputeGranularity::kNone);
+  CHECK(recompute->training.recompute_granularity != models::RecomputeGranularity::kNone);
+  CHECK(offload->peak_bytes_per_gpu <= r.cluster.gpu.memory.count());
+  // The fewest layers that fit: with one fewer the simulated peak (or the estimate) does not.
+  config::Scenario s = planner::scenario_of(r, *offload);
+  CHECK(s.training.cpu_offload_layers == offload->training.cpu_offload_layers);
+  s.training.cpu_offload_layers -= 1;
+  const models::Workload w = models::describe(s.model, s.parallel, s.training, s.num_gpus(), s.target_gpu());
+  CHECK((models::estimated_peak_bytes(w, s.parallel, s.training) > r.cluster.gpu.memory.count() ||
+         !report::simulate(s).fits));
+  // Over NVLink-C2C the copies hide: offloading beats recomputing the layers.
+  CHECK(offload->tokens_per_s > recompute->tokens_per_s);
+  CHECK(planner::describe_plan(*offload).find("none offload " + std::to_string(offload->training.cpu_offload_layers)) != std::string::npos);
+  CHECK(planner::plan_table(r, rep, 10).find("offload " + std::to_string(offload->training.cpu_offload_layers)) != std::string::npos);
+  std::ostringstream csv;
+  planner::write_plan_csv(rep, csv);
+  CHECK(csv.str().find(",cpu_offloading_num_layers") != std::string::npos);
+  const auto j = planner::plan_json(r, rep, 10);
+  bool found = false;
+  for (const auto& p : j["plans"]) found = found || (p["training"].contains("cpu_offloading_num_layers"));
+  CHECK(found);
 }
