@@ -105,8 +105,7 @@ int run(const PlanArgs& a) {
   if (a.seq_length) req.model.seq_length = *a.seq_length;
   if (a.global_batch_size) req.training.global_batch_size = *a.global_batch_size;
   if (!a.precision.empty()) {
-    req.training.precision = static_cast<models::Precision>(choice_of("--precision", a.precision, {"bf16", "fp16", "fp8", "fp4"}));
-    if (req.training.precision == models::Precision::kFp4) req.training.quant_recipe = models::QuantRecipe::kNvfp4;
+    req.training.set_precision(static_cast<models::Precision>(choice_of("--precision", a.precision, {"bf16", "fp16", "fp8", "fp4"})));
   }
   if (!a.quant_recipe.empty()) {
     if (req.training.precision != models::Precision::kFp8) throw InputError("--fp8-recipe", a.quant_recipe, "applies with --precision fp8 only");

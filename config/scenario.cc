@@ -524,13 +524,14 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("micro_batch_size");
   t.global_batch_size = r.require_int("global_batch_size", 1, std::int64_t{1} << 32);
   note("global_batch_size");
-  t.precision = static_cast<models::Precision>(r.get_choice("precision", 0, {"bf16", "fp16", "fp8", "fp4"}));
+  const auto precision = static_cast<models::Precision>(r.get_choice("precision", 0, {"bf16", "fp16", "fp8", "fp4"}));
   note("precision");
-  if (r.has("fp8_recipe") && t.precision != models::Precision::kFp8) {
+  if (r.has("fp8_recipe") && precision != models::Precision::kFp8) {
     r.fail("fp8_recipe", "applies with precision \"fp8\" only");
   }
   t.quant_recipe = static_cast<models::QuantRecipe>(r.get_choice("fp8_recipe", 0, {"delayed", "tensorwise", "mxfp8"}));
   note("fp8_recipe");
+  t.set_precision(precision);  // fp4 brings its one recipe, NVFP4
   t.fp8_param_gather = r.get_bool("fp8_param_gather", false);
   if (t.fp8_param_gather && t.precision != models::Precision::kFp8) r.fail("fp8_param_gather", "applies with precision \"fp8\" only");
   note("fp8_param_gather");
@@ -544,7 +545,6 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
     t.fp8_param_gather = true;
   }
   note("fp4_param_gather");
-  if (t.precision == models::Precision::kFp4) t.quant_recipe = models::QuantRecipe::kNvfp4;
   // Megatron-Core's first_last_layers_bf16 (default 1 layer at each end, its defaults).
   if (r.get_bool("first_last_layers_bf16", false)) {
     t.bf16_layers_at_start = r.get_int("num_layers_at_start_in_bf16", 1, 0, 1 << 20);
@@ -1030,7 +1030,7 @@ void validate_plan(const Scenario& s, const Origins& o) {
                                          "others into the next projection): latent attention's input norm and an MoE layer's "
                                          "pre-MLP norm; this model has neither");
   }
-  if ((t.recompute_moe_act || t.recompute_layernorm) && t.precision == models::Precision::kFp8 && t.quant_recipe == models::QuantRecipe::kDelayed) {
+  if ((t.recompute_moe_act || t.recompute_layernorm) && t.delayed_scaling()) {
     o.fail("training.recompute_modules", "moe_act and layernorm recomputation need an FP8 recipe other than delayed scaling "
                                          "(Megatron-Core refuses them with delayed scaling)");
   }
@@ -1046,7 +1046,7 @@ void validate_plan(const Scenario& s, const Origins& o) {
   // beside multi-token prediction or the EP overlap's interleaved layer nodes.
   if (t.bf16_layers_at_start > 0 || t.bf16_layers_at_end > 0) {
     if (!t.quantized()) o.fail("training.first_last_layers_bf16", "applies with precision \"fp8\" or \"fp4\" only");
-    if (t.precision == models::Precision::kFp8 && t.quant_recipe == models::QuantRecipe::kDelayed) {
+    if (t.delayed_scaling()) {
       o.fail("training.first_last_layers_bf16", "needs an FP8 recipe other than delayed scaling (Megatron-Core refuses it with delayed scaling)");
     }
     const std::int64_t per_stage = m.num_layers / p.pipeline_model_parallel_size;

@@ -104,6 +104,13 @@ struct TrainingSpec {
   // --fp4-param-gather, the same with the NVFP4 copies.
   bool fp8_param_gather = false;
   bool quantized() const { return precision == Precision::kFp8 || precision == Precision::kFp4; }
+  // Sets the precision; fp4 brings its one recipe (NVFP4), the others keep quant_recipe.
+  void set_precision(Precision p) {
+    precision = p;
+    if (p == Precision::kFp4) quant_recipe = QuantRecipe::kNvfp4;
+  }
+  // FP8 with Transformer Engine's delayed scaling (the recipe several Megatron-Core options refuse).
+  bool delayed_scaling() const { return precision == Precision::kFp8 && quant_recipe == QuantRecipe::kDelayed; }
   // Megatron-Core's first_last_layers_bf16 with num_layers_at_start_in_bf16 /
   // num_layers_at_end_in_bf16 (0 when off): the first and last decoder layers of the model run
   // their GEMMs in 16 bits (fp8_utils.py, is_first_last_bf16_layer, by global layer index).
