@@ -115,6 +115,13 @@ TEST_CASE("models/parallelism: symmetric and full fidelity agree for CP, EP, ZeR
   }
   SUBCASE("overlap_p2p_comm on the interleaved schedule") { check_fidelities_agree(kLlama, {"training.overlap_p2p_comm=true"}); }
   SUBCASE("FP8") { check_fidelities_agree(kLlama, {"training.precision=\"fp8\""}); }
+  SUBCASE("CPU offloading, both Transformer Engine schedulers") {
+    const std::vector<std::string> offload = {"parallelism.pipeline_model_parallel_size=1", "parallelism.virtual_pipeline_model_parallel_size=1",
+                                              "training.pipeline_schedule=\"1f1b\"", "training.cpu_offloading=true",
+                                              "training.cpu_offloading_num_layers=20"};
+    check_fidelities_agree(kLlama, offload);
+    check_fidelities_agree(kLlama, with(offload, {"training.cpu_offloading_v1=true"}));
+  }
   SUBCASE("expert parallelism 4 with expert tensor parallelism 2") { check_fidelities_agree(kGpt, kMoe); }
   SUBCASE("expert parallelism 4 without expert tensor parallelism") {
     check_fidelities_agree(kGpt, with(kMoe, {"parallelism.expert_tensor_parallel_size=1"}));
