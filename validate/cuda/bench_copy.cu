@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "sizes.h"
+
 namespace {
 
 void check_cuda(cudaError_t e, const char* what) {
@@ -32,26 +34,8 @@ void check_cuda(cudaError_t e, const char* what) {
   }
 }
 
-// Sizes as nccl-tests writes them: 8, 64K, 128M, 8G.
 std::size_t parse_size(const char* text) {
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  double scale = 1;
-  if (end != nullptr && *end != '\0') {
-    switch (*end) {
-      case 'K': case 'k': scale = 1024.0; break;
-      case 'M': case 'm': scale = 1024.0 * 1024; break;
-      case 'G': case 'g': scale = 1024.0 * 1024 * 1024; break;
-      default:
-        std::fprintf(stderr, "trainsim-bench-copy: bad size '%s' (e.g. 64M, 1G)\n", text);
-        std::exit(2);
-    }
-  }
-  if (!(v > 0) || v * scale > 64.0 * 1024 * 1024 * 1024) {
-    std::fprintf(stderr, "trainsim-bench-copy: size '%s' out of range (1 byte to 64G)\n", text);
-    std::exit(2);
-  }
-  return static_cast<std::size_t>(v * scale);
+  return trainsim_cuda::parse_size("trainsim-bench-copy", text, 64.0 * 1024 * 1024 * 1024);  // up to 64G
 }
 
 int parse_int(const char* flag, const char* text, int low, int high) {

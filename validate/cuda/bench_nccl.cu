@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "sizes.h"
+
 namespace {
 
 void check_cuda(cudaError_t e, const char* what) {
@@ -63,27 +65,7 @@ struct TypeInfo {
 constexpr TypeInfo kTypes[] = {{"float", ncclFloat32, 4}, {"half", ncclFloat16, 2}, {"bfloat16", ncclBfloat16, 2},
                                {"int8", ncclInt8, 1},     {"int32", ncclInt32, 4},   {"double", ncclFloat64, 8}};
 
-// nccl-tests size suffixes: 8, 64K, 128M, 8G.
-std::size_t parse_size(const char* text) {
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  double scale = 1;
-  if (end != nullptr && *end != '\0') {
-    switch (*end) {
-      case 'K': case 'k': scale = 1024.0; break;
-      case 'M': case 'm': scale = 1024.0 * 1024; break;
-      case 'G': case 'g': scale = 1024.0 * 1024 * 1024; break;
-      default:
-        std::fprintf(stderr, "trainsim-bench-nccl: bad size '%s' (e.g. 8, 64K, 128M, 8G)\n", text);
-        std::exit(2);
-    }
-  }
-  if (end == text || v <= 0) {
-    std::fprintf(stderr, "trainsim-bench-nccl: bad size '%s'\n", text);
-    std::exit(2);
-  }
-  return static_cast<std::size_t>(v * scale);
-}
+std::size_t parse_size(const char* text) { return trainsim_cuda::parse_size("trainsim-bench-nccl", text); }
 
 __global__ void fill(unsigned char* p, std::size_t n) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
