@@ -236,6 +236,18 @@ Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const Train
 
 namespace trainsim::models {
 
+std::int64_t offloaded_activation_bytes(const Workload& w, const ModelSpec& model, const TrainingSpec& training) {
+  const LayerDims dense = dense_layer_dims(w.dims);
+  std::int64_t bytes = 0;
+  for (std::int64_t layer = 0; layer < training.cpu_offload_layers; ++layer) {
+    const LayerDims& d = model.is_moe_layer(layer) ? w.dims : dense;
+    // first_last_layers_bf16's layers keep 16-bit GEMM inputs.
+    const bool bf16 = training.quantized() && !training.quantized_layer(layer, model.num_layers);
+    bytes += layer_activation_bytes(bf16 ? unquantized(d) : d, training.recomputes_core_attention());
+  }
+  return bytes;
+}
+
 std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& parallel, const TrainingSpec& training) {
   const std::int64_t P = parallel.pipeline_model_parallel_size;
   const std::int64_t V = static_cast<std::int64_t>(w.stages.empty() ? 1 : w.stages.front().chunks.size());

@@ -69,5 +69,9 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
 // activations of the micro-batches the schedule keeps in flight (1F1B: stages - stage; GPipe:
 // all; interleaved: Megatron's warm-up count of model chunks), without simulating.
 std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& parallel, const TrainingSpec& training);
+// cpu_offloading: the host memory one GPU's offloaded activations take (its first
+// cpu_offload_layers layers' saved activations, one micro-batch: Transformer Engine brings them
+// back before the next micro-batch's forward).
+std::int64_t offloaded_activation_bytes(const Workload& w, const ModelSpec& model, const TrainingSpec& training);
 
 }  // namespace trainsim::models

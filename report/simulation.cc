@@ -255,6 +255,7 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
     out.stages.push_back(std::move(sr));
   }
   out.fits = out.peak_bytes_per_gpu <= out.capacity_bytes_per_gpu;
+  out.host_offload_bytes_per_gpu = models::offloaded_activation_bytes(w, s.model, s.training);
 
   if (s.simulation.full && out.engine.ranks.size() > 1) {
     std::vector<double> work(out.engine.ranks.size());

@@ -125,6 +125,7 @@ struct RunResult {
   std::optional<double> nominal_iteration_time_s;  // with stragglers/degraded links: the same plan without them
   std::int64_t peak_bytes_per_gpu = 0;
   std::int64_t capacity_bytes_per_gpu = 0;
+  std::int64_t host_offload_bytes_per_gpu = 0;  // cpu_offloading: activations a GPU keeps in host memory
   bool fits = true;
   double wall_s = 0;
   // Filled from communication_sensitivity() when asked for (empty: no kind of communication).

@@ -122,6 +122,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
   mem["peak_bytes_per_gpu"] = r.peak_bytes_per_gpu;
   mem["capacity_bytes_per_gpu"] = r.capacity_bytes_per_gpu;
   mem["fits"] = r.fits;
+  if (r.host_offload_bytes_per_gpu > 0) mem["host_offload_bytes_per_gpu"] = r.host_offload_bytes_per_gpu;
   Json stages = Json::array();
   for (const StageReport& st : r.stages) {
     stages.push_back(Json{{"stage", st.stage},
@@ -249,6 +250,10 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
   }
   o << "  memory peak/GPU       " << human_bytes(static_cast<double>(r.peak_bytes_per_gpu)) << " of "
     << human_bytes(static_cast<double>(r.capacity_bytes_per_gpu)) << (r.fits ? " (fits)" : " (DOES NOT FIT)") << "\n";
+  if (r.host_offload_bytes_per_gpu > 0) {
+    o << "  host memory/GPU       " << human_bytes(static_cast<double>(r.host_offload_bytes_per_gpu))
+      << " of offloaded activations (cpu_offloading)\n";
+  }
   if (s.training.train_tokens) {
     const double seconds = *s.training.train_tokens / r.tokens_per_s;
     o << "  time to train         " << fmt("%.1f days", seconds / 86400) << " for " << fmt("%.3g tokens", *s.training.train_tokens)

@@ -1327,6 +1327,12 @@ TEST_CASE("models/parallelism: cpu_offloading copies the first layers' activatio
   // Simulated: offloading frees the activation memory of the offloaded layers.
   const auto none = tests::simulate_file(kGpt, base), three = tests::simulate_file(kGpt, offloading(3));
   CHECK(none.stages[0].activation_peak_bytes - three.stages[0].activation_peak_bytes >= 2 * layer_bytes);
+  // ... and keeps them in host memory: three layers' activations of one micro-batch.
+  CHECK(three.host_offload_bytes_per_gpu == 3 * layer_bytes);
+  CHECK(none.host_offload_bytes_per_gpu == 0);
+  CHECK(report::summary_text(three).find("host memory/GPU") != std::string::npos);
+  CHECK(report::summary_json(three)["memory"]["host_offload_bytes_per_gpu"] == 3 * layer_bytes);
+  CHECK_FALSE(report::summary_json(none)["memory"].contains("host_offload_bytes_per_gpu"));
   // One layer out: its copies hide behind seven layers' forward and six layers' backward.
   const auto one = tests::simulate_file(kGpt, offloading(1));
   CHECK(one.iteration_time_s == doctest::Approx(none.iteration_time_s).epsilon(1e-9));
