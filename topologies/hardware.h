@@ -160,8 +160,8 @@ struct GpuSpec {
   int nvlink_links = 0;
   Bandwidth nvlink_bandwidth;  // per direction, all links together (line rate)
   // Sustained copy-engine bandwidth between this GPU's memory and pinned host memory, each
-  // direction, with every GPU of the host copying at once (activation offloading); zero when
-  // the preset gives none.
+  // direction, as activation offloading copies (every GPU of a node at once; the shipped PCIe
+  // figures were measured one GPU at a time); zero when the preset gives none.
   Bandwidth host_copy_bandwidth;
   ComputeCalibration calibration;
   FlopRate peak(DataType t) const;
