@@ -214,6 +214,7 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
     if (r.training.cpu_offload_layers > 0) {
       plan["training"]["cpu_offloading"] = true;
       plan["training"]["cpu_offloading_num_layers"] = r.training.cpu_offload_layers;
+      if (r.training.cpu_offload_v1) plan["training"]["cpu_offloading_v1"] = true;  // the recipe's scheduler
     }
     plan["iteration_time_s"] = tidy(r.iteration_time_s);
     plan["tokens_per_s"] = tidy(r.tokens_per_s);
