@@ -491,11 +491,13 @@ class StageBuilder {
   }
   const LayerParams& params_of(std::int64_t layer) const { return m_.is_moe_layer(layer) ? lp_ : dense_lp_; }
 
-  // cpu_offloading (Transformer Engine's default schedule): per offloaded layer of the current
-  // micro-batch, its activations' bytes, its copy to host memory and its copy back.
+  // cpu_offloading: per offloaded layer of the current micro-batch, its activations' bytes, its
+  // copy to host memory and (default schedule) its copy back.
   bool offloads(std::int64_t layer) const { return layer >= 0 && layer < t_.cpu_offload_layers; }
-  TaskIndex host_copy(const std::string& name, std::int64_t layer, std::int64_t bytes, std::vector<TaskIndex> deps,
-                      std::int64_t alloc = 0) {
+  // A copy of layer `layer`'s activations on the offload stream, issued after the compute work
+  // enqueued so far (Transformer Engine makes the offload stream wait for the current stream, and
+  // so for whatever it has been told to wait for), allocating `alloc` bytes as it starts.
+  TaskIndex host_copy(const std::string& name, std::int64_t layer, std::int64_t bytes, std::int64_t alloc = 0) {
     Kernel k;
     k.kernel_class = KernelClass::kHostCopy;
     k.bytes = Bytes(bytes);
@@ -508,6 +510,8 @@ class StageBuilder {
     label(task);
     task.layer = static_cast<std::int32_t>(layer);
     task.alloc_bytes = alloc;
+    std::vector<TaskIndex> deps = pending_;
+    if (has_compute_) deps.push_back(last_compute_);
     return g_.add_task(cls_, task, deps);
   }
   void offload_release(std::int64_t layer);
@@ -1171,10 +1175,7 @@ void StageBuilder::layer_forward(std::int64_t layer, std::uint8_t cat, std::int6
 void StageBuilder::offload_commit(std::int64_t layer, std::int64_t bytes) {
   if (offloads(layer)) offload_bytes_[static_cast<std::size_t>(layer)] = bytes;
   auto copy_out = [&](std::int64_t l) {
-    std::vector<TaskIndex> deps = pending_;
-    deps.push_back(last_compute_);
-    offloaded_[static_cast<std::size_t>(l)] =
-        host_copy("activation_offload", l, offload_bytes_[static_cast<std::size_t>(l)], std::move(deps));
+    offloaded_[static_cast<std::size_t>(l)] = host_copy("activation_offload", l, offload_bytes_[static_cast<std::size_t>(l)]);
   };
   if (!t_.cpu_offload_v1) {
     if (offloads(layer)) copy_out(layer);
@@ -1214,11 +1215,8 @@ void StageBuilder::offload_reload(std::int64_t layer) {
     const std::size_t k = offload_count_;
     if (k >= 1 && offload_window_[k - 1] == layer) {
       if (last_reload_ != kNoTask) wait(last_reload_);
-      std::vector<TaskIndex> deps = pending_;
-      if (has_compute_) deps.push_back(last_compute_);
       const std::int64_t bytes = offload_bytes_[k - 1];
-      last_reload_ = host_copy("activation_reload", static_cast<std::int64_t>(k) - 1, bytes, std::move(deps), bytes);
-      reloaded_[k - 1] = last_reload_;
+      last_reload_ = host_copy("activation_reload", static_cast<std::int64_t>(k) - 1, bytes, bytes);
       if (k > 1) --offload_count_;
     }
     if (layer == 0) {
@@ -1229,10 +1227,8 @@ void StageBuilder::offload_reload(std::int64_t layer) {
   }
   const std::int64_t i = layer - (m_.num_layers - 1 - t_.cpu_offload_layers);
   if (offloads(i)) {
-    std::vector<TaskIndex> deps = pending_;
-    if (has_compute_) deps.push_back(last_compute_);
     const std::int64_t bytes = offload_bytes_[static_cast<std::size_t>(i)];
-    reloaded_[static_cast<std::size_t>(i)] = host_copy("activation_reload", i, bytes, std::move(deps), bytes);
+    reloaded_[static_cast<std::size_t>(i)] = host_copy("activation_reload", i, bytes, bytes);
   }
 }
 

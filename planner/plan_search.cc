@@ -69,6 +69,7 @@ struct Candidate {
   config::Scenario scenario;
   std::size_t recompute_index = 0;  // position in SearchSpace::recompute of the mode chosen
   bool offload = false;             // the cpu_offloading variant of a plan (no recomputation)
+  std::int64_t layer_bytes = 0;     // offload: one layer's activations (what each offloaded layer saves)
 };
 
 struct Outcome {
@@ -211,6 +212,7 @@ void Searcher::add_offload_variant(Candidate c, std::int64_t capacity, bool need
     if (models::estimated_peak_bytes(w, s.parallel, t) <= capacity) {
       c.recompute_index = static_cast<std::size_t>(none - req_.space.recompute.begin());
       c.offload = true;
+      c.layer_bytes = std::max<std::int64_t>(1, models::layer_activation_bytes(w.dims, false));
       candidates_.push_back(c);
       return;
     }
@@ -375,11 +377,6 @@ Outcome Searcher::evaluate(const Candidate& c) const {
   // An offloading variant keeps its mode (no recomputation) and, while the simulated peak does not
   // fit, offloads as many more layers as the excess holds layers' activations (each offloaded
   // layer lowers the peak by its activations).
-  std::int64_t layer_bytes = 0;
-  if (c.offload) {
-    const models::Workload w = models::describe(s.model, s.parallel, s.training, c.gpus, s.target_gpu());
-    layer_bytes = std::max<std::int64_t>(1, models::layer_activation_bytes(w.dims, false));
-  }
   const std::size_t last = c.offload ? c.recompute_index + 1 : req_.space.recompute.size();
   for (std::size_t i = c.recompute_index; i < last;) {
     s.training.recompute_granularity = req_.space.recompute[i];
@@ -432,7 +429,7 @@ Outcome Searcher::evaluate(const Candidate& c) const {
     if (c.offload) {
       const std::int64_t layers = s.model.num_layers;
       if (s.training.cpu_offload_layers + 1 < layers) {
-        const std::int64_t more = std::max<std::int64_t>(1, (peak - capacity + layer_bytes - 1) / layer_bytes);
+        const std::int64_t more = std::max<std::int64_t>(1, (peak - capacity + c.layer_bytes - 1) / c.layer_bytes);
         s.training.cpu_offload_layers = std::min(layers - 1, s.training.cpu_offload_layers + more);
         continue;  // the same mode, more layers offloaded
       }

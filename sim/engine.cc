@@ -54,7 +54,6 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
   channels_.resize(static_cast<std::size_t>(n) * graph_.num_peer_slots());
 
   kernel_time_.resize(graph_.num_classes());
-  copy_engine_.resize(graph_.num_classes());
   host_issue_.resize(graph_.num_classes());
   host_syncs_.resize(graph_.num_classes());
   host_.resize(n);
@@ -62,10 +61,7 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
   dep_refs_.resize(graph_.num_classes());
   for (std::uint32_t c = 0; c < graph_.num_classes(); ++c) {
     const RankClass& rc = graph_.rank_class(c);
-    for (const Kernel& k : rc.kernels) {
-      kernel_time_[c].push_back(timing_.kernel_time(k));
-      copy_engine_[c].push_back(k.kernel_class == KernelClass::kHostCopy ? 1 : 0);
-    }
+    for (const Kernel& k : rc.kernels) kernel_time_[c].push_back(timing_.kernel_time(k));
     // The host issues the tasks in program order, back to back from the start.
     Duration host = Duration::zero();
     std::vector<Duration> issue;
@@ -270,7 +266,9 @@ Duration Engine::compute_duration(std::uint32_t rank, std::uint32_t cls, const T
   Duration d = kernel_time_[cls][task.payload];
   // A straggler's SMs are slow, not its copy engines or its host link.
   const double slowdown = ranks_[rank].slowdown;
-  if (slowdown != 1.0 && copy_engine_[cls][task.payload] == 0) d = d.scaled(slowdown);
+  if (slowdown != 1.0 && graph_.rank_class(cls).kernels[task.payload].kernel_class != KernelClass::kHostCopy) {
+    d = d.scaled(slowdown);
+  }
   // What-if scaling of data movement also covers copies to and from the host.
   const double scale = options_.comm_time_scale[task.category];
   if (scale != 1.0) d = d.scaled(scale);

@@ -228,7 +228,6 @@ class Engine {
   std::vector<FlowNetwork::Reschedule> reschedules_;
   std::vector<std::uint32_t> flow_instance_;  // flow id -> instance
   std::vector<std::vector<Duration>> kernel_time_;  // per class, per kernel
-  std::vector<std::vector<std::uint8_t>> copy_engine_;  // per class, per kernel: 1 for a host copy
   // Per class, per task (program order): host time until the host has issued it; empty when the
   // timing model charges no host time.
   std::vector<std::vector<Duration>> host_issue_;
