@@ -106,6 +106,26 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
         if (training.quantized_layer(l, model.num_layers)) (model.is_moe_layer(l) ? quantized_moe : quantized_dense) += 1;
       }
     }
+    // As StageBuilder::unit_gather_bytes: every expert weight of a quantized layer is an FP8 GEMM
+    // weight.
+    const auto gathered = [&](std::int64_t n, std::int64_t fp8) {
+      return param_gather_bytes(n, fp8, d.quantized(), training, d.quant_recipe);
+    };
+    for (const auto& [first, count] : info.chunks) {
+      for (std::int64_t l = first; l < first + count; ++l) {
+        const LayerParams& p = model.is_moe_layer(l) ? lp : dense_lp;
+        const std::int64_t fp8 = training.quantized_layer(l, model.num_layers) ? p.gemm_weights : 0;
+        StageInfo::GatherUnit u{p.dense(), p.expert(), gathered(p.dense(), std::max<std::int64_t>(0, fp8 - p.expert())),
+                                gathered(p.expert(), std::min(p.expert(), fp8))};
+        if (u.dense_bytes + u.expert_bytes > info.largest_layer.dense_bytes + info.largest_layer.expert_bytes) {
+          info.largest_layer = u;
+        }
+      }
+    }
+    if (info.has_output) {
+      const std::int64_t n = output_params(model, parallel, d);
+      info.output_layer = {n, 0, 2 * n, 0};
+    }
     info.moe_layers = moe_layers;
     info.bf16_moe_layers = training.quantized() ? moe_layers - quantized_moe : 0;
     info.bf16_dense_layers = training.quantized() ? dense_layers - quantized_dense : 0;
@@ -259,6 +279,7 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
   const LayerDims bf16 = unquantized(d), bf16_dense = unquantized(dense);  // first_last_layers_bf16's layers
   const std::int64_t checkpoint = layer_checkpoint_bytes(d);
   const std::int64_t group = std::max<std::int64_t>(1, training.recompute_num_layers);
+  const std::int64_t dp_cp = w.data_parallel_size * parallel.context_parallel_size;
   std::int64_t peak = 0;
   for (const StageInfo& st : w.stages) {
     const std::int64_t s = st.stage;
@@ -287,31 +308,77 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
              std::max<std::int64_t>(1, layers);
     };
     const std::int64_t per_layer = mean_layer_bytes(selective);
-    // The stage's chunks hold layers / V each, or under a custom layout up to one more.
-    const std::int64_t layers_per_chunk = std::max<std::int64_t>(1, (layers + V - 1) / std::max<std::int64_t>(1, V));
-    std::int64_t chunk_bytes;  // activations one model chunk keeps for one micro-batch
+    // The stage's largest model chunk: under a custom layout or an accounted split its chunks
+    // differ.
+    std::int64_t largest_chunk = 1;
+    for (const auto& c : st.chunks) largest_chunk = std::max(largest_chunk, c.second);
     std::int64_t transient = 0;  // recomputed group during a backward pass
     if (full && training.recompute_method == RecomputeMethod::kUniform) {
-      chunk_bytes = (layers_per_chunk + group - 1) / group * checkpoint;
-      transient = std::min(group, layers_per_chunk) * mean_layer_bytes(false);
+      transient = std::min(group, largest_chunk) * mean_layer_bytes(false);
     } else if (full) {
-      const std::int64_t recomputed = std::min(training.recompute_num_layers, layers_per_chunk);
-      chunk_bytes = recomputed * checkpoint + (layers_per_chunk - recomputed) * mean_layer_bytes(false);
       transient = mean_layer_bytes(false);
-    } else {
+    }
+    // Activations one model chunk of `n` layers keeps for one micro-batch.
+    const auto chunk_bytes = [&](std::int64_t n) -> std::int64_t {
+      if (full && training.recompute_method == RecomputeMethod::kUniform) return (n + group - 1) / group * checkpoint;
+      if (full) {
+        const std::int64_t recomputed = std::min(training.recompute_num_layers, n);
+        return recomputed * checkpoint + (n - recomputed) * mean_layer_bytes(false);
+      }
       // cpu_offloading (one stage, no recomputation): Transformer Engine keeps at most
       // num_layers - offloaded layers sets of activations on the GPU.
-      chunk_bytes = std::max<std::int64_t>(1, layers_per_chunk - training.cpu_offload_layers) * per_layer;
+      return std::max<std::int64_t>(n > 0 ? 1 : 0, n - training.cpu_offload_layers) * per_layer;
+    };
+    // The most the in-flight chunks hold, played through the schedule: the warm-up forwards, then
+    // one forward and one backward at a time. Megatron's order of model chunks
+    // (schedules.py, get_model_chunk_id): virtual micro-batch k runs chunk (k / P) % V forward,
+    // V - 1 - (k / P) % V backward.
+    const bool even = std::all_of(st.chunks.begin(), st.chunks.end(), [&](const auto& c) { return c.second == st.chunks.front().second; });
+    std::int64_t in_flight_bytes = even ? in_flight_chunks * chunk_bytes(st.chunks.front().second) : 0;
+    if (!even) {
+      const auto chunk_of = [&](std::int64_t k, bool forward) {
+        const std::int64_t c = (k / P) % V;
+        return static_cast<std::size_t>(forward ? c : V - 1 - c);
+      };
+      const std::int64_t total = m * V;
+      std::int64_t held = 0, f = 0, b = 0;
+      const auto forward = [&] {
+        held += chunk_bytes(st.chunks[chunk_of(f++, true)].second);
+        in_flight_bytes = std::max(in_flight_bytes, held);
+      };
+      while (f < std::min(in_flight_chunks - 1, total)) forward();
+      while (b < total) {
+        if (f < total) forward();
+        held -= chunk_bytes(st.chunks[chunk_of(b++, false)].second);
+      }
     }
+    // ZeRO-3: while a unit's backward runs, its gathered parameters, the next unit's (prefetched)
+    // and its full gradient, until the reduce-scatter ends (StageBuilder::fsdp_acquire).
+    const auto fsdp_bytes = [&](const StageInfo::GatherUnit& unit, const StageInfo::GatherUnit& next) {
+      if (parallel.zero_stage < 3) return std::int64_t{0};
+      const std::int64_t grad = training.grad_reduce_in_fp32 ? 4 : 2;
+      std::int64_t bytes = 0;
+      if (dp_cp > 1) bytes += unit.dense_bytes + next.dense_bytes + grad * unit.dense;
+      if (w.expert_data_parallel_size > 1) bytes += unit.expert_bytes + next.expert_bytes + grad * unit.expert;
+      return bytes;
+    };
     const std::int64_t in_flight_microbatches = (in_flight_chunks + V - 1) / V;
-    std::int64_t bytes = st.static_memory.total() + in_flight_chunks * chunk_bytes + transient;
+    std::int64_t bytes = st.static_memory.total() + in_flight_bytes;
+    std::int64_t layer_phase = transient + fsdp_bytes(st.largest_layer, st.largest_layer);
     if (st.has_embedding) bytes += in_flight_microbatches * embedding_activation_bytes(d);
     if (st.has_output) {
       // The output chunk of the last stage holds one micro-batch at a time (its backward follows
       // its forward), except under GPipe.
       const std::int64_t output_in_flight = training.pipeline_schedule == PipelineSchedule::kGpipe ? m : 1;
-      bytes += output_in_flight * output_activation_bytes(d) + d.act_bytes() * d.tokens() * d.v;
-      if (w.mtp_layers > 0) {
+      const std::int64_t output = output_in_flight * output_activation_bytes(d) + d.act_bytes() * d.tokens() * d.v +
+                                  fsdp_bytes(st.output_layer, st.largest_layer);
+      // A recomputed layer's activations and the output layer's never coexist: the forward
+      // discards each checkpointed layer's before the logits, and the backward frees the logits
+      // and the final norm's before it recomputes the last layer.
+      if (w.mtp_layers == 0) {
+        layer_phase = std::max(layer_phase, output);
+      } else {
+        bytes += output;
         const LayerDims& md = w.mtp_moe ? d : dense;
         const std::int64_t per_module = mtp_activation_bytes(md, d, selective, training.recomputes_mtp_modules());
         bytes += output_in_flight * w.mtp_layers * per_module;
@@ -321,7 +388,11 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
         }
       }
     }
-    peak = std::max(peak, bytes);
+    // The optimizer step, after the activations are gone: 16-bit main gradients cast to fp32
+    // copies of the local shard (StageBuilder::finalize).
+    const std::int64_t shard = optimizer_shard_params(st.params, dp_cp, w.expert_data_parallel_size, parallel.shards_optimizer());
+    const std::int64_t optimizer_phase = st.static_memory.total() + (training.copies_grads_to_fp32() ? 4 * shard : 0);
+    peak = std::max({peak, bytes + layer_phase, optimizer_phase});
   }
   return peak;
 }

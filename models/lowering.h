@@ -33,6 +33,13 @@ struct StageInfo {
   std::int64_t parameters = 0;  // per GPU
   StageParameters params;       // the same, split by sharding group
   StaticMemory static_memory;
+  // ZeRO-3 gathers one unit (a decoder layer, the output layer) at a time: the stage's largest
+  // layer and its output layer, per GPU, as parameters and as the bytes their gathers bring.
+  struct GatherUnit {
+    std::int64_t dense = 0, expert = 0;                // parameters
+    std::int64_t dense_bytes = 0, expert_bytes = 0;  // gathered
+  };
+  GatherUnit largest_layer, output_layer;
 };
 
 struct Workload {

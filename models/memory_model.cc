@@ -147,6 +147,16 @@ std::int64_t mtp_activation_bytes(const LayerDims& layer, const LayerDims& d, bo
   return 2 * hidden + 2 * hidden + layer_activation_bytes(layer, selective) + output_activation_bytes(d);
 }
 
+std::int64_t optimizer_shard_params(const StageParameters& params, std::int64_t dp, std::int64_t expert_dp, bool sharded) {
+  if (!sharded) return params.total();
+  return (params.dense + dp - 1) / dp + (params.expert + expert_dp - 1) / expert_dp;
+}
+
+std::int64_t param_gather_bytes(std::int64_t params, std::int64_t fp8, bool quantized, const TrainingSpec& t, QuantRecipe r) {
+  if (!quantized || !t.fp8_param_gather) return 2 * params;
+  return 2 * (params - fp8) + gathered_quantized_param_bytes(fp8, r);
+}
+
 StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::int64_t expert_dp, const ParallelSpec& p,
                            const TrainingSpec& t, const TargetGpu& gpu) {
   TRAINSIM_CHECK(dp >= 1 && expert_dp >= 1, "data-parallel sizes must be positive");

@@ -39,6 +39,15 @@ struct StageParameters {
   std::int64_t total() const { return dense + expert; }
 };
 
+// Parameters whose optimizer step one GPU runs: its shard of each group when the optimizer is
+// sharded (dense over `dp` ranks, expert over `expert_dp`), else all of them.
+std::int64_t optimizer_shard_params(const StageParameters& params, std::int64_t dp, std::int64_t expert_dp, bool sharded);
+
+// Bytes a data-parallel gather of `params` parameters moves, `fp8` of them FP8 GEMM weights: 16
+// bits each, but fp8_param_gather's quantized weights (gathered_quantized_param_bytes) when the
+// model is quantized.
+std::int64_t param_gather_bytes(std::int64_t params, std::int64_t fp8, bool quantized, const TrainingSpec& t, QuantRecipe r);
+
 struct StaticMemory {
   std::int64_t weights = 0;            // 16-bit parameters and FP8 copies under fp8
   std::int64_t gradients = 0;          // main gradients (fp32 or 16-bit)

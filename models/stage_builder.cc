@@ -2072,8 +2072,7 @@ std::int64_t StageBuilder::unit_expert(std::int64_t unit) const {
 // Bytes a data-parallel gather moves for `params` parameters, `fp8` of them FP8 GEMM weights: 16
 // bits each, but fp8_param_gather's FP8 weights (gathered_quantized_param_bytes).
 std::int64_t StageBuilder::param_gather_bytes(std::int64_t params, std::int64_t fp8) const {
-  if (!quantized_model_ || !t_.fp8_param_gather) return 2 * params;
-  return 2 * (params - fp8) + gathered_quantized_param_bytes(fp8, d_.quant_recipe);
+  return models::param_gather_bytes(params, fp8, quantized_model_, t_, d_.quant_recipe);
 }
 
 // ZeRO-3: the bytes of a unit's dense (or expert) parameter gather; every expert weight is an FP8
@@ -2210,15 +2209,14 @@ void StageBuilder::finalize() {
   }
   // Gradient clipping: local squared norm, then a sum over the gradient-statistics group.
   const bool sharded = p_.shards_optimizer();
-  const std::int64_t shard = sharded ? (info_.params.dense + dp_cp_ - 1) / dp_cp_ + (info_.params.expert + edp_ - 1) / edp_
-                                     : info_.params.total();
+  const std::int64_t shard = optimizer_shard_params(info_.params, dp_cp_, edp_, sharded);
   // 16-bit main gradients are cast to fp32 copies that the optimizer keeps as the master weights'
   // .grad (MixedPrecisionOptimizer._copy_model_grads_to_main_grads: main_param.grad =
   // model_grad.float()); they live through clipping and the Adam step. Megatron Core's
   // "Distributed optimizer" guide counts them: 20 B per parameter with 16-bit parameters and
   // gradients (4 + 16/d under the distributed optimizer) against 18 (6 + 12/d) with fp32 ones.
   // The precision-aware optimizer holding the master weights reads the gradients as they are.
-  const std::int64_t fp32_grad_copy = t_.grad_reduce_in_fp32 || t_.optimizer_holds_master_weights() ? 0 : 4 * shard;
+  const std::int64_t fp32_grad_copy = t_.copies_grads_to_fp32() ? 4 * shard : 0;
   if (fp32_grad_copy > 0) compute("main_grad_to_fp32", memory_op(grad_bytes() * shard + fp32_grad_copy), kOptimizer, fp32_grad_copy);
   compute("grad_norm", memory_op(4 * shard), kOptimizer);
   wait(collective("grad_norm_all_reduce", kGradStatsSlot, kTpStream, CollectiveKind::kAllReduce, 4, DataType::kFp32,

@@ -248,6 +248,10 @@ struct TrainingSpec {
     // Megatron-Core asks about FP8 only: NVFP4 leaves fp8_recipe at its default, delayed.
     return use_precision_aware_optimizer && (precision != Precision::kFp8 || quant_recipe == QuantRecipe::kDelayed);
   }
+  // 16-bit main gradients are cast to fp32 copies for the optimizer step
+  // (MixedPrecisionOptimizer._copy_model_grads_to_main_grads), unless the optimizer reads them as
+  // they are.
+  bool copies_grads_to_fp32() const { return !grad_reduce_in_fp32 && !optimizer_holds_master_weights(); }
   // Bytes per parameter of the master weight and Adam's two moments.
   std::int64_t optimizer_state_bytes() const {
     const bool bf16_weights = precision == Precision::kBf16 || (quantized() && !fp8_param_gather);

@@ -215,6 +215,40 @@ TEST_CASE("models/parallelism: multi-token prediction runs on the last stage, wh
   }
 }
 
+TEST_CASE("models/parallelism: the quick memory estimate follows the simulated peak where its phases differ") {
+  // The planner prunes with the estimate: too high drops plans that fit, too low simulates plans
+  // that do not. Each case puts the peak in a different phase of the iteration.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      // Full recomputation with large logits: the recomputed layer and the output layer's
+      // activations never coexist.
+      {kGpt,
+       {"parallelism.pipeline_model_parallel_size=1", "training.recompute_granularity=full", "training.attention_kernel=unfused",
+        "training.micro_batch_size=8"}},
+      // ZeRO-3: a layer's gathered parameters, the next one's and its full gradient.
+      {kGpt,
+       {"parallelism={\"tensor_model_parallel_size\": 1, \"pipeline_model_parallel_size\": 1, \"zero_stage\": 3}",
+        "training.recompute_granularity=full", "training.grad_reduce_in_fp32=false"}},
+      // The embedding and the loss counted as layers: the first and last stages' chunks differ.
+      {kLlama,
+       {"model.num_layers=30", "parallelism.account_for_embedding_in_pipeline_split=true",
+        "parallelism.account_for_loss_in_pipeline_split=true"}},
+      // A deep pipeline with 16-bit gradients and little in flight: the optimizer's fp32 copies.
+      {kGpt,
+       {"parallelism.pipeline_model_parallel_size=4", "training.precision=fp16", "training.grad_reduce_in_fp32=false",
+        "training.global_batch_size=8", "training.recompute_granularity=full"}},
+  };
+  for (const auto& c : cases) {
+    const std::string& file = c.first;
+    const std::vector<std::string>& overrides = c.second;
+    CAPTURE(overrides.front());
+    const config::Scenario s = config::load_scenario(file, overrides);
+    const models::Workload w = models::describe(s.model, s.parallel, s.training, s.num_gpus(), s.target_gpu());
+    const report::RunResult r = tests::simulate_file(file, overrides);
+    CHECK(static_cast<double>(models::estimated_peak_bytes(w, s.parallel, s.training)) ==
+          doctest::Approx(static_cast<double>(r.peak_bytes_per_gpu)).epsilon(0.03));
+  }
+}
+
 TEST_CASE("models/parallelism: no schedule deadlocks, with or without p2p overlap, on real links") {
   // Pipeline sizes, virtual stages, micro-batch counts and group sizes around the edge cases of
   // Megatron's interleaved schedule (all micro-batches in warm-up, uneven last group).
