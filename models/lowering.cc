@@ -347,8 +347,11 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
         in_flight_bytes = std::max(in_flight_bytes, held);
       };
       while (f < std::min(in_flight_chunks - 1, total)) forward();
-      while (b < total) {
-        if (f < total) forward();
+      // In the steady state both orders repeat every P x V virtual micro-batches, so what is held
+      // does too: one period past the warm-up holds the peak (after the forwards, it only falls).
+      const std::int64_t last_forward = std::min(total, f + P * V + 1);
+      while (f < last_forward) {
+        forward();
         held -= chunk_bytes(st.chunks[chunk_of(b++, false)].second);
       }
     }
