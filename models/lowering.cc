@@ -333,9 +333,13 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
     // one forward and one backward at a time. Megatron's order of model chunks
     // (schedules.py, get_model_chunk_id): virtual micro-batch k runs chunk (k / P) % V forward,
     // V - 1 - (k / P) % V backward.
+    // held_max: the most held after any forward; held_at_output: after a forward of the chunk
+    // with the output layer (the last stage's last chunk), whose activations come on top then.
     const bool even = std::all_of(st.chunks.begin(), st.chunks.end(), [&](const auto& c) { return c.second == st.chunks.front().second; });
-    std::int64_t in_flight_bytes = even ? in_flight_chunks * chunk_bytes(st.chunks.front().second) : 0;
+    std::int64_t held_max = even ? in_flight_chunks * chunk_bytes(st.chunks.front().second) : 0;
+    std::int64_t held_at_output = held_max;  // even chunks: the output chunk's forward comes at the peak
     if (!even) {
+      held_at_output = 0;
       const auto chunk_of = [&](std::int64_t k, bool forward) {
         const std::int64_t c = (k / P) % V;
         return static_cast<std::size_t>(forward ? c : V - 1 - c);
@@ -343,8 +347,10 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
       const std::int64_t total = m * V;
       std::int64_t held = 0, f = 0, b = 0;
       const auto forward = [&] {
-        held += chunk_bytes(st.chunks[chunk_of(f++, true)].second);
-        in_flight_bytes = std::max(in_flight_bytes, held);
+        const std::size_t c = chunk_of(f++, true);
+        held += chunk_bytes(st.chunks[c].second);
+        held_max = std::max(held_max, held);
+        if (c + 1 == st.chunks.size()) held_at_output = std::max(held_at_output, held);
       };
       while (f < std::min(in_flight_chunks - 1, total)) forward();
       // In the steady state both orders repeat every P x V virtual micro-batches, so what is held
@@ -366,9 +372,10 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
       return bytes;
     };
     const std::int64_t in_flight_microbatches = (in_flight_chunks + V - 1) / V;
-    std::int64_t bytes = st.static_memory.total() + in_flight_bytes;
-    std::int64_t layer_phase = transient + fsdp_bytes(st.largest_layer, st.largest_layer);
+    std::int64_t bytes = st.static_memory.total();
     if (st.has_embedding) bytes += in_flight_microbatches * embedding_activation_bytes(d);
+    // While layers run: the chunks in flight, a recomputed layer and ZeRO-3's buffers.
+    std::int64_t stage_peak = bytes + held_max + transient + fsdp_bytes(st.largest_layer, st.largest_layer);
     if (st.has_output) {
       // The output chunk of the last stage holds one micro-batch at a time (its backward follows
       // its forward), except under GPipe.
@@ -379,9 +386,9 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
       // discards each checkpointed layer's before the logits, and the backward frees the logits
       // and the final norm's before it recomputes the last layer.
       if (w.mtp_layers == 0) {
-        layer_phase = std::max(layer_phase, output);
+        stage_peak = std::max(stage_peak, bytes + held_at_output + output);
       } else {
-        bytes += output;
+        bytes += held_max + transient + fsdp_bytes(st.largest_layer, st.largest_layer) + output;
         const LayerDims& md = w.mtp_moe ? d : dense;
         const std::int64_t per_module = mtp_activation_bytes(md, d, selective, training.recomputes_mtp_modules());
         bytes += output_in_flight * w.mtp_layers * per_module;
@@ -389,13 +396,14 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
         if (training.recomputes_mtp_modules()) {
           bytes += std::max<std::int64_t>(0, layer_activation_bytes(md, false) - transient);
         }
+        stage_peak = std::max(stage_peak, bytes);
       }
     }
     // The optimizer step, after the activations are gone: 16-bit main gradients cast to fp32
     // copies of the local shard (StageBuilder::finalize).
     const std::int64_t shard = optimizer_shard_params(st.params, dp_cp, w.expert_data_parallel_size, parallel.shards_optimizer());
     const std::int64_t optimizer_phase = st.static_memory.total() + (training.copies_grads_to_fp32() ? 4 * shard : 0);
-    peak = std::max({peak, bytes + layer_phase, optimizer_phase});
+    peak = std::max({peak, stage_peak, optimizer_phase});
   }
   return peak;
 }

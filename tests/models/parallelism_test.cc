@@ -232,6 +232,9 @@ TEST_CASE("models/parallelism: the quick memory estimate follows the simulated p
       {kLlama,
        {"model.num_layers=30", "parallelism.account_for_embedding_in_pipeline_split=true",
         "parallelism.account_for_loss_in_pipeline_split=true"}},
+      // A layout whose last chunk holds only the loss: the most held comes at a forward of the
+      // first chunk, without the output layer's activations.
+      {kLlama, {"parallelism.pipeline_model_parallel_layout=\"E|t*16|t*16|L\""}},
       // A deep pipeline with 16-bit gradients and little in flight: the optimizer's fp32 copies.
       {kGpt,
        {"parallelism.pipeline_model_parallel_size=4", "training.precision=fp16", "training.grad_reduce_in_fp32=false",
