@@ -330,7 +330,11 @@ void Searcher::enumerate(std::int64_t gpus) {
 void Searcher::admit_ep_overlap(config::Scenario& s) const {
   models::TrainingSpec& t = s.training;
   t.overlap_moe_expert_parallel_comm = req_.training.overlap_moe_expert_parallel_comm;
-  if (t.overlap_moe_expert_parallel_comm && config::ep_overlap_refusal(s.model, s.parallel, t)) t.overlap_moe_expert_parallel_comm = false;
+  // Where Megatron-Core refuses the overlap, and beside activation offloading, which trainsim does
+  // not model with it (config::validate): such plans run without.
+  if (t.overlap_moe_expert_parallel_comm && (config::ep_overlap_refusal(s.model, s.parallel, t) || t.cpu_offload_layers > 0)) {
+    t.overlap_moe_expert_parallel_comm = false;
+  }
   t.delay_wgrad_compute = t.overlap_moe_expert_parallel_comm && req_.training.delay_wgrad_compute;
   t.moe_shared_expert_overlap = req_.training.moe_shared_expert_overlap && !t.overlap_moe_expert_parallel_comm;
 }

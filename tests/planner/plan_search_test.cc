@@ -274,6 +274,31 @@ TEST_CASE("planner/deadline: the smallest GPU count that trains in time, and its
   CHECK(svg.str().find("class=\"deadline\"") != std::string::npos);
 }
 
+TEST_CASE("planner/search: an offloading plan of a mixture-of-experts model runs without the EP all-to-all overlap") {
+  // Qwen3-30B-A3B over 64 GB200 with EP 8, micro-batches of 4 x 8,192 tokens: needs full
+  // recomputation to fit without offloading. The EP overlap is asked for, and trainsim does not
+  // model it beside offloading: the offloading plan runs without it rather than being dropped.
+  planner::PlanRequest r = request("qwen3-30b-a3b", "gb200-nvl72", 64, 256);
+  r.model.seq_length = 8192;
+  r.training.overlap_moe_expert_parallel_comm = true;
+  r.space.tensor = {1};
+  r.space.pipeline = {1};
+  r.space.context = {1};
+  r.space.expert = {8};
+  r.space.micro_batch = {4};
+  r.space.optimizer_sharding = {1};
+  r.space.cpu_offloading = true;
+  const planner::PlanReport rep = planner::search(r);
+  const planner::PlanResult* offload = nullptr;
+  for (const planner::PlanResult& p : rep.plans) {
+    if (p.training.cpu_offload_layers > 0) offload = &p;
+  }
+  REQUIRE(offload != nullptr);
+  CHECK_FALSE(offload->training.overlap_moe_expert_parallel_comm);
+  CHECK(offload->training.recompute_granularity == models::RecomputeGranularity::kNone);
+  CHECK(offload->peak_bytes_per_gpu <= r.cluster.gpu.memory.count());
+}
+
 TEST_CASE("planner/search: --cpu-offloading adds, beside recomputation, the fewest offloaded layers that fit") {
   // Llama 3.1 70B in FP8 over 64 GB200 with no model parallelism (ZeRO-3), micro-batches of 2 x
   // 8,192 tokens: Megatron-Bridge's recipe, which does not fit without recomputation or offloading.
