@@ -99,24 +99,21 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
     info.chunks = layers[static_cast<std::size_t>(s)];
     info.has_embedding = s == 0;
     info.has_output = s == pp - 1;
-    std::int64_t moe_layers = 0, dense_layers = 0, quantized_moe = 0, quantized_dense = 0;
-    for (const auto& [first, count] : info.chunks) {
-      for (std::int64_t l = first; l < first + count; ++l) {
-        (model.is_moe_layer(l) ? moe_layers : dense_layers) += 1;
-        if (training.quantized_layer(l, model.num_layers)) (model.is_moe_layer(l) ? quantized_moe : quantized_dense) += 1;
-      }
-    }
-    // As StageBuilder::unit_gather_bytes: every expert weight of a quantized layer is an FP8 GEMM
-    // weight.
+    // ZeRO-3 gather bytes as StageBuilder::unit_gather_bytes: every expert weight of a quantized
+    // layer is an FP8 GEMM weight.
     const auto gathered = [&](std::int64_t n, std::int64_t fp8) {
       return param_gather_bytes(n, fp8, d.quantized(), training, d.quant_recipe);
     };
+    std::int64_t moe_layers = 0, dense_layers = 0, quantized_moe = 0, quantized_dense = 0;
     for (const auto& [first, count] : info.chunks) {
       for (std::int64_t l = first; l < first + count; ++l) {
-        const LayerParams& p = model.is_moe_layer(l) ? lp : dense_lp;
-        const std::int64_t fp8 = training.quantized_layer(l, model.num_layers) ? p.gemm_weights : 0;
-        StageInfo::GatherUnit u{p.dense(), p.expert(), gathered(p.dense(), std::max<std::int64_t>(0, fp8 - p.expert())),
-                                gathered(p.expert(), std::min(p.expert(), fp8))};
+        const bool moe = model.is_moe_layer(l), quantized = training.quantized_layer(l, model.num_layers);
+        (moe ? moe_layers : dense_layers) += 1;
+        if (quantized) (moe ? quantized_moe : quantized_dense) += 1;
+        const LayerParams& p = moe ? lp : dense_lp;
+        const std::int64_t fp8 = quantized ? p.gemm_weights : 0;
+        const StageInfo::GatherUnit u{p.dense(), p.expert(), gathered(p.dense(), std::max<std::int64_t>(0, fp8 - p.expert())),
+                                      gathered(p.expert(), std::min(p.expert(), fp8))};
         if (u.dense_bytes + u.expert_bytes > info.largest_layer.dense_bytes + info.largest_layer.expert_bytes) {
           info.largest_layer = u;
         }
@@ -124,7 +121,7 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
     }
     if (info.has_output) {
       const std::int64_t n = output_params(model, parallel, d);
-      info.output_layer = {n, 0, 2 * n, 0};
+      info.output_layer = {n, 0, gathered(n, 0), 0};
     }
     info.moe_layers = moe_layers;
     info.bf16_moe_layers = training.quantized() ? moe_layers - quantized_moe : 0;
@@ -365,7 +362,7 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
     // and its full gradient, until the reduce-scatter ends (StageBuilder::fsdp_acquire).
     const auto fsdp_bytes = [&](const StageInfo::GatherUnit& unit, const StageInfo::GatherUnit& next) {
       if (parallel.zero_stage < 3) return std::int64_t{0};
-      const std::int64_t grad = training.grad_reduce_in_fp32 ? 4 : 2;
+      const std::int64_t grad = training.main_grad_bytes();
       std::int64_t bytes = 0;
       if (dp_cp > 1) bytes += unit.dense_bytes + next.dense_bytes + grad * unit.dense;
       if (w.expert_data_parallel_size > 1) bytes += unit.expert_bytes + next.expert_bytes + grad * unit.expert;

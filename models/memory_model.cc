@@ -172,7 +172,7 @@ StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::
   // Distributed optimizer / ZeRO-1 shard the 12 B over the data-parallel group (expert
   // parameters over the expert-data-parallel group); ZeRO-2 also the gradients; ZeRO-3 also the
   // weights.
-  const std::int64_t grad_bytes = t.grad_reduce_in_fp32 ? 4 : 2;
+  const std::int64_t grad_bytes = t.main_grad_bytes();
   const auto shard = [](std::int64_t bytes, std::int64_t n) { return (bytes + n - 1) / n; };
   const auto sharded = [&](std::int64_t per_param, bool on) {
     return on ? shard(per_param * params.dense, dp) + shard(per_param * params.expert, expert_dp)

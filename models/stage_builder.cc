@@ -288,7 +288,7 @@ class StageBuilder {
   // Transformer Engine's userbuffers overlap; moe_shared_expert_overlap turns it off for the
   // shared expert's linears (SharedExpertMLP.__init__ clears their ub_overlap flags).
   bool tp_overlap() const { return t_.tp_comm_overlap && d_.sp && !shared_beside_; }
-  std::int64_t grad_bytes() const { return t_.grad_reduce_in_fp32 ? 4 : 2; }
+  std::int64_t grad_bytes() const { return t_.main_grad_bytes(); }
   DataType grad_dtype() const { return t_.grad_reduce_in_fp32 ? DataType::kFp32 : d_.act; }
 
   // ---- linear layers (tensor_parallel/layers.py and Transformer Engine's modules) ----

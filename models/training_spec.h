@@ -248,6 +248,8 @@ struct TrainingSpec {
     // Megatron-Core asks about FP8 only: NVFP4 leaves fp8_recipe at its default, delayed.
     return use_precision_aware_optimizer && (precision != Precision::kFp8 || quant_recipe == QuantRecipe::kDelayed);
   }
+  // Bytes per element of the main gradients, as reduced over data parallelism.
+  std::int64_t main_grad_bytes() const { return grad_reduce_in_fp32 ? 4 : 2; }
   // 16-bit main gradients are cast to fp32 copies for the optimizer step
   // (MixedPrecisionOptimizer._copy_model_grads_to_main_grads), unless the optimizer reads them as
   // they are.
