@@ -1310,15 +1310,9 @@ void select_attention_implementation(Scenario& s, const Origins& o) {
     o.fail("training.attention_implementation", "applies to attention_kernel \"flash\" only");
   }
   topo::ComputeCalibration& c = s.cluster.gpu.calibration;
-  if (name == c.attention.implementation) return;
   std::string known = "\"" + c.attention.implementation + "\"";
-  for (topo::AttentionCalibration& a : c.attention_alternatives) {
-    if (a.implementation == name) {
-      std::swap(c.attention, a);
-      return;
-    }
-    known += ", \"" + a.implementation + "\"";
-  }
+  for (const topo::AttentionCalibration& a : c.attention_alternatives) known += ", \"" + a.implementation + "\"";
+  if (c.select_attention(name)) return;
   o.fail("training.attention_implementation", "expected an implementation the " + s.cluster.gpu.name +
                                                   " calibration was fitted on (" + known + "), got \"" + name + "\"");
 }

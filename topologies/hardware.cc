@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace trainsim::topo {
 
@@ -32,6 +33,17 @@ FlopRate GpuSpec::peak(DataType t) const {
       return fp32;
   }
   return dense_16bit;
+}
+
+bool ComputeCalibration::select_attention(const std::string& implementation) {
+  if (implementation == attention.implementation) return true;
+  for (AttentionCalibration& a : attention_alternatives) {
+    if (a.implementation == implementation) {
+      std::swap(attention, a);
+      return true;
+    }
+  }
+  return false;
 }
 
 int nodes_per_leaf_for_radix(const InterNodeSpec& net) {

@@ -64,6 +64,9 @@ struct ComputeCalibration {
   // the cuDNN kernels Transformer Engine runs on Hopper), sorted by implementation name; a
   // scenario picks one with training.attention_implementation.
   std::vector<AttentionCalibration> attention_alternatives;
+  // Makes the named implementation the one attention is priced with (swapping it with the
+  // current one); false, and nothing changed, if the calibration has no such implementation.
+  bool select_attention(const std::string& implementation);
   double memory_efficiency = 0.85;         // fraction of HBM bandwidth for memory-bound kernels
   Duration memory_kernel_overhead;         // per memory-bound kernel
   double optimizer_efficiency = 0.8;       // fraction of HBM bandwidth for the optimizer step

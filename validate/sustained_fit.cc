@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 
+#include "sim/error.h"
 #include "validate/validation_report.h"
 
 namespace trainsim::validate {
@@ -20,6 +21,14 @@ Suite with_calibration(const Suite& suite, topo::Architecture architecture, topo
     if (family && c.family != *family) continue;
     Case copy = c;
     copy.scenario.cluster.gpu.calibration = calibration;
+    // The attention implementation the case names (MosaicML's FlashAttention-2, say) is priced
+    // as the case file selected it, from this calibration's alternatives.
+    const std::string& implementation = c.scenario.training.attention_implementation;
+    if (!implementation.empty() && !copy.scenario.cluster.gpu.calibration.select_attention(implementation)) {
+      throw InputError(suite.file, "/cases (id \"" + c.id + "\")/scenario/training/attention_implementation",
+                       "expected an attention implementation the calibration has (\"" + calibration.attention.implementation +
+                           "\" or an alternative), got \"" + implementation + "\"");
+    }
     out.cases.push_back(std::move(copy));
   }
   return out;

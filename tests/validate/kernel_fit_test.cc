@@ -9,6 +9,7 @@
 
 #include "config/hardware_reader.h"
 #include "config/scenario.h"
+#include "sim/error.h"
 #include "test_files.h"
 #include "topologies/compute_model.h"
 #include "validate/calibrator.h"
@@ -202,12 +203,38 @@ TEST_CASE("validate/calibration: the shipped H100 GEMM calibration reproduces th
 }
 
 TEST_CASE("validate/calibrate: refitting the GEMMs of the shipped sweep reproduces scenarios/calibration/h100.json byte for byte") {
-  // With the file's checks: the held-out DGX Cloud runs, their NeMo 25.04 successors and
-  // Megatron-Bridge's H100 rows (Llama, then the mixtures of experts).
+  // With the file's checks: the held-out DGX Cloud runs, their NeMo 25.04 successors,
+  // Megatron-Bridge's H100 rows (Llama, then the mixtures of experts) and MosaicML's H100 tables
+  // (PyTorch FSDP under Composer).
   check_refit_reproduces(kGemmFile, "h100-sxm5-80gb", "scenarios/calibration/h100.json",
                          {testing::source_path("validate/suites/dgxc_heldout.json"), testing::source_path("validate/suites/dgxc_v2504.json"),
                           testing::source_path("validate/suites/megatron_bridge_llama.json"),
-                          testing::source_path("validate/suites/megatron_bridge_moe.json")});
+                          testing::source_path("validate/suites/megatron_bridge_moe.json"),
+                          testing::source_path("validate/suites/mosaicml_h100.json")});
+}
+
+TEST_CASE("validate/calibrate: runs priced with a calibration keep the attention implementation they name") {
+  // MosaicML's H100 cases name FlashAttention-2 (training.attention_implementation), one of
+  // h100.json's alternatives to the cuDNN attention it prices by default. A check (--check-runs)
+  // or a fit prices each case with the calibration at hand; the case's choice must survive it,
+  // or those runs are priced with cuDNN's faster attention (their long-sequence rows 10% faster).
+  const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/mosaicml_h100.json"), "65536");
+  REQUIRE(suite.cases.size() >= 3);
+  topo::ComputeCalibration cal = h100().calibration;
+  REQUIRE(cal.attention.implementation == "cudnn");
+  const validate::Suite priced = validate::with_calibration(suite, topo::Architecture::kHopper, cal, cal.sustained_fraction);
+  REQUIRE(priced.cases.size() == suite.cases.size());
+  for (const validate::Case& c : priced.cases) CHECK(c.scenario.cluster.gpu.calibration.attention.implementation == "flash_attention_2");
+  const validate::ValidationReport as_read = validate::validate_suite(suite);
+  const validate::ValidationReport as_priced = validate::validate_suite(priced);
+  REQUIRE(as_read.cases.size() == as_priced.cases.size());
+  for (std::size_t i = 0; i < as_read.cases.size(); ++i) {
+    CAPTURE(as_read.cases[i].id);
+    CHECK(as_priced.cases[i].metrics.front().predicted == as_read.cases[i].metrics.front().predicted);
+  }
+  // A calibration without that implementation cannot price them as stated: an input error.
+  cal.attention_alternatives.clear();
+  CHECK_THROWS_AS(validate::with_calibration(suite, topo::Architecture::kHopper, cal, cal.sustained_fraction), InputError);
 }
 
 TEST_CASE("validate/calibrate: refitting the GEMMs of XLA's B200 table reproduces scenarios/calibration/b200.json byte for byte") {
