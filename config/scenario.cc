@@ -483,6 +483,8 @@ ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
   origins.note("parallelism.use_distributed_optimizer", r, "use_distributed_optimizer");
   p.zero_stage = static_cast<int>(r.get_int("zero_stage", 0, 0, 3));
   origins.note("parallelism.zero_stage", r, "zero_stage");
+  p.num_distributed_optimizer_instances = r.get_int("num_distributed_optimizer_instances", 1, 1, 1 << 20);
+  origins.note("parallelism.num_distributed_optimizer_instances", r, "num_distributed_optimizer_instances");
   p.decoder_first_pipeline_num_layers = r.get_optional_int("decoder_first_pipeline_num_layers", 0, kBig);
   origins.note("parallelism.decoder_first_pipeline_num_layers", r, "decoder_first_pipeline_num_layers");
   p.decoder_last_pipeline_num_layers = r.get_optional_int("decoder_last_pipeline_num_layers", 0, kBig);
@@ -849,6 +851,17 @@ void validate_plan(const Scenario& s, const Origins& o) {
                std::to_string(gpus) + ")");
   }
   const std::int64_t dp = gpus / (tp * pp * cp);
+  if (const std::int64_t instances = p.num_distributed_optimizer_instances; instances > 1) {
+    const char* key = "parallelism.num_distributed_optimizer_instances";
+    // Megatron-LM's arguments.py: the instances split the data-parallel x context-parallel
+    // group, and only the distributed optimizer has state to shard within one.
+    if (!p.shards_optimizer()) o.fail(key, "needs a sharded optimizer (use_distributed_optimizer or zero_stage >= 1)");
+    if ((dp * cp) % instances != 0) {
+      o.fail(key, "expected a divisor of the data-parallel x context-parallel size (" + std::to_string(dp) + " x " +
+                      std::to_string(cp) + " = " + std::to_string(dp * cp) + "), got " + std::to_string(instances));
+    }
+    if (m.is_moe()) o.fail(key, "distributed-optimizer instances with mixture-of-experts layers are not modelled by trainsim");
+  }
   if (m.num_attention_heads % tp != 0) {
     o.fail("model.num_attention_heads", "expected a multiple of tensor_model_parallel_size (" + std::to_string(tp) +
                                             "), got " + std::to_string(m.num_attention_heads));
@@ -924,7 +937,10 @@ void validate_plan(const Scenario& s, const Origins& o) {
     o.fail("model.num_layers", plural(m.num_layers, "layer") + " cannot be split evenly over " +
                                    (even == pp ? plural(pp, "pipeline stage") : plural(even, "middle stage")) +
                                    (vp > 1 ? " x " + std::to_string(vp) + " virtual stages" : "") +
-                                   (even != pp ? " after decoder_first/last_pipeline_num_layers" : ""));
+                                   (even != pp ? " after decoder_first/last_pipeline_num_layers"
+                                               : "; for uneven stages set parallelism.decoder_first_pipeline_num_layers / "
+                                                 "decoder_last_pipeline_num_layers, account_for_embedding_in_pipeline_split / "
+                                                 "account_for_loss_in_pipeline_split, or pipeline_model_parallel_layout"));
   }
   // Batches.
   if (t.global_batch_size % (t.micro_batch_size * dp) != 0) {

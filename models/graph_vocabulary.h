@@ -25,6 +25,10 @@ enum CommSlot : std::uint16_t {
   kEmbeddingSlot,    // first and last pipeline stage (tied embedding gradients)
   kGradStatsSlot,    // gradient-norm reduction: tensor x pipeline, every rank with a sharded optimizer
   kAmaxSlot,         // FP8 amax reduction: tensor x context x data parallel ranks of a stage
+  kDpShardSlot,      // with distributed-optimizer instances: the consecutive data-parallel ranks of
+                     // one instance (reduce-scatter, parameter gather)
+  kDpReplicaSlot,    // with distributed-optimizer instances: one rank of each instance (the
+                     // all-reduce of each gradient shard across instances)
   kNumCommSlots
 };
 

@@ -138,7 +138,7 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
       info.params.fp8_gemm += mtp.fp8_gemm;
     }
     info.parameters = info.params.total();
-    info.static_memory = static_memory(info.params, dp * cp, w.expert_data_parallel_size, parallel, training, gpu);
+    info.static_memory = static_memory(info.params, parallel.shard_group_size(dp * cp), w.expert_data_parallel_size, parallel, training, gpu);
     w.stages.push_back(std::move(info));
   }
   return w;
@@ -194,6 +194,16 @@ Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const Train
   const std::int64_t edp = w.expert_data_parallel_size;
   add_groups(kTpSlot, [&](const RankCoord& c) { return (c.pp * dp + c.dp) * cp + c.cp; }, stage_of);
   add_groups(kDpSlot, [&](const RankCoord& c) { return c.pp * tp + c.tp; }, stage_of);
+  // Distributed-optimizer instances: within the dp_cp group (ranks ordered by dp, then cp),
+  // instance i holds the `shard` consecutive ranks from i x shard (Megatron-Core's
+  // intra_partial_data_parallel_group_with_cp); the inter-instance group joins the ranks at one
+  // position in every instance (inter_partial_data_parallel_group).
+  const std::int64_t instances = parallel.num_distributed_optimizer_instances;
+  const std::int64_t shard = parallel.shard_group_size(dp * cp);
+  if (instances > 1) {
+    add_groups(kDpShardSlot, [&](const RankCoord& c) { return (c.pp * tp + c.tp) * instances + (c.dp * cp + c.cp) / shard; }, stage_of);
+    add_groups(kDpReplicaSlot, [&](const RankCoord& c) { return (c.pp * tp + c.tp) * shard + (c.dp * cp + c.cp) % shard; }, stage_of);
+  }
   add_groups(kCpSlot, [&](const RankCoord& c) { return (c.pp * dp + c.dp) * tp + c.tp; }, stage_of);
   if (model.is_moe()) {
     add_groups(kEpSlot, [&](const RankCoord& c) { return (c.pp * edp + c.edp) * etp + c.etp; }, stage_of);
@@ -208,7 +218,8 @@ Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const Train
   // Gradient norm (Megatron's get_grad_stats_parallel_group): the model-parallel group, or every
   // rank when the optimizer state is sharded over data parallelism.
   if (parallel.shards_optimizer()) {
-    add_groups(kGradStatsSlot, [](const RankCoord&) { return std::int64_t{0}; }, one_class);
+    // With instances, each instance holds every gradient shard once: its ranks reduce the norm.
+    add_groups(kGradStatsSlot, [&](const RankCoord& c) { return (c.dp * cp + c.cp) / shard; }, one_class);
   } else {
     add_groups(kGradStatsSlot, [&](const RankCoord& c) { return c.dp * cp + c.cp; }, one_class);
   }
@@ -276,7 +287,9 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
   const LayerDims bf16 = unquantized(d), bf16_dense = unquantized(dense);  // first_last_layers_bf16's layers
   const std::int64_t checkpoint = layer_checkpoint_bytes(d);
   const std::int64_t group = std::max<std::int64_t>(1, training.recompute_num_layers);
-  const std::int64_t dp_cp = w.data_parallel_size * parallel.context_parallel_size;
+  // The ranks the sharded state divides over (all of data x context parallelism, or one
+  // distributed-optimizer instance of them).
+  const std::int64_t shard_group = parallel.shard_group_size(w.data_parallel_size * parallel.context_parallel_size);
   std::int64_t peak = 0;
   for (const StageInfo& st : w.stages) {
     const std::int64_t s = st.stage;
@@ -364,7 +377,7 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
       if (parallel.zero_stage < 3) return std::int64_t{0};
       const std::int64_t grad = training.main_grad_bytes();
       std::int64_t bytes = 0;
-      if (dp_cp > 1) bytes += unit.dense_bytes + next.dense_bytes + grad * unit.dense;
+      if (shard_group > 1) bytes += unit.dense_bytes + next.dense_bytes + grad * unit.dense;
       if (w.expert_data_parallel_size > 1) bytes += unit.expert_bytes + next.expert_bytes + grad * unit.expert;
       return bytes;
     };
@@ -398,7 +411,7 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
     }
     // The optimizer step, after the activations are gone: 16-bit main gradients cast to fp32
     // copies of the local shard (StageBuilder::finalize).
-    const std::int64_t shard = optimizer_shard_params(st.params, dp_cp, w.expert_data_parallel_size, parallel.shards_optimizer());
+    const std::int64_t shard = optimizer_shard_params(st.params, shard_group, w.expert_data_parallel_size, parallel.shards_optimizer());
     const std::int64_t optimizer_phase = st.static_memory.total() + (training.copies_grads_to_fp32() ? 4 * shard : 0);
     peak = std::max({peak, stage_peak, optimizer_phase});
   }

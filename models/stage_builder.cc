@@ -158,6 +158,7 @@ class StageBuilder {
         info_(c.info),
         microbatches_(c.microbatches),
         dp_cp_(c.dp * c.dims.cp),
+        shard_(c.parallel.shard_group_size(c.dp * c.dims.cp)),
         edp_(c.expert_dp),
         dense_dims_(dense_layer_dims(c.dims)),
         lp_(layer_params(c.dims)),
@@ -441,6 +442,9 @@ class StageBuilder {
   void distributed_optimizer_gathers(std::int64_t unit);
   std::int64_t unit_dense(std::int64_t unit) const;
   std::int64_t param_gather_bytes(std::int64_t params, std::int64_t fp8) const;
+  // The communicator slot that shards the dense parameters' state: one distributed-optimizer
+  // instance, or the whole data x context parallel group.
+  CommSlot dense_shard_slot() const { return p_.num_distributed_optimizer_instances > 1 ? kDpShardSlot : kDpSlot; }
   std::int64_t unit_gather_bytes(std::int64_t unit, bool expert) const;
   std::int64_t unit_expert(std::int64_t unit) const;
   void fsdp_acquire(std::int64_t unit, bool backward);
@@ -462,6 +466,8 @@ class StageBuilder {
   const StageInfo& info_;
   std::int64_t microbatches_;
   std::int64_t dp_cp_;
+  // The ranks the sharded state divides over: dp_cp_, or one distributed-optimizer instance.
+  std::int64_t shard_;
   std::int64_t edp_;
   LayerDims dense_dims_;  // a layer without experts (the only kind in a dense model)
   LayerParams lp_;        // an MoE model's MoE layer, or a dense model's layer
@@ -1978,8 +1984,18 @@ void StageBuilder::reduce_bucket(const GradientBucket& b, TaskIndex producer) {
   layer_ = -1;
   std::vector<TaskIndex> deps;
   if (producer != kNoTask) deps.push_back(producer);
-  grad_syncs_.push_back(collective(name, b.expert ? kExpertDpSlot : kDpSlot, kDpStream, kind, grad_bytes() * b.params,
-                                   grad_dtype(), kDpComm, deps));
+  if (!b.expert && p_.num_distributed_optimizer_instances > 1) {
+    // Reduce-scattered within the instance, then each shard all-reduced across the instances,
+    // on the same stream (param_and_grad_buffer.py's start_grad_sync).
+    if (shard_ > 1) {
+      deps = {collective(name, kDpShardSlot, kDpStream, kind, grad_bytes() * b.params, grad_dtype(), kDpComm, deps)};
+    }
+    grad_syncs_.push_back(collective("grad_shard_all_reduce", kDpReplicaSlot, kDpStream, CollectiveKind::kAllReduce,
+                                     grad_bytes() * ((b.params + shard_ - 1) / shard_), grad_dtype(), kDpComm, deps));
+  } else {
+    grad_syncs_.push_back(collective(name, b.expert ? kExpertDpSlot : kDpSlot, kDpStream, kind, grad_bytes() * b.params,
+                                     grad_dtype(), kDpComm, deps));
+  }
   mb_ = saved_mb;
   layer_ = saved_layer;
 }
@@ -1987,8 +2003,8 @@ void StageBuilder::reduce_bucket(const GradientBucket& b, TaskIndex producer) {
 // The all-gather of bucket `b`'s parameters over its data-parallel group (expert buckets over the
 // expert-data-parallel one); kNothingToGather when that group is one rank.
 TaskIndex StageBuilder::param_gather(const GradientBucket& b) {
-  if ((b.expert ? edp_ : dp_cp_) <= 1) return kNothingToGather;
-  return collective(b.expert ? "expert_param_all_gather" : "param_all_gather", b.expert ? kExpertDpSlot : kDpSlot, kDpStream,
+  if ((b.expert ? edp_ : shard_) <= 1) return kNothingToGather;
+  return collective(b.expert ? "expert_param_all_gather" : "param_all_gather", b.expert ? kExpertDpSlot : dense_shard_slot(), kDpStream,
                     CollectiveKind::kAllGather, param_gather_bytes(b.params, b.fp8_params), d_.act, kDpComm);
 }
 
@@ -2094,7 +2110,7 @@ void StageBuilder::fsdp_issue(std::int64_t unit) {
   const auto saved = layer_;
   layer_ = unit >= 0 && unit < output_unit() ? unit : -1;
   if (dense > 0) {
-    tasks.push_back(dp_cp_ > 1 ? collective("fsdp_param_all_gather", kDpSlot, kDpStream, CollectiveKind::kAllGather,
+    tasks.push_back(shard_ > 1 ? collective("fsdp_param_all_gather", dense_shard_slot(), kDpStream, CollectiveKind::kAllGather,
                                             dense, d_.act, kDpComm, {}, dense)
                                : kNoTask);
   }
@@ -2143,9 +2159,19 @@ void StageBuilder::fsdp_reduce(std::int64_t unit) {
   const std::int64_t dense = unit_dense(unit), expert = unit_expert(unit);
   const std::int64_t bytes = grad_bytes() * (dense + expert);
   TaskIndex last = kNoTask;
-  if (dense > 0 && dp_cp_ > 1) {
-    last = collective("fsdp_grad_reduce_scatter", kDpSlot, kDpStream, CollectiveKind::kReduceScatter, grad_bytes() * dense,
+  if (dense > 0 && shard_ > 1) {
+    last = collective("fsdp_grad_reduce_scatter", dense_shard_slot(), kDpStream, CollectiveKind::kReduceScatter, grad_bytes() * dense,
                       grad_dtype(), kDpComm);
+    grad_syncs_.push_back(last);
+  }
+  // The full gradient buffer is released once it is reduce-scattered.
+  const TaskIndex scattered = last;
+  if (dense > 0 && p_.num_distributed_optimizer_instances > 1) {
+    // HSDP: the unit's gradient shard all-reduced across the instances that replicate it.
+    std::vector<TaskIndex> deps;
+    if (last != kNoTask) deps.push_back(last);
+    last = collective("fsdp_grad_shard_all_reduce", kDpReplicaSlot, kDpStream, CollectiveKind::kAllReduce,
+                      grad_bytes() * ((dense + shard_ - 1) / shard_), grad_dtype(), kDpComm, deps);
     grad_syncs_.push_back(last);
   }
   if (expert > 0 && edp_ > 1) {
@@ -2153,7 +2179,9 @@ void StageBuilder::fsdp_reduce(std::int64_t unit) {
                       grad_bytes() * expert, grad_dtype(), kDpComm);
     grad_syncs_.push_back(last);
   }
-  free_at(last == kNoTask ? last_compute_ : last, bytes);
+  // (Instances are refused with experts, so the scatter is the dense one.)
+  const TaskIndex released = p_.num_distributed_optimizer_instances > 1 && scattered != kNoTask ? scattered : last;
+  free_at(released == kNoTask ? last_compute_ : released, bytes);
 }
 
 // FP8 delayed scaling: Transformer Engine all-reduces the amax history of the region's FP8
@@ -2203,13 +2231,13 @@ void StageBuilder::finalize() {
   // (finalize_model_grads._allreduce_word_embedding_grads).
   const bool tied_split = (!m_.untie_embeddings_and_output_weights || m_.mtp_num_layers > 0) && p_.pipeline_model_parallel_size > 1;
   if (tied_split && (info_.has_embedding || info_.has_output)) {
-    const std::int64_t shard = p_.zero_stage >= 2 ? dp_cp_ : 1;
+    const std::int64_t shard = p_.zero_stage >= 2 ? shard_ : 1;
     wait(collective("embedding_grad_all_reduce", kEmbeddingSlot, kDpStream, CollectiveKind::kAllReduce,
                     grad_bytes() * d_.v * d_.h / shard, grad_dtype(), kEmbeddingComm));
   }
   // Gradient clipping: local squared norm, then a sum over the gradient-statistics group.
   const bool sharded = p_.shards_optimizer();
-  const std::int64_t shard = optimizer_shard_params(info_.params, dp_cp_, edp_, sharded);
+  const std::int64_t shard = optimizer_shard_params(info_.params, shard_, edp_, sharded);
   // 16-bit main gradients are cast to fp32 copies that the optimizer keeps as the master weights'
   // .grad (MixedPrecisionOptimizer._copy_model_grads_to_main_grads: main_param.grad =
   // model_grad.float()); they live through clipping and the Adam step. Megatron Core's
@@ -2227,7 +2255,7 @@ void StageBuilder::finalize() {
   // With fp8_param_gather the FP8 GEMM weights of the shard get no 16-bit copy: Transformer
   // Engine's cast_master_weights_to_fp8 quantizes their fp32 masters into the gather buffer.
   const std::int64_t fp8_shard = quantized_model_ && t_.fp8_param_gather
-                                     ? std::min(shard, sharded ? (info_.params.fp8_gemm + dp_cp_ - 1) / dp_cp_ : info_.params.fp8_gemm)
+                                     ? std::min(shard, sharded ? (info_.params.fp8_gemm + shard_ - 1) / shard_ : info_.params.fp8_gemm)
                                      : 0;
   const std::int64_t grad_read = fp32_grad_copy > 0 || t_.grad_reduce_in_fp32 ? 4 : grad_bytes();
   auto step = [&](std::int64_t part, std::int64_t fp8_part, std::int64_t free) {
@@ -2246,7 +2274,7 @@ void StageBuilder::finalize() {
     // next iteration's first forward pass), then the other chunks' optimizer steps.
     std::int64_t dense = 0, expert = 0;
     for (const GradientBucket& b : buckets_[0]) (b.expert ? expert : dense) += b.params;
-    const std::int64_t first = std::min(shard, (dense + dp_cp_ - 1) / dp_cp_ + (expert + edp_ - 1) / edp_);
+    const std::int64_t first = std::min(shard, (dense + shard_ - 1) / shard_ + (expert + edp_ - 1) / edp_);
     const std::int64_t fp8_first = shard > 0 ? fp8_shard * first / shard : 0;
     step(first, fp8_first, 0);
     for (std::size_t b : gather_order(0)) param_gather(buckets_[0][b]);

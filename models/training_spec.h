@@ -26,6 +26,18 @@ struct ParallelSpec {
   // 0 | 1 | 2 | 3. 1 = distributed optimizer; 2 = also gradients sharded (reduce-scattered every
   // micro-batch); 3 = FSDP: also parameters, gathered per layer in forward and backward.
   int zero_stage = 0;
+  // Megatron-Core's num_distributed_optimizer_instances (--num-distributed-optimizer-instances;
+  // PyTorch's HSDP): the data-parallel (x context-parallel) group splits into this many groups of
+  // consecutive ranks (parallel_state.py's intra_partial_data_parallel_group_with_cp). The sharded
+  // state (optimizer; with ZeRO 2/3 gradients and parameters) is sharded within a group and
+  // replicated across groups: gradients are reduce-scattered within the group, then each shard is
+  // all-reduced across the groups (the inter-instance group: the same position in every group;
+  // param_and_grad_buffer.py's start_grad_sync), and parameters are gathered within the group.
+  std::int64_t num_distributed_optimizer_instances = 1;
+  // Ranks over which the sharded state is divided, for a data-parallel (x context) size `dp_cp`.
+  std::int64_t shard_group_size(std::int64_t dp_cp) const {
+    return num_distributed_optimizer_instances > 1 ? dp_cp / num_distributed_optimizer_instances : dp_cp;
+  }
   std::int64_t etp() const { return expert_tensor_parallel_size > 0 ? expert_tensor_parallel_size : tensor_model_parallel_size; }
   std::int64_t vp_group() const {
     return microbatch_group_size_per_vp_stage > 0 ? microbatch_group_size_per_vp_stage : pipeline_model_parallel_size;

@@ -114,6 +114,9 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
   }
   if (s.parallel.account_for_embedding_in_pipeline_split) j["parallelism"]["account_for_embedding_in_pipeline_split"] = true;
   if (s.parallel.account_for_loss_in_pipeline_split) j["parallelism"]["account_for_loss_in_pipeline_split"] = true;
+  if (s.parallel.num_distributed_optimizer_instances > 1) {
+    j["parallelism"]["num_distributed_optimizer_instances"] = s.parallel.num_distributed_optimizer_instances;
+  }
   j["tokens_per_iteration"] = w.tokens_per_iteration;
   j["parameters"] = s.model.total_parameters(s.parallel.tensor_model_parallel_size);
   if (s.model.mtp_num_layers > 0) j["mtp_parameters"] = s.model.mtp_parameters();
@@ -211,7 +214,12 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
     if (s.training.overlap_moe_expert_parallel_comm) o << (s.training.delay_wgrad_compute ? " +A2A overlap (delayed wgrad)" : " +A2A overlap");
     if (s.training.moe_shared_expert_overlap) o << " +shared-expert overlap";
   }
-  o << " DP " << w.data_parallel_size << (s.parallel.sequence_parallel ? " +SP" : "") << "; micro-batch "
+ o << " DP " << w.data_parallel_size;
+  if (s.parallel.num_distributed_optimizer_instances > 1) {
+    o << " (" << s.parallel.num_distributed_optimizer_instances << " distributed-optimizer instances of "
+      << s.parallel.shard_group_size(w.data_parallel_size * s.parallel.context_parallel_size) << ")";
+  }
+  o << (s.parallel.sequence_parallel ? " +SP" : "") << "; micro-batch "
     << s.training.micro_batch_size << " x " << w.microbatches << ", global batch " << s.training.global_batch_size << "; "
     << models::to_string(s.training.pipeline_schedule) << ", recompute " << models::to_string(s.training.recompute_granularity);
   // The modules of selective recomputation, where they are not Megatron's default (core_attn).

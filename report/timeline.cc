@@ -123,6 +123,9 @@ std::string plan_summary(const RunResult& r) {
   if (s.parallel.sequence_parallel && s.parallel.tensor_model_parallel_size > 1) out += " +SP";
   if (s.parallel.use_distributed_optimizer) out += " +dist-opt";
   if (s.parallel.zero_stage > 0) out += " ZeRO-" + std::to_string(s.parallel.zero_stage);
+  if (s.parallel.num_distributed_optimizer_instances > 1) {
+    out += " x" + std::to_string(s.parallel.num_distributed_optimizer_instances) + " instances";
+  }
   out += " \xc2\xb7 " + std::string(models::to_string(s.training.pipeline_schedule));
   out += ", " + std::to_string(w.microbatches) + (w.microbatches == 1 ? " micro-batch of " : " micro-batches of ") +
          std::to_string(s.training.micro_batch_size);

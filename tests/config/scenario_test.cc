@@ -107,7 +107,15 @@ TEST_CASE("config/Scenario: impossible plans are rejected with the key to change
   CHECK(tests::contains(error_of({"model.num_attention_heads=12", "model.kv_channels=128"}), "/model/num_attention_heads: expected a multiple of tensor_model_parallel_size"));
   CHECK(tests::contains(error_of({"model.num_query_groups=4"}), "/model/num_query_groups: expected a multiple of tensor_model_parallel_size"));
   CHECK(tests::contains(error_of({"model.num_layers=90"}), "/model/num_layers: 90 layers cannot be split evenly over 16 pipeline stages"));
+  // The plain even split names Megatron-Core's ways to split unevenly.
+  CHECK(tests::contains(error_of({"model.num_layers=90"}), "for uneven stages set parallelism.decoder_first_pipeline_num_layers"));
   CHECK(tests::contains(error_of({"parallelism.virtual_pipeline_model_parallel_size=4", "training.pipeline_schedule=\"interleaved\""}), "cannot be split evenly"));
+  // Distributed-optimizer instances split the data-parallel group (DP 8 here) and need state to shard.
+  CHECK(error_of({"parallelism.use_distributed_optimizer=true", "parallelism.num_distributed_optimizer_instances=2"}).empty());
+  CHECK(tests::contains(error_of({"parallelism.use_distributed_optimizer=true", "parallelism.num_distributed_optimizer_instances=3"}),
+                        "/parallelism/num_distributed_optimizer_instances: expected a divisor of the data-parallel x context-parallel size (8 x 1 = 8), got 3"));
+  CHECK(tests::contains(error_of({"parallelism.num_distributed_optimizer_instances=2"}),
+                        "/parallelism/num_distributed_optimizer_instances: needs a sharded optimizer"));
   CHECK(error_of({"parallelism.decoder_first_pipeline_num_layers=11", "parallelism.decoder_last_pipeline_num_layers=1"}) == "");
   CHECK(tests::contains(error_of({"parallelism.decoder_first_pipeline_num_layers=10"}), "cannot be split evenly over 15 middle stages"));
   CHECK(tests::contains(error_of({"training.global_batch_size=1540"}), "/training/global_batch_size: expected a multiple of micro_batch_size x data-parallel size (1 x 8 = 8)"));

@@ -1445,3 +1445,54 @@ TEST_CASE("models/parallelism: cpu_offloading copies the first layers' activatio
   CHECK(load_error(kGpt, with(offloading(3), {"training.cpu_offloading_v1=true", "training.cpu_offloading_double_buffering=true"}))
             .find("/training/cpu_offloading_double_buffering") != std::string::npos);
 }
+
+TEST_CASE("models/parallelism: distributed-optimizer instances shard within a group and replicate across groups") {
+  // Megatron-Core's num_distributed_optimizer_instances on DP 32 (4 DGX A100 nodes, TP 1): with 4
+  // instances, each holds 8 consecutive data-parallel ranks, one node.
+  const std::string dp32 = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-1.7b-dp32-a100.json";
+  const std::vector<std::string> dist = {"parallelism.use_distributed_optimizer=true"};
+  const auto one = tests::simulate_file(dp32, dist);
+  const auto four = tests::simulate_file(dp32, with(dist, {"parallelism.num_distributed_optimizer_instances=4"}));
+  const auto all = tests::simulate_file(dp32, with(dist, {"parallelism.num_distributed_optimizer_instances=32"}));
+  const auto plain = tests::simulate_file(dp32);
+  // The optimizer state is sharded over the 8 ranks of an instance instead of all 32.
+  const double ratio = static_cast<double>(four.stages[0].static_memory.optimizer_states) /
+                       static_cast<double>(one.stages[0].static_memory.optimizer_states);
+  CHECK(ratio == doctest::Approx(4.0).epsilon(0.001));
+  CHECK(four.stages[0].static_memory.weights == one.stages[0].static_memory.weights);
+  CHECK(four.peak_bytes_per_gpu > one.peak_bytes_per_gpu);
+  // One rank per instance is plain data parallelism: every gradient all-reduced over all 32
+  // ranks, the whole optimizer state on each, nothing gathered.
+  CHECK(all.iteration_time_s == plain.iteration_time_s);
+  CHECK(all.peak_bytes_per_gpu == plain.peak_bytes_per_gpu);
+  CHECK(all.breakdown.exposed_by_kind == plain.breakdown.exposed_by_kind);
+
+  // The groups: an instance is one node's 8 consecutive ranks (reduce-scatter, gather), the
+  // inter-instance group one rank of each node (the shards' all-reduce).
+  const config::Scenario s = config::load_scenario(dp32, with(dist, {"parallelism.num_distributed_optimizer_instances=4"}));
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus(), s.target_gpu());
+  for (std::uint32_t r : {0u, 13u, 31u}) {
+    CAPTURE(r);
+    const sim::RankId rank{r};
+    const auto& shard = w.graph.communicator(w.graph.comm(rank, models::kDpShardSlot)).members;
+    const auto& replica = w.graph.communicator(w.graph.comm(rank, models::kDpReplicaSlot)).members;
+    REQUIRE(shard.size() == 8);
+    REQUIRE(replica.size() == 4);
+    for (sim::RankId m : shard) CHECK(sim::index(m) / 8 == r / 8);
+    for (std::size_t i = 0; i < replica.size(); ++i) CHECK(sim::index(replica[i]) == r % 8 + 8 * i);
+  }
+  // Without instances those slots stay empty.
+  const models::Workload none = lowered(dp32, dist);
+  CHECK_FALSE(none.graph.has_comm(sim::RankId{0}, models::kDpShardSlot));
+
+  // The planner's quick memory estimate follows the simulated peak (distributed optimizer and
+  // ZeRO-3 / HSDP).
+  for (const std::vector<std::string>& plan : {with(dist, {"parallelism.num_distributed_optimizer_instances=4"}),
+                                               std::vector<std::string>{"parallelism.zero_stage=3", "parallelism.num_distributed_optimizer_instances=4"}}) {
+    const config::Scenario p = config::load_scenario(dp32, plan);
+    const models::Workload d = models::describe(p.model, p.parallel, p.training, p.num_gpus(), p.target_gpu());
+    const double estimate = static_cast<double>(models::estimated_peak_bytes(d, p.parallel, p.training));
+    const report::RunResult r = report::simulate(p);
+    CHECK(estimate == doctest::Approx(static_cast<double>(r.peak_bytes_per_gpu)).epsilon(0.03));
+  }
+}
