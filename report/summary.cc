@@ -214,7 +214,7 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
     if (s.training.overlap_moe_expert_parallel_comm) o << (s.training.delay_wgrad_compute ? " +A2A overlap (delayed wgrad)" : " +A2A overlap");
     if (s.training.moe_shared_expert_overlap) o << " +shared-expert overlap";
   }
- o << " DP " << w.data_parallel_size;
+  o << " DP " << w.data_parallel_size;
   if (s.parallel.num_distributed_optimizer_instances > 1) {
     o << " (" << s.parallel.num_distributed_optimizer_instances << " distributed-optimizer instances of "
       << s.parallel.shard_group_size(w.data_parallel_size * s.parallel.context_parallel_size) << ")";

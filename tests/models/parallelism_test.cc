@@ -1481,6 +1481,10 @@ TEST_CASE("models/parallelism: distributed-optimizer instances shard within a gr
     for (sim::RankId m : shard) CHECK(sim::index(m) / 8 == r / 8);
     for (std::size_t i = 0; i < replica.size(); ++i) CHECK(sim::index(replica[i]) == r % 8 + 8 * i);
   }
+  // One simulated rank per stage gives what every rank simulated gives.
+  const auto every_rank = tests::simulate_file(dp32, with(dist, {"parallelism.num_distributed_optimizer_instances=4", "simulation.fidelity=\"full\""}));
+  CHECK(every_rank.iteration_time_s == four.iteration_time_s);
+  CHECK(every_rank.breakdown.exposed_by_kind == four.breakdown.exposed_by_kind);
   // Without instances those slots stay empty.
   const models::Workload none = lowered(dp32, dist);
   CHECK_FALSE(none.graph.has_comm(sim::RankId{0}, models::kDpShardSlot));
