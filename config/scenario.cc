@@ -860,7 +860,13 @@ void validate_plan(const Scenario& s, const Origins& o) {
       o.fail(key, "expected a divisor of the data-parallel x context-parallel size (" + std::to_string(dp) + " x " +
                       std::to_string(cp) + " = " + std::to_string(dp * cp) + "), got " + std::to_string(instances));
     }
-    if (m.is_moe()) o.fail(key, "distributed-optimizer instances with mixture-of-experts layers are not modelled by trainsim");
+    // parallel_state.py: intra_partial_expert_data_parallel_size = edp / instances.
+    const std::int64_t expert_grid = p.etp() * p.expert_model_parallel_size;
+    const std::int64_t edp = m.is_moe() && (tp * cp * dp) % expert_grid == 0 ? (tp * cp * dp) / expert_grid : 0;
+    if (edp > 0 && edp % instances != 0) {
+      o.fail(key, "expected a divisor of the expert-data-parallel size too (" + std::to_string(edp) + "), got " +
+                      std::to_string(instances));
+    }
   }
   if (m.num_attention_heads % tp != 0) {
     o.fail("model.num_attention_heads", "expected a multiple of tensor_model_parallel_size (" + std::to_string(tp) +

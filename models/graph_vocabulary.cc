@@ -44,7 +44,8 @@ std::vector<std::string> stream_names(bool offload) {
   if (offload) names.emplace_back("offload");
   return names;
 }
-std::vector<std::string> comm_slot_names() { return {"tp", "dp", "cp", "ep", "expert_tp", "expert_dp", "embedding", "grad_stats", "amax", "dp_shard", "dp_replica"}; }
+std::vector<std::string> comm_slot_names() { return {"tp", "dp", "cp", "ep", "expert_tp", "expert_dp", "embedding", "grad_stats", "amax", "dp_shard", "dp_replica",
+                                                   "expert_dp_shard", "expert_dp_replica"}; }
 std::vector<std::string> peer_slot_names() { return {"pp_next", "pp_prev", "cp_next", "cp_prev", "tp_next", "tp_prev"}; }
 
 }  // namespace trainsim::models

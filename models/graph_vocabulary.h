@@ -29,6 +29,8 @@ enum CommSlot : std::uint16_t {
                      // one instance (reduce-scatter, parameter gather)
   kDpReplicaSlot,    // with distributed-optimizer instances: one rank of each instance (the
                      // all-reduce of each gradient shard across instances)
+  kExpertDpShardSlot,    // the same two for the expert-data-parallel group
+  kExpertDpReplicaSlot,
   kNumCommSlots
 };
 

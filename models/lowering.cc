@@ -138,7 +138,8 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
       info.params.fp8_gemm += mtp.fp8_gemm;
     }
     info.parameters = info.params.total();
-    info.static_memory = static_memory(info.params, parallel.shard_group_size(dp * cp), w.expert_data_parallel_size, parallel, training, gpu);
+    info.static_memory = static_memory(info.params, parallel.shard_group_size(dp * cp), parallel.shard_group_size(w.expert_data_parallel_size),
+                                       parallel, training, gpu);
     w.stages.push_back(std::move(info));
   }
   return w;
@@ -209,6 +210,15 @@ Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const Train
     add_groups(kEpSlot, [&](const RankCoord& c) { return (c.pp * edp + c.edp) * etp + c.etp; }, stage_of);
     add_groups(kExpertTpSlot, [&](const RankCoord& c) { return (c.pp * edp + c.edp) * ep + c.ep; }, stage_of);
     add_groups(kExpertDpSlot, [&](const RankCoord& c) { return (c.pp * ep + c.ep) * etp + c.etp; }, stage_of);
+    if (instances > 1) {
+      // The experts' instances (parallel_state.py's intra/inter partial expert-data-parallel
+      // groups): consecutive expert-data-parallel ranks, and one of each instance.
+      const std::int64_t eshard = parallel.shard_group_size(edp);
+      add_groups(kExpertDpShardSlot,
+                 [&](const RankCoord& c) { return ((c.pp * ep + c.ep) * etp + c.etp) * instances + c.edp / eshard; }, stage_of);
+      add_groups(kExpertDpReplicaSlot,
+                 [&](const RankCoord& c) { return ((c.pp * ep + c.ep) * etp + c.etp) * eshard + c.edp % eshard; }, stage_of);
+    }
   }
   if (pp > 1) {
     add_groups(kEmbeddingSlot,
@@ -290,6 +300,7 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
   // The ranks the sharded state divides over (all of data x context parallelism, or one
   // distributed-optimizer instance of them).
   const std::int64_t shard_group = parallel.shard_group_size(w.data_parallel_size * parallel.context_parallel_size);
+  const std::int64_t expert_shard_group = parallel.shard_group_size(w.expert_data_parallel_size);
   std::int64_t peak = 0;
   for (const StageInfo& st : w.stages) {
     const std::int64_t s = st.stage;
@@ -377,8 +388,13 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
       if (parallel.zero_stage < 3) return std::int64_t{0};
       const std::int64_t grad = training.main_grad_bytes();
       std::int64_t bytes = 0;
-      if (shard_group > 1) bytes += unit.dense_bytes + next.dense_bytes + grad * unit.dense;
-      if (w.expert_data_parallel_size > 1) bytes += unit.expert_bytes + next.expert_bytes + grad * unit.expert;
+      // Gathers where the parameters are sharded; the full gradient wherever it is reduced
+      // (with instances, all-reduced across them even when an instance is one rank).
+      const bool instances = parallel.num_distributed_optimizer_instances > 1;
+      if (shard_group > 1) bytes += unit.dense_bytes + next.dense_bytes;
+      if (shard_group > 1 || instances) bytes += grad * unit.dense;
+      if (expert_shard_group > 1) bytes += unit.expert_bytes + next.expert_bytes;
+      if (expert_shard_group > 1 || (instances && w.expert_data_parallel_size > 1)) bytes += grad * unit.expert;
       return bytes;
     };
     const std::int64_t in_flight_microbatches = (in_flight_chunks + V - 1) / V;
@@ -411,7 +427,7 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
     }
     // The optimizer step, after the activations are gone: 16-bit main gradients cast to fp32
     // copies of the local shard (StageBuilder::finalize).
-    const std::int64_t shard = optimizer_shard_params(st.params, shard_group, w.expert_data_parallel_size, parallel.shards_optimizer());
+    const std::int64_t shard = optimizer_shard_params(st.params, shard_group, expert_shard_group, parallel.shards_optimizer());
     const std::int64_t optimizer_phase = st.static_memory.total() + (training.copies_grads_to_fp32() ? 4 * shard : 0);
     peak = std::max({peak, stage_peak, optimizer_phase});
   }

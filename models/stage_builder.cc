@@ -160,6 +160,7 @@ class StageBuilder {
         dp_cp_(c.dp * c.dims.cp),
         shard_(c.parallel.shard_group_size(c.dp * c.dims.cp)),
         edp_(c.expert_dp),
+        eshard_(c.parallel.shard_group_size(c.expert_dp)),
         dense_dims_(dense_layer_dims(c.dims)),
         lp_(layer_params(c.dims)),
         dense_lp_(layer_params(dense_dims_)),
@@ -445,6 +446,7 @@ class StageBuilder {
   // The communicator slot that shards the dense parameters' state: one distributed-optimizer
   // instance, or the whole data x context parallel group.
   CommSlot dense_shard_slot() const { return p_.num_distributed_optimizer_instances > 1 ? kDpShardSlot : kDpSlot; }
+  CommSlot expert_shard_slot() const { return p_.num_distributed_optimizer_instances > 1 ? kExpertDpShardSlot : kExpertDpSlot; }
   std::int64_t unit_gather_bytes(std::int64_t unit, bool expert) const;
   std::int64_t unit_expert(std::int64_t unit) const;
   void fsdp_acquire(std::int64_t unit, bool backward);
@@ -469,6 +471,7 @@ class StageBuilder {
   // The ranks the sharded state divides over: dp_cp_, or one distributed-optimizer instance.
   std::int64_t shard_;
   std::int64_t edp_;
+  std::int64_t eshard_;  // edp_, or one distributed-optimizer instance of it
   LayerDims dense_dims_;  // a layer without experts (the only kind in a dense model)
   LayerParams lp_;        // an MoE model's MoE layer, or a dense model's layer
   LayerParams dense_lp_;  // a layer without experts
@@ -1984,14 +1987,17 @@ void StageBuilder::reduce_bucket(const GradientBucket& b, TaskIndex producer) {
   layer_ = -1;
   std::vector<TaskIndex> deps;
   if (producer != kNoTask) deps.push_back(producer);
-  if (!b.expert && p_.num_distributed_optimizer_instances > 1) {
+  if (p_.num_distributed_optimizer_instances > 1) {
     // Reduce-scattered within the instance, then each shard all-reduced across the instances,
     // on the same stream (param_and_grad_buffer.py's start_grad_sync).
-    if (shard_ > 1) {
-      deps = {collective(name, kDpShardSlot, kDpStream, kind, grad_bytes() * b.params, grad_dtype(), kDpComm, deps)};
+    const std::int64_t shard = b.expert ? eshard_ : shard_;
+    if (shard > 1) {
+      deps = {collective(name, b.expert ? kExpertDpShardSlot : kDpShardSlot, kDpStream, kind, grad_bytes() * b.params, grad_dtype(),
+                         kDpComm, deps)};
     }
-    grad_syncs_.push_back(collective("grad_shard_all_reduce", kDpReplicaSlot, kDpStream, CollectiveKind::kAllReduce,
-                                     grad_bytes() * ((b.params + shard_ - 1) / shard_), grad_dtype(), kDpComm, deps));
+    grad_syncs_.push_back(collective(std::string(b.expert ? "expert_" : "") + "grad_shard_all_reduce",
+                                     b.expert ? kExpertDpReplicaSlot : kDpReplicaSlot, kDpStream, CollectiveKind::kAllReduce,
+                                     grad_bytes() * ((b.params + shard - 1) / shard), grad_dtype(), kDpComm, deps));
   } else {
     grad_syncs_.push_back(collective(name, b.expert ? kExpertDpSlot : kDpSlot, kDpStream, kind, grad_bytes() * b.params,
                                      grad_dtype(), kDpComm, deps));
@@ -2003,8 +2009,8 @@ void StageBuilder::reduce_bucket(const GradientBucket& b, TaskIndex producer) {
 // The all-gather of bucket `b`'s parameters over its data-parallel group (expert buckets over the
 // expert-data-parallel one); kNothingToGather when that group is one rank.
 TaskIndex StageBuilder::param_gather(const GradientBucket& b) {
-  if ((b.expert ? edp_ : shard_) <= 1) return kNothingToGather;
-  return collective(b.expert ? "expert_param_all_gather" : "param_all_gather", b.expert ? kExpertDpSlot : dense_shard_slot(), kDpStream,
+  if ((b.expert ? eshard_ : shard_) <= 1) return kNothingToGather;
+  return collective(b.expert ? "expert_param_all_gather" : "param_all_gather", b.expert ? expert_shard_slot() : dense_shard_slot(), kDpStream,
                     CollectiveKind::kAllGather, param_gather_bytes(b.params, b.fp8_params), d_.act, kDpComm);
 }
 
@@ -2115,7 +2121,7 @@ void StageBuilder::fsdp_issue(std::int64_t unit) {
                                : kNoTask);
   }
   if (expert > 0) {
-    tasks.push_back(edp_ > 1 ? collective("fsdp_expert_param_all_gather", kExpertDpSlot, kDpStream,
+    tasks.push_back(eshard_ > 1 ? collective("fsdp_expert_param_all_gather", expert_shard_slot(), kDpStream,
                                           CollectiveKind::kAllGather, expert, d_.act, kDpComm, {}, expert)
                              : kNoTask);
   }
@@ -2157,31 +2163,37 @@ void StageBuilder::fsdp_release(std::int64_t unit) {
 // gradient buffer is released when the reduce-scatter ends.
 void StageBuilder::fsdp_reduce(std::int64_t unit) {
   const std::int64_t dense = unit_dense(unit), expert = unit_expert(unit);
-  const std::int64_t bytes = grad_bytes() * (dense + expert);
+  const bool instances = p_.num_distributed_optimizer_instances > 1;
   TaskIndex last = kNoTask;
-  if (dense > 0 && shard_ > 1) {
-    last = collective("fsdp_grad_reduce_scatter", dense_shard_slot(), kDpStream, CollectiveKind::kReduceScatter, grad_bytes() * dense,
-                      grad_dtype(), kDpComm);
-    grad_syncs_.push_back(last);
+  // Each part's gradients reduce-scattered over its shard group; with distributed-optimizer
+  // instances (HSDP), each shard then all-reduced across the instances that replicate it. The
+  // part's full gradient buffer is released once it is reduce-scattered (or, unsharded,
+  // all-reduced); returns that task.
+  auto reduce = [&](std::int64_t params, std::int64_t shard, CommSlot shard_slot, CommSlot replica_slot, const std::string& prefix) {
+    TaskIndex scattered = kNoTask;
+    if (params <= 0) return scattered;
+    if (shard > 1) {
+      last = scattered = collective(prefix + "grad_reduce_scatter", shard_slot, kDpStream, CollectiveKind::kReduceScatter,
+                                    grad_bytes() * params, grad_dtype(), kDpComm);
+      grad_syncs_.push_back(last);
+    }
+    if (instances) {
+      std::vector<TaskIndex> deps;
+      if (last != kNoTask) deps.push_back(last);
+      last = collective(prefix + "grad_shard_all_reduce", replica_slot, kDpStream, CollectiveKind::kAllReduce,
+                        grad_bytes() * ((params + shard - 1) / shard), grad_dtype(), kDpComm, deps);
+      grad_syncs_.push_back(last);
+    }
+    return scattered != kNoTask ? scattered : last;
+  };
+  const TaskIndex dense_done = reduce(dense, shard_, dense_shard_slot(), kDpReplicaSlot, "fsdp_");
+  const TaskIndex expert_done = reduce(expert, eshard_, expert_shard_slot(), kExpertDpReplicaSlot, "fsdp_expert_");
+  if (instances) {
+    if (dense > 0) free_at(dense_done == kNoTask ? last_compute_ : dense_done, grad_bytes() * dense);
+    if (expert > 0) free_at(expert_done == kNoTask ? last_compute_ : expert_done, grad_bytes() * expert);
+  } else {
+    free_at(last == kNoTask ? last_compute_ : last, grad_bytes() * (dense + expert));
   }
-  // The full gradient buffer is released once it is reduce-scattered.
-  const TaskIndex scattered = last;
-  if (dense > 0 && p_.num_distributed_optimizer_instances > 1) {
-    // HSDP: the unit's gradient shard all-reduced across the instances that replicate it.
-    std::vector<TaskIndex> deps;
-    if (last != kNoTask) deps.push_back(last);
-    last = collective("fsdp_grad_shard_all_reduce", kDpReplicaSlot, kDpStream, CollectiveKind::kAllReduce,
-                      grad_bytes() * ((dense + shard_ - 1) / shard_), grad_dtype(), kDpComm, deps);
-    grad_syncs_.push_back(last);
-  }
-  if (expert > 0 && edp_ > 1) {
-    last = collective("fsdp_expert_grad_reduce_scatter", kExpertDpSlot, kDpStream, CollectiveKind::kReduceScatter,
-                      grad_bytes() * expert, grad_dtype(), kDpComm);
-    grad_syncs_.push_back(last);
-  }
-  // (Instances are refused with experts, so the scatter is the dense one.)
-  const TaskIndex released = p_.num_distributed_optimizer_instances > 1 && scattered != kNoTask ? scattered : last;
-  free_at(released == kNoTask ? last_compute_ : released, bytes);
 }
 
 // FP8 delayed scaling: Transformer Engine all-reduces the amax history of the region's FP8
@@ -2237,7 +2249,7 @@ void StageBuilder::finalize() {
   }
   // Gradient clipping: local squared norm, then a sum over the gradient-statistics group.
   const bool sharded = p_.shards_optimizer();
-  const std::int64_t shard = optimizer_shard_params(info_.params, shard_, edp_, sharded);
+  const std::int64_t shard = optimizer_shard_params(info_.params, shard_, eshard_, sharded);
   // 16-bit main gradients are cast to fp32 copies that the optimizer keeps as the master weights'
   // .grad (MixedPrecisionOptimizer._copy_model_grads_to_main_grads: main_param.grad =
   // model_grad.float()); they live through clipping and the Adam step. Megatron Core's
@@ -2274,7 +2286,7 @@ void StageBuilder::finalize() {
     // next iteration's first forward pass), then the other chunks' optimizer steps.
     std::int64_t dense = 0, expert = 0;
     for (const GradientBucket& b : buckets_[0]) (b.expert ? expert : dense) += b.params;
-    const std::int64_t first = std::min(shard, (dense + shard_ - 1) / shard_ + (expert + edp_ - 1) / edp_);
+    const std::int64_t first = std::min(shard, (dense + shard_ - 1) / shard_ + (expert + eshard_ - 1) / eshard_);
     const std::int64_t fp8_first = shard > 0 ? fp8_shard * first / shard : 0;
     step(first, fp8_first, 0);
     for (std::size_t b : gather_order(0)) param_gather(buckets_[0][b]);

@@ -33,10 +33,13 @@ struct ParallelSpec {
   // replicated across groups: gradients are reduce-scattered within the group, then each shard is
   // all-reduced across the groups (the inter-instance group: the same position in every group;
   // param_and_grad_buffer.py's start_grad_sync), and parameters are gathered within the group.
+  // Experts' state is split the same way over the expert-data-parallel group (its intra- and
+  // inter-partial expert-data-parallel groups).
   std::int64_t num_distributed_optimizer_instances = 1;
-  // Ranks over which the sharded state is divided, for a data-parallel (x context) size `dp_cp`.
-  std::int64_t shard_group_size(std::int64_t dp_cp) const {
-    return num_distributed_optimizer_instances > 1 ? dp_cp / num_distributed_optimizer_instances : dp_cp;
+  // Ranks over which the sharded state is divided, for a data-parallel group of `dp` ranks (the
+  // dense parameters' dp x cp, or the experts' expert-data-parallel size).
+  std::int64_t shard_group_size(std::int64_t dp) const {
+    return num_distributed_optimizer_instances > 1 ? dp / num_distributed_optimizer_instances : dp;
   }
   std::int64_t etp() const { return expert_tensor_parallel_size > 0 ? expert_tensor_parallel_size : tensor_model_parallel_size; }
   std::int64_t vp_group() const {

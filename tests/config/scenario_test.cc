@@ -116,6 +116,18 @@ TEST_CASE("config/Scenario: impossible plans are rejected with the key to change
                         "/parallelism/num_distributed_optimizer_instances: expected a divisor of the data-parallel x context-parallel size (8 x 1 = 8), got 3"));
   CHECK(tests::contains(error_of({"parallelism.num_distributed_optimizer_instances=2"}),
                         "/parallelism/num_distributed_optimizer_instances: needs a sharded optimizer"));
+  // Experts split their own data-parallel group: Mixtral with EP 8 on 16 GPUs has 2 expert-data-parallel ranks.
+  const std::vector<std::string> moe = {"model={\"preset\": \"mixtral-8x7b\", \"num_layers\": 4}", "cluster.preset=\"dgx-h100\"",
+                                        "cluster.num_nodes=2", "parallelism.tensor_model_parallel_size=1", "parallelism.pipeline_model_parallel_size=1",
+                                        "parallelism.sequence_parallel=false", "parallelism.expert_model_parallel_size=8",
+                                        "parallelism.use_distributed_optimizer=true", "training.global_batch_size=32"};
+  auto plus = [](std::vector<std::string> v, const std::string& more) {
+    v.push_back(more);
+    return v;
+  };
+  CHECK(error_of(plus(moe, "parallelism.num_distributed_optimizer_instances=2")).empty());
+  CHECK(tests::contains(error_of(plus(moe, "parallelism.num_distributed_optimizer_instances=4")),
+                        "expected a divisor of the expert-data-parallel size too (2), got 4"));
   CHECK(error_of({"parallelism.decoder_first_pipeline_num_layers=11", "parallelism.decoder_last_pipeline_num_layers=1"}) == "");
   CHECK(tests::contains(error_of({"parallelism.decoder_first_pipeline_num_layers=10"}), "cannot be split evenly over 15 middle stages"));
   CHECK(tests::contains(error_of({"training.global_batch_size=1540"}), "/training/global_batch_size: expected a multiple of micro_batch_size x data-parallel size (1 x 8 = 8)"));

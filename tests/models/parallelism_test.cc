@@ -1489,6 +1489,26 @@ TEST_CASE("models/parallelism: distributed-optimizer instances shard within a gr
   const models::Workload none = lowered(dp32, dist);
   CHECK_FALSE(none.graph.has_comm(sim::RankId{0}, models::kDpShardSlot));
 
+  // Experts split their expert-data-parallel group the same way: Mixtral with EP 1 on 16 GPUs,
+  // one rank per instance, is plain data parallelism there too.
+  const std::vector<std::string> moe = {"model={\"preset\": \"mixtral-8x7b\", \"num_layers\": 4}",
+                                        "parallelism={\"tensor_model_parallel_size\": 1, \"pipeline_model_parallel_size\": 1}",
+                                        "training={\"micro_batch_size\": 1, \"global_batch_size\": 32, \"recompute_granularity\": \"full\"}",
+                                        "cluster={\"preset\": \"dgx-h100\", \"num_nodes\": 2}"};
+  const auto moe_plain = tests::simulate_file(dp32, moe);
+  const auto moe_all = tests::simulate_file(dp32, with(moe, {"parallelism.use_distributed_optimizer=true", "parallelism.num_distributed_optimizer_instances=16"}));
+  CHECK(moe_all.iteration_time_s == moe_plain.iteration_time_s);
+  CHECK(moe_all.peak_bytes_per_gpu == moe_plain.peak_bytes_per_gpu);
+  // With EP 8 the two expert-data-parallel ranks form two instances of one: the experts' state
+  // is whole on each, the dense state halved against one instance.
+  const std::vector<std::string> ep8 = with(moe, {"parallelism.expert_model_parallel_size=8", "parallelism.use_distributed_optimizer=true"});
+  const auto ep8_one = tests::simulate_file(dp32, ep8);
+  const auto ep8_two = tests::simulate_file(dp32, with(ep8, {"parallelism.num_distributed_optimizer_instances=2"}));
+  CHECK(ep8_two.stages[0].static_memory.optimizer_states > ep8_one.stages[0].static_memory.optimizer_states);
+  const models::Workload ep8_graph = lowered(dp32, with(ep8, {"parallelism.num_distributed_optimizer_instances=2"}));
+  CHECK(ep8_graph.graph.communicator(ep8_graph.graph.comm(sim::RankId{0}, models::kExpertDpShardSlot)).members.size() == 1);
+  CHECK(ep8_graph.graph.communicator(ep8_graph.graph.comm(sim::RankId{0}, models::kExpertDpReplicaSlot)).members.size() == 2);
+
   // The planner's quick memory estimate follows the simulated peak (distributed optimizer and
   // ZeRO-3 / HSDP).
   for (const std::vector<std::string>& plan : {with(dist, {"parallelism.num_distributed_optimizer_instances=4"}),
