@@ -96,7 +96,13 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     if (r.cost) o << fmt(" %11.4g", *r.cost);
     o << "\n";
   }
-  if (report.plans.empty()) o << "  (no plan fits: more GPUs, a smaller batch per GPU or more recomputation are needed)\n";
+  if (report.plans.empty()) {
+    // Say which wall the search hit: memory, or Megatron's divisibility rules alone.
+    o << (report.pruned_for_memory() > 0
+              ? "  (no plan fits: more GPUs, a smaller batch per GPU or more recomputation are needed)\n"
+              : "  (no valid plan: every combination breaks a Megatron rule (heads, layers, GPUs or batch do not divide); "
+                "other --tp/--pp/--cp/--ep or --micro-batch-sizes, or another batch, may give one)\n");
+  }
   if (n > 0) {
     o << "  bubble, exposed: shares of the iteration the critical rank spent in the pipeline bubble and waiting for\n"
          "       communication it could not hide (--json gives the exposed time by kind)\n";
@@ -128,7 +134,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     }
   }
   if (request.deadline_days) {
-    o << "\n  deadline " << fmt("%.1f days", *request.deadline_days) << ": ";
+    o << "\n  deadline " << fmt("%g days", *request.deadline_days) << ": ";
     if (report.deadline_gpus) {
       o << "the smallest GPU count that meets it is " << *report.deadline_gpus << "\n";
     } else {

@@ -508,6 +508,14 @@ std::int64_t PlanReport::pruned_total() const {
   return n;
 }
 
+std::int64_t PlanReport::pruned_for_memory() const {
+  std::int64_t n = 0;
+  for (const auto& [reason, count] : pruned) {
+    if (reason == kReasonMemoryEstimate || reason == kReasonMemorySimulated || reason == kReasonOffloadEstimate) n += count;
+  }
+  return n;
+}
+
 config::Scenario scenario_of(const PlanRequest& request, const PlanResult& plan) {
   config::Scenario s;
   s.name = describe_plan(plan);

@@ -88,6 +88,9 @@ struct PlanReport {
   std::vector<GpuCountResult> per_gpu_count;                 // in increasing GPU count
   std::optional<std::int64_t> deadline_gpus;                 // smallest count meeting the deadline
   std::int64_t pruned_total() const;
+  // Plans pruned because they do not fit in memory (estimated or simulated), as opposed to
+  // plans Megatron cannot run or plans another recomputation mode dominates.
+  std::int64_t pruned_for_memory() const;
 };
 
 using Progress = std::function<void(std::size_t done, std::size_t total)>;

@@ -345,3 +345,22 @@ TEST_CASE("planner/search: --cpu-offloading adds, beside recomputation, the fewe
   for (const auto& p : j["plans"]) found = found || (p["training"].contains("cpu_offloading_num_layers"));
   CHECK(found);
 }
+
+TEST_CASE("planner/search: an empty result says whether memory or Megatron's rules left no plan") {
+  // Tensor parallelism 3 cannot split Llama 3.1 8B's 32 heads: every plan is invalid, none was
+  // pruned for memory, and the table must not ask for more GPUs or recomputation.
+  planner::PlanRequest r = request("llama3.1-8b", "dgx-h100", 8, 64);
+  r.space.tensor = {3};
+  const planner::PlanReport invalid = planner::search(r);
+  REQUIRE(invalid.plans.empty());
+  CHECK(invalid.pruned_for_memory() == 0);
+  CHECK(invalid.pruned_total() == invalid.considered);
+  const std::string table = planner::plan_table(r, invalid, 10);
+  CHECK(table.find("no valid plan: every combination breaks a Megatron rule") != std::string::npos);
+  CHECK(table.find("no plan fits") == std::string::npos);
+  // Llama 3.1 405B on one node: valid plans exist, and none fits in 8 x 80 GB.
+  const planner::PlanReport too_big = planner::search(request("llama3.1-405b", "dgx-h100", 8, 64));
+  REQUIRE(too_big.plans.empty());
+  CHECK(too_big.pruned_for_memory() > 0);
+  CHECK(planner::plan_table(request("llama3.1-405b", "dgx-h100", 8, 64), too_big, 10).find("no plan fits: more GPUs") != std::string::npos);
+}
