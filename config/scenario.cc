@@ -860,13 +860,6 @@ void validate_plan(const Scenario& s, const Origins& o) {
       o.fail(key, "expected a divisor of the data-parallel x context-parallel size (" + std::to_string(dp) + " x " +
                       std::to_string(cp) + " = " + std::to_string(dp * cp) + "), got " + std::to_string(instances));
     }
-    // parallel_state.py: intra_partial_expert_data_parallel_size = edp / instances.
-    const std::int64_t expert_grid = p.etp() * p.expert_model_parallel_size;
-    const std::int64_t edp = m.is_moe() && (tp * cp * dp) % expert_grid == 0 ? (tp * cp * dp) / expert_grid : 0;
-    if (edp > 0 && edp % instances != 0) {
-      o.fail(key, "expected a divisor of the expert-data-parallel size too (" + std::to_string(edp) + "), got " +
-                      std::to_string(instances));
-    }
   }
   if (m.num_attention_heads % tp != 0) {
     o.fail("model.num_attention_heads", "expected a multiple of tensor_model_parallel_size (" + std::to_string(tp) +
@@ -1029,6 +1022,14 @@ void validate_plan(const Scenario& s, const Origins& o) {
     o.fail(p.expert_tensor_parallel_size > 0 ? "parallelism.expert_tensor_parallel_size" : "parallelism.expert_model_parallel_size",
            "expert tensor x expert parallel size (" + std::to_string(etp) + " x " + std::to_string(ep) +
                ") must divide tensor x context x data parallel size (" + std::to_string(tp * cp * dp) + ")");
+  }
+  if (const std::int64_t instances = p.num_distributed_optimizer_instances; m.is_moe() && instances > 1) {
+    // parallel_state.py: intra_partial_expert_data_parallel_size = edp / instances.
+    const std::int64_t edp = (tp * cp * dp) / (etp * ep);
+    if (edp % instances != 0) {
+      o.fail("parallelism.num_distributed_optimizer_instances",
+             "expected a divisor of the expert-data-parallel size too (" + std::to_string(edp) + "), got " + std::to_string(instances));
+    }
   }
   if (m.is_moe() && m.expert_ffn_hidden() % etp != 0) {
     o.fail(m.moe_ffn_hidden_size > 0 ? "model.moe_ffn_hidden_size" : "model.ffn_hidden_size",
@@ -1332,9 +1333,9 @@ void select_attention_implementation(Scenario& s, const Origins& o) {
     o.fail("training.attention_implementation", "applies to attention_kernel \"flash\" only");
   }
   topo::ComputeCalibration& c = s.cluster.gpu.calibration;
+  if (c.select_attention(name)) return;
   std::string known = "\"" + c.attention.implementation + "\"";
   for (const topo::AttentionCalibration& a : c.attention_alternatives) known += ", \"" + a.implementation + "\"";
-  if (c.select_attention(name)) return;
   o.fail("training.attention_implementation", "expected an implementation the " + s.cluster.gpu.name +
                                                   " calibration was fitted on (" + known + "), got \"" + name + "\"");
 }

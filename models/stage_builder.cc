@@ -447,6 +447,12 @@ class StageBuilder {
   // instance, or the whole data x context parallel group.
   CommSlot dense_shard_slot() const { return p_.num_distributed_optimizer_instances > 1 ? kDpShardSlot : kDpSlot; }
   CommSlot expert_shard_slot() const { return p_.num_distributed_optimizer_instances > 1 ? kExpertDpShardSlot : kExpertDpSlot; }
+  // The reduction of `params` gradients (experts' or dense) over their data-parallel group: a
+  // reduce-scatter (or, unsharded, an all-reduce) over the shard group, then, with
+  // distributed-optimizer instances, each shard all-reduced across the instances, on the DP
+  // stream. Registers the last task as a gradient sync; returns the first task and the last.
+  std::pair<TaskIndex, TaskIndex> reduce_gradients(const std::string& prefix, bool expert, std::int64_t params, CollectiveKind kind,
+                                                   std::vector<TaskIndex> deps);
   std::int64_t unit_gather_bytes(std::int64_t unit, bool expert) const;
   std::int64_t unit_expert(std::int64_t unit) const;
   void fsdp_acquire(std::int64_t unit, bool backward);
@@ -1981,29 +1987,35 @@ void StageBuilder::reduce_bucket(const GradientBucket& b, TaskIndex producer) {
   if (group <= 1) return;
   const bool scatter = p_.shards_optimizer();
   const CollectiveKind kind = scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
-  const std::string name = std::string(b.expert ? "expert_" : "") + (scatter ? "grad_reduce_scatter" : "grad_all_reduce");
   const auto saved_mb = mb_, saved_layer = layer_;
   mb_ = p_.zero_stage == 2 ? mb_ : -1;
   layer_ = -1;
   std::vector<TaskIndex> deps;
   if (producer != kNoTask) deps.push_back(producer);
-  if (p_.num_distributed_optimizer_instances > 1) {
-    // Reduce-scattered within the instance, then each shard all-reduced across the instances,
-    // on the same stream (param_and_grad_buffer.py's start_grad_sync).
-    const std::int64_t shard = b.expert ? eshard_ : shard_;
-    if (shard > 1) {
-      deps = {collective(name, b.expert ? kExpertDpShardSlot : kDpShardSlot, kDpStream, kind, grad_bytes() * b.params, grad_dtype(),
-                         kDpComm, deps)};
-    }
-    grad_syncs_.push_back(collective(std::string(b.expert ? "expert_" : "") + "grad_shard_all_reduce",
-                                     b.expert ? kExpertDpReplicaSlot : kDpReplicaSlot, kDpStream, CollectiveKind::kAllReduce,
-                                     grad_bytes() * ((b.params + shard - 1) / shard), grad_dtype(), kDpComm, deps));
-  } else {
-    grad_syncs_.push_back(collective(name, b.expert ? kExpertDpSlot : kDpSlot, kDpStream, kind, grad_bytes() * b.params,
-                                     grad_dtype(), kDpComm, deps));
-  }
+  reduce_gradients(b.expert ? "expert_" : "", b.expert, b.params, kind, deps);
   mb_ = saved_mb;
   layer_ = saved_layer;
+}
+
+std::pair<TaskIndex, TaskIndex> StageBuilder::reduce_gradients(const std::string& prefix, bool expert, std::int64_t params,
+                                                              CollectiveKind kind, std::vector<TaskIndex> deps) {
+  const std::int64_t shard = expert ? eshard_ : shard_;
+  TaskIndex first = kNoTask, last = kNoTask;
+  if (shard > 1) {
+    const std::string name = prefix + (kind == CollectiveKind::kReduceScatter ? "grad_reduce_scatter" : "grad_all_reduce");
+    first = last = collective(name, expert ? expert_shard_slot() : dense_shard_slot(), kDpStream, kind, grad_bytes() * params,
+                              grad_dtype(), kDpComm, deps);
+    deps = {last};
+  }
+  if (p_.num_distributed_optimizer_instances > 1) {
+    // Each shard all-reduced across the instances, after the reduce-scatter within one
+    // (param_and_grad_buffer.py's start_grad_sync).
+    last = collective(prefix + "grad_shard_all_reduce", expert ? kExpertDpReplicaSlot : kDpReplicaSlot, kDpStream,
+                      CollectiveKind::kAllReduce, grad_bytes() * ((params + shard - 1) / shard), grad_dtype(), kDpComm, deps);
+    if (first == kNoTask) first = last;
+  }
+  if (last != kNoTask) grad_syncs_.push_back(last);
+  return {first, last};
 }
 
 // The all-gather of bucket `b`'s parameters over its data-parallel group (expert buckets over the
@@ -2163,36 +2175,21 @@ void StageBuilder::fsdp_release(std::int64_t unit) {
 // gradient buffer is released when the reduce-scatter ends.
 void StageBuilder::fsdp_reduce(std::int64_t unit) {
   const std::int64_t dense = unit_dense(unit), expert = unit_expert(unit);
-  const bool instances = p_.num_distributed_optimizer_instances > 1;
-  TaskIndex last = kNoTask;
-  // Each part's gradients reduce-scattered over its shard group; with distributed-optimizer
-  // instances (HSDP), each shard then all-reduced across the instances that replicate it. The
-  // part's full gradient buffer is released once it is reduce-scattered (or, unsharded,
-  // all-reduced); returns that task.
-  auto reduce = [&](std::int64_t params, std::int64_t shard, CommSlot shard_slot, CommSlot replica_slot, const std::string& prefix) {
-    TaskIndex scattered = kNoTask;
-    if (params <= 0) return scattered;
-    if (shard > 1) {
-      last = scattered = collective(prefix + "grad_reduce_scatter", shard_slot, kDpStream, CollectiveKind::kReduceScatter,
-                                    grad_bytes() * params, grad_dtype(), kDpComm);
-      grad_syncs_.push_back(last);
-    }
-    if (instances) {
-      std::vector<TaskIndex> deps;
-      if (last != kNoTask) deps.push_back(last);
-      last = collective(prefix + "grad_shard_all_reduce", replica_slot, kDpStream, CollectiveKind::kAllReduce,
-                        grad_bytes() * ((params + shard - 1) / shard), grad_dtype(), kDpComm, deps);
-      grad_syncs_.push_back(last);
-    }
-    return scattered != kNoTask ? scattered : last;
+  // Each part's full gradient buffer is released once it is reduce-scattered (or, with one rank
+  // per distributed-optimizer instance, all-reduced across the instances); without instances,
+  // both parts when the last reduction ends.
+  auto done = [&](std::int64_t params, bool is_expert, const std::string& prefix) {
+    return params > 0 ? reduce_gradients(prefix, is_expert, params, CollectiveKind::kReduceScatter, {})
+                      : std::pair<TaskIndex, TaskIndex>{kNoTask, kNoTask};
   };
-  const TaskIndex dense_done = reduce(dense, shard_, dense_shard_slot(), kDpReplicaSlot, "fsdp_");
-  const TaskIndex expert_done = reduce(expert, eshard_, expert_shard_slot(), kExpertDpReplicaSlot, "fsdp_expert_");
-  if (instances) {
-    if (dense > 0) free_at(dense_done == kNoTask ? last_compute_ : dense_done, grad_bytes() * dense);
-    if (expert > 0) free_at(expert_done == kNoTask ? last_compute_ : expert_done, grad_bytes() * expert);
+  const auto [dense_first, dense_last] = done(dense, false, "fsdp_");
+  const auto [expert_first, expert_last] = done(expert, true, "fsdp_expert_");
+  const auto at = [&](TaskIndex t) { return t == kNoTask ? last_compute_ : t; };
+  if (p_.num_distributed_optimizer_instances > 1) {
+    if (dense > 0) free_at(at(dense_first), grad_bytes() * dense);
+    if (expert > 0) free_at(at(expert_first), grad_bytes() * expert);
   } else {
-    free_at(last == kNoTask ? last_compute_ : last, grad_bytes() * (dense + expert));
+    free_at(at(expert_last != kNoTask ? expert_last : dense_last), grad_bytes() * (dense + expert));
   }
 }
 
