@@ -24,6 +24,7 @@ struct CalibrateArgs {
 };
 
 int run(const CalibrateArgs& a) {
+  check_jobs("--jobs", a.jobs);
   validate::CalibrationInputs in;
   in.files = a.files;
   in.gpu = a.gpu;

@@ -37,6 +37,13 @@ void add_validate_nccl_command(CLI::App& app, Registry& registry);
 void add_validate_command(CLI::App& app, Registry& registry);
 void add_calibrate_command(CLI::App& app, Registry& registry);
 
+// The most simulations one command runs at once (--threads, --jobs): each holds a plan's task
+// graph and engine state in memory, so more threads than this only risk exhausting it.
+constexpr int kMaxThreads = 1024;
+
+// Throws InputError unless `jobs` is 0 (one per CPU) to kMaxThreads.
+void check_jobs(const char* option, int jobs);
+
 // Opens `path` for writing ("-" is stdout; gzip-compressed when it ends in ".gz") and calls
 // `write`. Throws InputError when the file cannot be written.
 void write_output(const std::string& path, const std::function<void(std::ostream&)>& write);

@@ -7,6 +7,13 @@
 
 namespace trainsim::cli {
 
+void check_jobs(const char* option, int jobs) {
+  if (jobs < 0 || jobs > kMaxThreads) {
+    throw InputError("command line", option,
+                     "expected 0 (one per CPU) to " + std::to_string(kMaxThreads) + ", got " + std::to_string(jobs));
+  }
+}
+
 void write_output(const std::string& path, const std::function<void(std::ostream&)>& write) {
   if (path == "-") {
     write(std::cout);

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -75,6 +76,48 @@ std::size_t choice_of(const std::string& flag, const std::string& text, const st
   throw InputError(flag, text, "expected " + expected);
 }
 
+// Each value of a list option within [1, max]: the bound of the scenario key it sets (README
+// "Input limits"), so the search never forms a plan a scenario file could not state.
+void check_sizes(const char* option, const std::vector<std::int64_t>& values, std::int64_t max, bool one = false) {
+  for (std::int64_t v : values) {
+    if (v < 1 || v > max) {
+      throw InputError("command line", option,
+                       std::string(one ? "expected a value" : "expected values") + " in [1, " + std::to_string(max) +
+                           "], got " + std::to_string(v));
+    }
+  }
+}
+
+void check_size(const char* option, const std::optional<std::int64_t>& value, std::int64_t max) {
+  if (value) check_sizes(option, {*value}, max, true);
+}
+
+// A finite amount above zero (or at least zero where `zero_ok`).
+void check_amount(const char* option, const std::optional<double>& value, bool zero_ok, const char* what) {
+  if (value && (!std::isfinite(*value) || *value < 0 || (*value == 0 && !zero_ok))) {
+    throw InputError("command line", option,
+                     std::string("expected ") + what + (zero_ok ? " of at least 0" : " above 0") + ", got " +
+                         report::fmt("%g", *value));
+  }
+}
+
+// The option values no scenario key checks: ranges first, so the search never divides by a zero
+// size or prices a negative budget.
+void check_options(const PlanArgs& a) {
+  check_size("--global-batch-size", a.global_batch_size, config::kMaxGlobalBatchSize);
+  check_size("--seq-length", a.seq_length, config::kMaxSeqLength);
+  check_sizes("--tp", a.tp, config::kMaxParallelSize);
+  check_sizes("--pp", a.pp, config::kMaxParallelSize);
+  check_sizes("--vp", a.vp, config::kMaxParallelSize);
+  check_sizes("--cp", a.cp, config::kMaxParallelSize);
+  check_sizes("--ep", a.ep, config::kMaxParallelSize);
+  check_sizes("--micro-batch-sizes", a.mbs, config::kMaxMicroBatchSize);
+  check_amount("--train-tokens", a.train_tokens, false, "a token count");
+  check_amount("--deadline-days", a.deadline_days, false, "a number of days");
+  check_amount("--price-per-gpu-hour", a.price, true, "a price");
+  check_jobs("--threads", a.threads);
+}
+
 void progress_bar(std::size_t done, std::size_t total) {
   const int width = 40;
   const int filled = total == 0 ? width : static_cast<int>(static_cast<double>(done) / static_cast<double>(total) * width);
@@ -85,6 +128,7 @@ void progress_bar(std::size_t done, std::size_t total) {
 }
 
 int run(const PlanArgs& a) {
+  check_options(a);
   planner::PlanRequest req;
   std::int64_t default_gpus = 0;
   if (!a.scenario.empty()) {

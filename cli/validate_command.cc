@@ -27,6 +27,7 @@ struct ValidateArgs {
 };
 
 int run_suite(const ValidateArgs& a) {
+  check_jobs("--jobs", a.jobs);
   if (a.suite.empty()) {
     throw InputError("validate", "", "expected a suite file (trainsim validate SUITE.json) or a subcommand (see --help)");
   }

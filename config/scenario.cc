@@ -46,7 +46,7 @@ constexpr ModelLimit kModelLimits[] = {
     {"ffn_hidden_size", std::int64_t{1} << 22},      // Llama 3.1 405B: 53,248
     {"vocab_size", std::int64_t{1} << 26},           // largest vocabularies: 256k
     {"make_vocab_size_divisible_by", std::int64_t{1} << 16},
-    {"seq_length", std::int64_t{1} << 26},           // 64M tokens; 1M-token contexts exist
+    {"seq_length", kMaxSeqLength},
     {"num_experts", std::int64_t{1} << 14},          // DeepSeek-V3: 256 routed experts
     {"moe_router_topk", std::int64_t{1} << 14},
     {"moe_router_num_groups", std::int64_t{1} << 14},  // DeepSeek-V3: 8
@@ -465,7 +465,7 @@ ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
   r.allow({"description"});
   ParallelSpec p;
   auto integer = [&](const char* key, std::int64_t& field) {
-    field = r.get_int(key, field, 1, 1 << 20);
+    field = r.get_int(key, field, 1, kMaxParallelSize);
     origins.note(std::string("parallelism.") + key, r, key);
   };
   integer("tensor_model_parallel_size", p.tensor_model_parallel_size);
@@ -473,7 +473,7 @@ ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
   integer("virtual_pipeline_model_parallel_size", p.virtual_pipeline_model_parallel_size);
   integer("context_parallel_size", p.context_parallel_size);
   integer("expert_model_parallel_size", p.expert_model_parallel_size);
-  p.expert_tensor_parallel_size = r.get_int("expert_tensor_parallel_size", 0, 1, 1 << 20);
+  p.expert_tensor_parallel_size = r.get_int("expert_tensor_parallel_size", 0, 1, kMaxParallelSize);
   origins.note("parallelism.expert_tensor_parallel_size", r, "expert_tensor_parallel_size");
   p.microbatch_group_size_per_vp_stage = r.get_int("microbatch_group_size_per_vp_stage", 0, 1, 1 << 20);
   origins.note("parallelism.microbatch_group_size_per_vp_stage", r, "microbatch_group_size_per_vp_stage");
@@ -522,9 +522,9 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   r.allow({"description"});
   TrainingSpec t;
   auto note = [&](const char* key) { origins.note(std::string("training.") + key, r, key); };
-  t.micro_batch_size = r.require_int("micro_batch_size", 1, 1 << 24);
+  t.micro_batch_size = r.require_int("micro_batch_size", 1, kMaxMicroBatchSize);
   note("micro_batch_size");
-  t.global_batch_size = r.require_int("global_batch_size", 1, std::int64_t{1} << 32);
+  t.global_batch_size = r.require_int("global_batch_size", 1, kMaxGlobalBatchSize);
   note("global_batch_size");
   const auto precision = static_cast<models::Precision>(r.get_choice("precision", 0, {"bf16", "fp16", "fp8", "fp4"}));
   note("precision");

@@ -9,12 +9,20 @@
 #include <vector>
 
 #include "config/json_reader.h"
+#include "config/simulation_cost.h"
 #include "models/layer_dims.h"
 #include "models/model_spec.h"
 #include "models/training_spec.h"
 #include "topologies/hardware.h"
 
 namespace trainsim::config {
+
+// Upper bounds of scenario values that other inputs also set (`trainsim plan`'s options); README
+// "Input limits". Parallel sizes stay within the largest cluster trainsim builds (4,194,304 GPUs).
+constexpr std::int64_t kMaxParallelSize = std::int64_t{1} << 20;
+constexpr std::int64_t kMaxMicroBatchSize = std::int64_t{1} << 24;
+constexpr std::int64_t kMaxGlobalBatchSize = std::int64_t{1} << 32;
+constexpr std::int64_t kMaxSeqLength = std::int64_t{1} << 26;  // 64M tokens; 1M-token contexts exist
 
 struct Straggler {
   std::optional<std::int64_t> rank;  // one GPU ...
@@ -36,7 +44,7 @@ struct SimulationSpec {
   std::int64_t seed = 0;
   // Work limit (config/simulation_cost.h): plans estimated to need more engine events are
   // rejected before lowering, so no input runs for minutes. Raise it to simulate them anyway.
-  double max_events = 4.0e7;
+  double max_events = kDefaultMaxEvents;
 };
 
 struct Scenario {

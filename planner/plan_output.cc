@@ -102,6 +102,9 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
               ? "  (no plan fits: more GPUs, a smaller batch per GPU or more recomputation are needed)\n"
               : "  (no valid plan: every combination breaks a Megatron rule (heads, layers, GPUs or batch do not divide); "
                 "other --tp/--pp/--cp/--ep or --micro-batch-sizes, or another batch, may give one)\n");
+    if (report.pruned_for_memory() == 0 && !report.first_invalid.empty()) {
+      o << "  (for example " << report.first_invalid << ")\n";
+    }
   }
   if (n > 0) {
     o << "  bubble, exposed: shares of the iteration the critical rank spent in the pipeline bubble and waiting for\n"
@@ -245,6 +248,7 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
   Json reasons = Json::object();
   for (const auto& [reason, count] : report.pruned) reasons[reason] = count;
   j["pruned_reasons"] = reasons;
+  if (report.plans.empty() && !report.first_invalid.empty()) j["first_invalid"] = report.first_invalid;
   Json curve = Json::array();
   for (const GpuCountResult& g : report.per_gpu_count) {
     Json point{{"gpus", g.gpus}, {"feasible", g.feasible}};

@@ -127,6 +127,16 @@ Axes axes_of(const PlanRequest& req) {
   return ax;
 }
 
+// A combination the search enumerates, before it is known to be valid (so no data-parallel size).
+std::string describe_combination(std::int64_t gpus, const models::ParallelSpec& p, const models::TrainingSpec& t) {
+  std::string out = std::to_string(gpus) + " GPUs, TP " + std::to_string(p.tensor_model_parallel_size) + " PP " +
+                    std::to_string(p.pipeline_model_parallel_size);
+  if (p.virtual_pipeline_model_parallel_size > 1) out += " (x" + std::to_string(p.virtual_pipeline_model_parallel_size) + ")";
+  if (p.context_parallel_size > 1) out += " CP " + std::to_string(p.context_parallel_size);
+  if (p.expert_model_parallel_size > 1) out += " EP " + std::to_string(p.expert_model_parallel_size);
+  return out + " mbs " + std::to_string(t.micro_batch_size);
+}
+
 // Whether any plan on `gpus` GPUs passes Megatron's divisibility rules (no simulation): GPU
 // counts that admit none (e.g. a data-parallel size that does not divide the batch) are skipped
 // by the deadline search.
@@ -186,6 +196,7 @@ class Searcher {
   std::vector<Candidate> candidates_;
   std::map<std::int64_t, std::shared_ptr<const topo::Cluster>> clusters_;
   std::map<std::string, std::int64_t> pruned_;
+  std::string first_invalid_;
   std::int64_t considered_ = 0;
 };
 
@@ -294,8 +305,9 @@ void Searcher::enumerate(std::int64_t gpus) {
                 admit_ep_overlap(s);
                 try {
                   config::validate(s);
-                } catch (const InputError&) {
+                } catch (const InputError& e) {
                   pruned_[kReasonInvalid] += modes;
+                  if (first_invalid_.empty()) first_invalid_ = describe_combination(gpus, p, t) + ": " + e.location() + ": " + e.detail();
                   continue;
                 }
                 // The least recomputation whose activations fit (recomputation only adds work).
@@ -489,6 +501,7 @@ PlanReport Searcher::run() {
     if (it != pruned_.end() && it->second > 0) report.pruned.emplace_back(reason, it->second);
   }
   for (auto& [gpus, r] : per_count) report.per_gpu_count.push_back(r);
+  report.first_invalid = first_invalid_;
   if (req_.deadline_days) {
     for (const GpuCountResult& g : report.per_gpu_count) {
       if (g.best && g.best->time_to_train_days && *g.best->time_to_train_days <= *req_.deadline_days) {

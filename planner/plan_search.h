@@ -87,6 +87,9 @@ struct PlanReport {
   std::vector<std::pair<std::string, std::int64_t>> pruned;  // why, how many (in a fixed order)
   std::vector<GpuCountResult> per_gpu_count;                 // in increasing GPU count
   std::optional<std::int64_t> deadline_gpus;                 // smallest count meeting the deadline
+  // The first combination enumerated that Megatron's rules or the input limits rejected, and why
+  // ("8 GPUs, TP 1 PP 1 mbs 1: /training/global_batch_size: ..."); empty when none was.
+  std::string first_invalid;
   std::int64_t pruned_total() const;
   // Plans pruned because they do not fit in memory (estimated or simulated), as opposed to
   // plans Megatron cannot run or plans another recomputation mode dominates.

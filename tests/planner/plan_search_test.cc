@@ -358,9 +358,20 @@ TEST_CASE("planner/search: an empty result says whether memory or Megatron's rul
   const std::string table = planner::plan_table(r, invalid, 10);
   CHECK(table.find("no valid plan: every combination breaks a Megatron rule") != std::string::npos);
   CHECK(table.find("no plan fits") == std::string::npos);
+  // It names one rejected combination and the rule it broke, in the text and the JSON.
+  CHECK(invalid.first_invalid == "8 GPUs, TP 3 PP 1 mbs 1: parallelism.tensor_model_parallel_size: tensor x pipeline x "
+                                 "context parallel size (3 x 1 x 1 = 3) must divide the GPU count (8)");
+  CHECK(table.find("(for example " + invalid.first_invalid + ")") != std::string::npos);
+  CHECK(planner::plan_json(r, invalid, 10)["first_invalid"] == invalid.first_invalid);
   // Llama 3.1 405B on one node: valid plans exist, and none fits in 8 x 80 GB.
   const planner::PlanReport too_big = planner::search(request("llama3.1-405b", "dgx-h100", 8, 64));
   REQUIRE(too_big.plans.empty());
   CHECK(too_big.pruned_for_memory() > 0);
   CHECK(planner::plan_table(request("llama3.1-405b", "dgx-h100", 8, 64), too_big, 10).find("no plan fits: more GPUs") != std::string::npos);
+  // A batch at the input limit breaks no divisibility rule; the example says what it breaks.
+  r = request("llama3.1-8b", "dgx-h100", 8, config::kMaxGlobalBatchSize);
+  const planner::PlanReport huge = planner::search(r);
+  REQUIRE(huge.plans.empty());
+  CHECK(huge.first_invalid.find("training.global_batch_size: ") != std::string::npos);
+  CHECK(huge.first_invalid.find("micro-batches per iteration") != std::string::npos);
 }
