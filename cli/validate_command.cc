@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <string>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -59,15 +59,16 @@ struct KinetoArgs {
   std::string trace;
   std::string scenario;
   std::vector<std::string> overrides;
-  std::int64_t rank = -1;
+  std::optional<std::int64_t> rank;
   std::string json;
 };
 
 int run_kineto(const KinetoArgs& a) {
+  if (a.rank && *a.rank < 0) throw InputError("command line", "--rank", "expected a rank of at least 0, got " + std::to_string(*a.rank));
   const config::Scenario scenario = config::load_scenario(a.scenario, a.overrides);
   const validate::KinetoTrace trace = validate::read_kineto_trace(a.trace);
   const validate::KinetoComparison c =
-      validate::compare_kineto(trace, scenario, a.rank >= 0 ? std::optional<std::int64_t>(a.rank) : std::nullopt);
+      validate::compare_kineto(trace, scenario, a.rank);
   if (a.json != "-") std::cout << validate::to_text(c);
   if (!a.json.empty()) write_output(a.json, [&](std::ostream& o) { o << validate::to_json(c).dump(2) << "\n"; });
   return 0;
