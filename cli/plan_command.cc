@@ -112,7 +112,11 @@ void check_options(const PlanArgs& a) {
   check_sizes("--cp", a.cp, config::kMaxParallelSize);
   check_sizes("--ep", a.ep, config::kMaxParallelSize);
   check_sizes("--micro-batch-sizes", a.mbs, config::kMaxMicroBatchSize);
-  check_amount("--train-tokens", a.train_tokens, false, "a token count");
+  if (a.train_tokens && !(*a.train_tokens >= 1 && *a.train_tokens <= config::kMaxTrainTokens)) {
+    throw InputError("command line", "--train-tokens",
+                     "expected a token count in [1, " + report::fmt("%g", config::kMaxTrainTokens) + "], got " +
+                         report::fmt("%g", *a.train_tokens));
+  }
   check_amount("--deadline-days", a.deadline_days, false, "a number of days");
   check_amount("--price-per-gpu-hour", a.price, true, "a price");
   check_jobs("--threads", a.threads);

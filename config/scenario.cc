@@ -658,7 +658,7 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   t.store_param_remainders = r.get_bool("store_param_remainders", true);
   note("store_param_remainders");
   t.ddp_bucket_size = r.get_int("ddp_bucket_size", 0, 0, kBig);
-  t.train_tokens = r.get_optional_double("train_tokens", 1, 1e18);
+  t.train_tokens = r.get_optional_double("train_tokens", 1, kMaxTrainTokens);
   r.finish();
   return t;
 }

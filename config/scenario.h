@@ -23,6 +23,7 @@ constexpr std::int64_t kMaxParallelSize = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxMicroBatchSize = std::int64_t{1} << 24;
 constexpr std::int64_t kMaxGlobalBatchSize = std::int64_t{1} << 32;
 constexpr std::int64_t kMaxSeqLength = std::int64_t{1} << 26;  // 64M tokens; 1M-token contexts exist
+constexpr double kMaxTrainTokens = 1e18;                        // 60,000x Llama 3.1's 15.6T
 
 struct Straggler {
   std::optional<std::int64_t> rank;  // one GPU ...
