@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "config/scenario.h"
@@ -30,6 +31,18 @@ std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t limit) {
     if (n % d == 0) out.push_back(d);
   }
   return out;
+}
+
+// Every divisor of n >= 1, increasing.
+std::vector<std::int64_t> all_divisors(std::int64_t n) {
+  std::vector<std::int64_t> low, high;
+  for (std::int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 // Whether plans with `pp` stages count the embedding and the loss as layers: where the layers
@@ -548,14 +561,35 @@ PlanReport search(const PlanRequest& request, const Progress& progress) {
   return s.run();
 }
 
+std::vector<std::int64_t> admitted_gpu_counts(const PlanRequest& request, std::int64_t lo, std::int64_t hi) {
+  const std::int64_t gpn = request.cluster.gpus_per_node;
+  // Megatron needs the data-parallel size to divide the global batch, so only counts
+  // tp x pp x cp x d, d a divisor of the batch, can admit a plan: those are checked, not every
+  // whole-node count of a range that may span millions of GPUs.
+  const Axes ax = axes_of(request);
+  std::set<std::int64_t> possible;
+  for (std::int64_t d : all_divisors(request.training.global_batch_size)) {
+    for (std::int64_t tp : ax.tensor) {
+      for (std::int64_t pp : ax.pipeline) {
+        for (std::int64_t cp : ax.context) {
+          const std::int64_t model_parallel = tp * pp * cp;  // each at most 2^20 (the option bounds)
+          if (model_parallel > hi / d) continue;
+          const std::int64_t n = model_parallel * d;
+          if (n >= lo && n % gpn == 0) possible.insert(n);
+        }
+      }
+    }
+  }
+  std::vector<std::int64_t> counts;
+  for (std::int64_t n : possible) {
+    if (admits_plan(request, n)) counts.push_back(n);
+  }
+  return counts;
+}
+
 PlanReport search_deadline(PlanRequest request, std::int64_t lo, std::int64_t hi, const Progress& progress) {
   TRAINSIM_CHECK(request.deadline_days.has_value(), "deadline search without a deadline");
-  const std::int64_t gpn = request.cluster.gpus_per_node;
-  // The whole-node counts in [lo, hi] that admit at least one valid plan, increasing.
-  std::vector<std::int64_t> counts;
-  for (std::int64_t nodes = (lo + gpn - 1) / gpn; nodes * gpn <= hi; ++nodes) {
-    if (admits_plan(request, nodes * gpn)) counts.push_back(nodes * gpn);
-  }
+  const std::vector<std::int64_t> counts = admitted_gpu_counts(request, lo, hi);
   std::map<std::int64_t, PlanReport> reports;
   auto probe = [&](std::size_t index) -> const PlanReport& {
     const std::int64_t gpus = counts[index];

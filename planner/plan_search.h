@@ -105,6 +105,10 @@ PlanReport search(const PlanRequest& request, const Progress& progress = {});
 // training), named after describe_plan(): to simulate it whole, trace it or ask what-ifs of it.
 config::Scenario scenario_of(const PlanRequest& request, const PlanResult& plan);
 
+// The whole-node GPU counts in [lo, hi] on which at least one combination of the request's search
+// space passes Megatron's rules, increasing (the counts a deadline search walks).
+std::vector<std::int64_t> admitted_gpu_counts(const PlanRequest& request, std::int64_t lo, std::int64_t hi);
+
 // With a deadline and a GPU range [lo, hi]: among the whole-node counts that admit a valid plan,
 // a doubling walk then bisection finds the smallest whose best plan meets the deadline (each
 // probe is a full search at that count; time to train is assumed to fall with more GPUs).

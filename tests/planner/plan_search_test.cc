@@ -375,3 +375,30 @@ TEST_CASE("planner/search: an empty result says whether memory or Megatron's rul
   CHECK(huge.first_invalid.find("training.global_batch_size: ") != std::string::npos);
   CHECK(huge.first_invalid.find("micro-batches per iteration") != std::string::npos);
 }
+
+TEST_CASE("planner/deadline: the GPU counts walked are exactly those on which some plan is valid") {
+  // The deadline search checks only tp x pp x cp x (a divisor of the batch) GPUs; every other
+  // whole-node count must be one where the search finds every combination invalid.
+  planner::PlanRequest r = request("gpt3-1.7b", "dgx-h100", 8, 48);
+  r.space.tensor = {1, 2};
+  r.space.pipeline = {1, 2, 3};
+  r.space.context = {1};
+  r.space.micro_batch = {1, 2};
+  r.space.recompute = {models::RecomputeGranularity::kFull};
+  r.space.optimizer_sharding = {1};
+  const std::vector<std::int64_t> counts = planner::admitted_gpu_counts(r, 8, 1024);
+  std::vector<std::int64_t> brute;
+  for (std::int64_t g = 8; g <= 1024; g += 8) {
+    planner::PlanRequest one = r;
+    one.gpu_counts = {g};
+    const planner::PlanReport rep = planner::search(one);
+    std::int64_t invalid = 0;
+    for (const auto& [why, n] : rep.pruned) {
+      if (why.rfind("invalid", 0) == 0) invalid = n;
+    }
+    if (invalid < rep.considered) brute.push_back(g);
+  }
+  CHECK(counts == brute);
+  CHECK(counts.size() >= 5);
+  CHECK(counts.back() == 288);  // TP 2 x PP 3 x DP 48
+}
