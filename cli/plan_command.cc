@@ -140,6 +140,7 @@ int run(const PlanArgs& a) {
     req.model = s.model;
     req.cluster = s.cluster;
     req.training = s.training;
+    req.max_events = s.simulation.max_events;
     default_gpus = s.num_gpus();
   } else {
     if (a.model.empty() || a.cluster.empty()) {

@@ -100,8 +100,12 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     // Say which wall the search hit: memory, or Megatron's divisibility rules alone.
     o << (report.pruned_for_memory() > 0
               ? "  (no plan fits: more GPUs, a smaller batch per GPU or more recomputation are needed)\n"
-              : "  (no valid plan: every combination breaks a Megatron rule (heads, layers, GPUs or batch do not divide); "
-                "other --tp/--pp/--cp/--ep or --micro-batch-sizes, or another batch, may give one)\n");
+              : report.pruned_for_limits() > 0
+                    ? "  (no valid plan: every combination breaks a Megatron rule or goes beyond what trainsim simulates "
+                      "(simulation size, magnitudes); fewer GPUs or micro-batches, other --tp/--pp/--cp/--ep or "
+                      "--micro-batch-sizes, or another batch, may give one)\n"
+                    : "  (no valid plan: every combination breaks a Megatron rule (heads, layers, GPUs or batch do not divide); "
+                      "other --tp/--pp/--cp/--ep or --micro-batch-sizes, or another batch, may give one)\n");
     if (report.pruned_for_memory() == 0 && !report.first_invalid.empty()) {
       o << "  (for example " << report.first_invalid << ")\n";
     }

@@ -96,6 +96,7 @@ struct Outcome {
 
 // Pruning reasons in the order they are reported.
 constexpr const char* kReasonInvalid = "invalid for Megatron (sizes do not divide)";
+constexpr const char* kReasonLimit = "beyond what trainsim simulates (simulation size or magnitudes)";
 constexpr const char* kReasonMemoryEstimate = "does not fit in memory (estimate, even with full recompute)";
 constexpr const char* kReasonDominated = "needs less recomputation than this mode (dominated)";
 constexpr const char* kReasonMemorySimulated = "does not fit in memory (simulated)";
@@ -159,6 +160,7 @@ bool admits_plan(const PlanRequest& req, std::int64_t gpus) {
   s.name = s.file = "plan";
   s.model = req.model;
   s.cluster = req.cluster;
+  s.simulation.max_events = req.max_events;
   s.cluster.num_nodes = static_cast<int>(gpus / req.cluster.gpus_per_node);
   s.training = req.training;
   s.training.overlap_p2p_comm = false;  // interleaving only; virtual stages do not change the count
@@ -285,6 +287,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                 s.file = "plan";
                 s.model = m;
                 s.cluster = cluster;
+                s.simulation.max_events = req_.max_events;
                 models::ParallelSpec& p = s.parallel;
                 p.tensor_model_parallel_size = tp;
                 set_pipeline(p, m, pp);
@@ -319,7 +322,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                 try {
                   config::validate(s);
                 } catch (const InputError& e) {
-                  pruned_[kReasonInvalid] += modes;
+                  pruned_[dynamic_cast<const LimitError*>(&e) != nullptr ? kReasonLimit : kReasonInvalid] += modes;
                   if (first_invalid_.empty()) first_invalid_ = describe_combination(gpus, p, t) + ": " + e.location() + ": " + e.detail();
                   continue;
                 }
@@ -509,7 +512,7 @@ PlanReport Searcher::run() {
   // Fastest to train first (tokens per second); ties keep enumeration order.
   std::stable_sort(report.plans.begin(), report.plans.end(),
                    [](const PlanResult& a, const PlanResult& b) { return a.tokens_per_s > b.tokens_per_s; });
-  for (const char* reason : {kReasonInvalid, kReasonMemoryEstimate, kReasonOffloadEstimate, kReasonDominated, kReasonMemorySimulated}) {
+  for (const char* reason : {kReasonInvalid, kReasonLimit, kReasonMemoryEstimate, kReasonOffloadEstimate, kReasonDominated, kReasonMemorySimulated}) {
     auto it = pruned_.find(reason);
     if (it != pruned_.end() && it->second > 0) report.pruned.emplace_back(reason, it->second);
   }
@@ -534,6 +537,13 @@ std::int64_t PlanReport::pruned_total() const {
   return n;
 }
 
+std::int64_t PlanReport::pruned_for_limits() const {
+  for (const auto& [reason, count] : pruned) {
+    if (reason == kReasonLimit) return count;
+  }
+  return 0;
+}
+
 std::int64_t PlanReport::pruned_for_memory() const {
   std::int64_t n = 0;
   for (const auto& [reason, count] : pruned) {
@@ -548,6 +558,7 @@ config::Scenario scenario_of(const PlanRequest& request, const PlanResult& plan)
   s.file = "plan";
   s.model = request.model;
   s.cluster = request.cluster;
+  s.simulation.max_events = request.max_events;
   s.cluster.num_nodes = static_cast<int>(plan.gpus / request.cluster.gpus_per_node);
   s.parallel = plan.parallel;
   s.training = plan.training;

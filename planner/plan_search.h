@@ -50,6 +50,9 @@ struct PlanRequest {
   std::optional<double> deadline_days;    // with several GPU counts: the smallest that meets it
   std::optional<double> price_per_gpu_hour;
   SearchSpace space;
+  // simulation.max_events of every plan (config/simulation_cost.h): `plan --scenario` takes the
+  // scenario's, so a search over huge clusters can raise it as a scenario does.
+  double max_events = config::kDefaultMaxEvents;
   int threads = 0;       // 0: one per hardware thread
   bool exact = false;    // simulate whole iterations (no extrapolation)
 };
@@ -87,13 +90,16 @@ struct PlanReport {
   std::vector<std::pair<std::string, std::int64_t>> pruned;  // why, how many (in a fixed order)
   std::vector<GpuCountResult> per_gpu_count;                 // in increasing GPU count
   std::optional<std::int64_t> deadline_gpus;                 // smallest count meeting the deadline
-  // The first combination enumerated that Megatron's rules or the input limits rejected, and why
+  // The first combination enumerated that Megatron's rules or trainsim's limits rejected, and why
   // ("8 GPUs, TP 1 PP 1 mbs 1: /training/global_batch_size: ..."); empty when none was.
   std::string first_invalid;
   std::int64_t pruned_total() const;
   // Plans pruned because they do not fit in memory (estimated or simulated), as opposed to
   // plans Megatron cannot run or plans another recomputation mode dominates.
   std::int64_t pruned_for_memory() const;
+  // Plans Megatron could run but beyond what trainsim simulates (LimitError: simulation size,
+  // magnitudes, the simulated clock).
+  std::int64_t pruned_for_limits() const;
 };
 
 using Progress = std::function<void(std::size_t done, std::size_t total)>;

@@ -40,6 +40,14 @@ class InputError : public Error {
   std::string detail_;
 };
 
+// Bad input of one kind: a plan Megatron could run, but beyond what trainsim simulates (sizes whose
+// byte counts would overflow, more work than simulation.max_events, more simulated time than the
+// clock holds). The plan search tells these apart from plans Megatron's rules refuse.
+class LimitError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // The simulated clock would pass its range (Duration::max(), about 26.7 days of int64
 // picoseconds): the input asks for more simulated time than trainsim represents. Not a bug;
 // boundary code reports it as an InputError about the scenario.

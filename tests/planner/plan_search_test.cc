@@ -374,6 +374,21 @@ TEST_CASE("planner/search: an empty result says whether memory or Megatron's rul
   REQUIRE(huge.plans.empty());
   CHECK(huge.first_invalid.find("training.global_batch_size: ") != std::string::npos);
   CHECK(huge.first_invalid.find("micro-batches per iteration") != std::string::npos);
+  // Those combinations are counted as beyond trainsim's limits, not as broken Megatron rules.
+  CHECK(huge.pruned_for_limits() > 0);
+  CHECK(huge.pruned_for_memory() == 0);
+  CHECK(invalid.pruned_for_limits() == 0);
+  CHECK(planner::plan_table(r, huge, 10).find("goes beyond what trainsim simulates") != std::string::npos);
+  // The request's simulation.max_events bounds every plan, as a scenario's does.
+  r = request("llama3.1-8b", "dgx-h100", 8, 64);
+  r.space.tensor = {2};
+  r.space.pipeline = {1};
+  REQUIRE_FALSE(planner::search(r).plans.empty());
+  r.max_events = 1000;
+  const planner::PlanReport capped = planner::search(r);
+  CHECK(capped.plans.empty());
+  CHECK(capped.pruned_for_limits() == capped.considered);
+  CHECK(capped.first_invalid.find("more than simulation.max_events (1000)") != std::string::npos);
 }
 
 TEST_CASE("planner/deadline: the GPU counts walked are exactly those on which some plan is valid") {
