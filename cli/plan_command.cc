@@ -25,7 +25,7 @@ struct PlanArgs {
   std::string scenario, model, cluster, gpus, precision, quant_recipe;
   std::optional<std::int64_t> global_batch_size, seq_length;
   std::optional<double> train_tokens, deadline_days, price;
-  std::size_t top = 10;
+  std::int64_t top = 10;  // signed, so that a negative count is an error rather than a huge size_t
   std::string json, csv, svg;
   std::vector<std::int64_t> tp, pp, vp, cp, ep, mbs;
   std::vector<int> sharding;
@@ -120,6 +120,7 @@ void check_options(const PlanArgs& a) {
   check_amount("--deadline-days", a.deadline_days, false, "a number of days");
   check_amount("--price-per-gpu-hour", a.price, true, "a price");
   check_jobs("--threads", a.threads);
+  if (a.top < 0) throw InputError("command line", "--top", "expected a number of plans of at least 0, got " + std::to_string(a.top));
 }
 
 void progress_bar(std::size_t done, std::size_t total) {
@@ -229,7 +230,7 @@ int run(const PlanArgs& a) {
     req.gpu_counts.push_back(hi);
     report = planner::search(req, progress);
   }
-  if (a.json != "-") std::cout << planner::plan_table(req, report, a.top) << std::flush;
+  if (a.json != "-") std::cout << planner::plan_table(req, report, static_cast<std::size_t>(a.top)) << std::flush;
   // --sensitivity: the best plan simulated whole (after the table is out), then each kind of
   // communication at other speeds.
   std::optional<report::RunResult> best;
@@ -245,7 +246,7 @@ int run(const PlanArgs& a) {
   }
   if (!a.json.empty()) {
     write_output(a.json, [&](std::ostream& o) {
-      nlohmann::ordered_json j = planner::plan_json(req, report, a.top);
+      nlohmann::ordered_json j = planner::plan_json(req, report, static_cast<std::size_t>(a.top));
       if (best) {
         j["best_plan_sensitivity"] = {{"iteration_time_s", best->iteration_time_s},
                                       {"communication_sensitivity", report::sensitivity_json(*best)}};

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/cli/trainsim_process.h"
 
@@ -128,4 +130,37 @@ TEST_CASE("cli: bad input exits 2 with the file and JSON path") {
       CHECK(o.output.find("gpt3-175b-1024xa100.json") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("cli: plan answers any value of any numeric option with a result or exit 2, never a crash") {
+  // The options reach the search's arithmetic (sizes it divides by, amounts it multiplies), so
+  // each takes zero, negative, huge, non-finite and non-numeric values. The search space is one
+  // plan (each run takes milliseconds); the option under test replaces its default.
+  const std::vector<std::pair<std::string, std::string>> defaults = {
+      {"--model", "llama3.1-8b"},  {"--cluster", "dgx-h100"},       {"--gpus", "8"},    {"--global-batch-size", "8"},
+      {"--tp", "1"},               {"--pp", "1"},                   {"--cp", "1"},      {"--micro-batch-sizes", "1"},
+      {"--recompute", "full"},     {"--optimizer-sharding", "1"},   {"--threads", "1"}, {"--train-tokens", "1e9"}};
+  const char* options[] = {"--gpus", "--global-batch-size", "--seq-length", "--tp", "--pp", "--vp", "--cp", "--ep",
+                           "--micro-batch-sizes", "--optimizer-sharding", "--train-tokens", "--deadline-days",
+                           "--price-per-gpu-hour", "--threads", "--top"};
+  const char* values[] = {"0", "-1", "3", "4294967297", "9223372036854775807", "nan", "-inf", "1e308", "abc"};
+  int results = 0, errors = 0;
+  for (const std::string option : options) {
+    for (const std::string value : values) {
+      std::string args = "plan " + option + " " + value;
+      for (const auto& [name, v] : defaults) {
+        if (name == option) continue;
+        // A deadline needs a range of GPU counts.
+        args += " " + name + " " + (name == "--gpus" && option == "--deadline-days" ? std::string("8..16") : v);
+      }
+      CAPTURE(args);
+      const Outcome o = trainsim(args);
+      CHECK((o.code == 0 || o.code == 2));
+      CHECK(o.output.find("internal error") == std::string::npos);
+      if (o.code == 2) CHECK(o.output.find(option) != std::string::npos);  // the error names the option
+      (o.code == 0 ? results : errors) += 1;
+    }
+  }
+  CHECK(results > 0);
+  CHECK(errors > results);
 }
