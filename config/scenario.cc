@@ -746,8 +746,10 @@ double check_magnitudes(const Scenario& s, const Origins& o) {
   const double d = mla ? std::max(dbl(m.qk_head_dim + m.qk_pos_emb_head_dim), dbl(m.v_head_dim))
                        : (m.kv_channels > 0 ? dbl(m.kv_channels) : h / heads);
   if (heads * d > 4194304.0) {
-    o.fail_limit(mla ? "model.qk_head_dim" : (m.kv_channels > 0 ? "model.kv_channels" : "model.num_attention_heads"),
-           "num_attention_heads x head dimension (" + approx(heads * d) + ") exceeds 4,194,304");
+    o.fail_limit(
+        mla ? "model.qk_head_dim"
+            : (m.kv_channels > 0 ? "model.kv_channels" : "model.num_attention_heads"),
+        "num_attention_heads x head dimension (" + approx(heads * d) + ") exceeds 4,194,304");
   }
   const double latents = mla ? dbl(m.q_lora_rank + m.kv_lora_rank) : 0.0;
   const double experts = dbl(m.num_experts), topk = m.is_moe() ? dbl(m.moe_router_topk) : 1.0;
@@ -766,15 +768,17 @@ double check_magnitudes(const Scenario& s, const Origins& o) {
   const double per_layer = 16 * (tokens * per_token + scores);
   if (per_layer > 4.5e15) {  // 4 PiB
     o.fail_limit(t.micro_batch_size > 1 ? "training.micro_batch_size" : "model.seq_length",
-           "one layer's tensors for one micro-batch (" + approx(tokens) + " tokens per GPU) would take about " +
-               bytes_text(per_layer) + ", beyond what trainsim models (4 PiB)");
+                 "one layer's tensors for one micro-batch (" + approx(tokens) +
+                     " tokens per GPU) would take about " + bytes_text(per_layer) +
+                     ", beyond what trainsim models (4 PiB)");
   }
   const double experts_or_one = m.is_moe() ? experts : 1.0;
   const double layer_params = h * (heads + 2 * groups) * d + heads * d * h + (h * fc1 + ffn * h) * experts_or_one + h * experts + (h * shared_fc1 + shared * h) + 8 * h +
                               (h + 2 * heads * d) * latents;
   const double params = dbl(m.num_layers + m.mtp_num_layers) * (layer_params + 2 * h * h) + 2 * vocab * h + dbl(m.seq_length) * h;
   if (params > 1.1e15) {
-    o.fail_limit("model.hidden_size", "the model would have about " + approx(params) + " parameters; trainsim models up to 1.1e15");
+    o.fail_limit("model.hidden_size", "the model would have about " + approx(params) +
+                                          " parameters; trainsim models up to 1.1e15");
   }
   return per_layer;
 }
@@ -792,8 +796,10 @@ void check_live_activations(const Scenario& s, const Origins& o, double per_laye
   // which per_layer's vocabulary term covers).
   const double live = per_layer * in_flight * (std::ceil(dbl(s.model.num_layers) / pp) + dbl(s.model.mtp_num_layers));
   if (live > 1.15e18) {  // 1 EiB
-    o.fail_limit("training.global_batch_size", "the activations of " + approx(in_flight) + " micro-batches in flight would take about " +
-                                             bytes_text(live) + " per GPU, beyond what trainsim models (1 EiB)");
+    o.fail_limit("training.global_batch_size", "the activations of " + approx(in_flight) +
+                                                   " micro-batches in flight would take about " +
+                                                   bytes_text(live) +
+                                                   " per GPU, beyond what trainsim models (1 EiB)");
   }
 }
 
@@ -804,9 +810,11 @@ void check_simulation_size(const Scenario& s, const Origins& o) {
   // Whatever max_events says: task indices are 32-bit (sim/task_graph.h), and a graph this large
   // would need tens of gigabytes.
   if (cost.graph_tasks > 1e9) {
-    o.fail_limit("training.global_batch_size", approx(cost.microbatches) + " micro-batches per iteration x " +
-                                             std::to_string(s.model.num_layers) + " layers make about " +
-                                             approx(cost.graph_tasks) + " tasks; trainsim's task graphs hold at most 1 billion");
+    o.fail_limit("training.global_batch_size",
+                 approx(cost.microbatches) + " micro-batches per iteration x " +
+                     std::to_string(s.model.num_layers) + " layers make about " +
+                     approx(cost.graph_tasks) +
+                     " tasks; trainsim's task graphs hold at most 1 billion");
   }
   if (cost.work() > s.simulation.max_events) {
     const std::string limit = "simulation.max_events (" + approx(s.simulation.max_events) + ")";
@@ -815,19 +823,24 @@ void check_simulation_size(const Scenario& s, const Origins& o) {
         estimate_simulation_cost(s.model, s.parallel, s.training, s.num_gpus(), /*full_fidelity=*/false);
     if (s.simulation.full && symmetric.work() <= s.simulation.max_events) {
       o.fail_limit("simulation.fidelity",
-             "full fidelity would simulate every one of " + approx(cost.gpus) + " ranks: about " + approx(cost.work()) +
-                 " units of work (executed tasks), more than " + limit + "; use \"symmetric\" (the same result on symmetric plans)" + hint);
+                   "full fidelity would simulate every one of " + approx(cost.gpus) +
+                       " ranks: about " + approx(cost.work()) +
+                       " units of work (executed tasks), more than " + limit +
+                       "; use \"symmetric\" (the same result on symmetric plans)" + hint);
     }
     if (kGpuWeight * cost.gpus > s.simulation.max_events / 2) {
-      o.fail_limit("cluster.size",
-             approx(cost.gpus) + " GPUs take about " + approx(cost.work()) + " units of work (executed tasks) to simulate, more than " + limit +
-                 "; use fewer GPUs" + hint);
+      o.fail_limit("cluster.size", approx(cost.gpus) + " GPUs take about " + approx(cost.work()) +
+                                       " units of work (executed tasks) to simulate, more than " +
+                                       limit + "; use fewer GPUs" + hint);
     }
     o.fail_limit("training.global_batch_size",
-           approx(cost.microbatches) + " micro-batches per iteration x " + std::to_string(s.model.num_layers) +
-               " layers take about " + approx(cost.work()) + " units of work (executed tasks) to simulate, more than " + limit +
-               "; use fewer micro-batches (beyond a few times pipeline_model_parallel_size the time per micro-batch no longer changes)" +
-               hint);
+                 approx(cost.microbatches) + " micro-batches per iteration x " +
+                     std::to_string(s.model.num_layers) + " layers take about " +
+                     approx(cost.work()) +
+                     " units of work (executed tasks) to simulate, more than " + limit +
+                     "; use fewer micro-batches (beyond a few times pipeline_model_parallel_size "
+                     "the time per micro-batch no longer changes)" +
+                     hint);
   }
   // The engine's clock (int64 picoseconds, sim/units.h) covers Duration::max(), 26.7 days; an
   // iteration takes at least its FLOPs at the GPUs' dense peak.
@@ -838,7 +851,8 @@ void check_simulation_size(const Scenario& s, const Origins& o) {
     char days[96];
     std::snprintf(days, sizeof days, "%.3g days on these GPUs (its FLOPs at their peak); trainsim simulates up to %.1f days",
                   at_least / 86400, sim::Duration::max().seconds() / 86400);
-    o.fail_limit("training.global_batch_size", "one iteration takes at least " + std::string(days) + ": use more GPUs or a smaller batch");
+    o.fail_limit("training.global_batch_size", "one iteration takes at least " + std::string(days) +
+                                                   ": use more GPUs or a smaller batch");
   }
 }
 

@@ -97,7 +97,8 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     o << "\n";
   }
   if (report.plans.empty()) {
-    // Say which wall the search hit: memory, or Megatron's divisibility rules alone.
+    // Say which wall the search hit: memory, or Megatron's rules (and trainsim's limits) alone,
+    // with one rejected combination and its reason.
     o << (report.pruned_for_memory() > 0
               ? "  (no plan fits: more GPUs, a smaller batch per GPU or more recomputation are needed)\n"
               : report.pruned_for_limits() > 0
