@@ -283,6 +283,10 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
   std::vector<AttentionPoint> attention;
   std::set<std::string> implementations;
   for (const UsableAttention& u : usable_attention) implementations.insert(u.table->implementation);
+  if (!in.attention.empty() && implementations.empty()) {
+    throw InputError("calibrate", "--attention",
+                     "no attention benchmark among the measurement files to fit \"" + in.attention + "\" to");
+  }
   if (!implementations.empty()) {
     std::string impl = in.attention;
     if (impl.empty()) {
