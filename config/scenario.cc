@@ -73,16 +73,16 @@ struct Origins {
   void note(const std::string& key, const ObjectReader& r, const std::string& field) {
     at[key] = {r.file_of(field), r.path_of(field)};
   }
-  [[noreturn]] void fail(const std::string& key, const std::string& message) const {
-    auto it = at.find(key);
-    if (it == at.end()) throw InputError("", key, message);
-    throw InputError(it->second.first, it->second.second, message);
-  }
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const { throw error<InputError>(key, message); }
   // A value beyond what trainsim simulates rather than a rule Megatron enforces (LimitError).
   [[noreturn]] void fail_limit(const std::string& key, const std::string& message) const {
+    throw error<LimitError>(key, message);
+  }
+  // `key`'s file and JSON path when it was read from one, else the key itself.
+  template <typename E>
+  E error(const std::string& key, const std::string& message) const {
     auto it = at.find(key);
-    if (it == at.end()) throw LimitError("", key, message);
-    throw LimitError(it->second.first, it->second.second, message);
+    return it == at.end() ? E("", key, message) : E(it->second.first, it->second.second, message);
   }
 };
 

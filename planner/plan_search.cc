@@ -25,21 +25,13 @@ namespace {
 using models::PipelineSchedule;
 using models::RecomputeGranularity;
 
+// The divisors of n >= 1 up to `limit`, increasing (pairs d, n / d: O(sqrt n) for any n).
 std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t limit) {
-  std::vector<std::int64_t> out;
-  for (std::int64_t d = 1; d <= std::min(n, limit); ++d) {
-    if (n % d == 0) out.push_back(d);
-  }
-  return out;
-}
-
-// Every divisor of n >= 1, increasing.
-std::vector<std::int64_t> all_divisors(std::int64_t n) {
   std::vector<std::int64_t> low, high;
   for (std::int64_t d = 1; d <= n / d; ++d) {
     if (n % d != 0) continue;
-    low.push_back(d);
-    if (d != n / d) high.push_back(n / d);
+    if (d <= limit) low.push_back(d);
+    if (d != n / d && n / d <= limit) high.push_back(n / d);
   }
   low.insert(low.end(), high.rbegin(), high.rend());
   return low;
@@ -141,6 +133,19 @@ Axes axes_of(const PlanRequest& req) {
   return ax;
 }
 
+// The request's model, cluster (`gpus` of it), training and simulation limit as a scenario named
+// "plan", for the search to set a plan's parallelism on.
+config::Scenario plan_scenario(const PlanRequest& req, std::int64_t gpus) {
+  config::Scenario s;
+  s.name = s.file = "plan";
+  s.model = req.model;
+  s.cluster = req.cluster;
+  s.cluster.num_nodes = static_cast<int>(gpus / req.cluster.gpus_per_node);
+  s.training = req.training;
+  s.simulation.max_events = req.max_events;
+  return s;
+}
+
 // A combination the search enumerates, before it is known to be valid (so no data-parallel size).
 std::string describe_combination(std::int64_t gpus, const models::ParallelSpec& p, const models::TrainingSpec& t) {
   std::string out = std::to_string(gpus) + " GPUs, TP " + std::to_string(p.tensor_model_parallel_size) + " PP " +
@@ -156,13 +161,7 @@ std::string describe_combination(std::int64_t gpus, const models::ParallelSpec& 
 // by the deadline search.
 bool admits_plan(const PlanRequest& req, std::int64_t gpus) {
   const Axes ax = axes_of(req);
-  config::Scenario s;
-  s.name = s.file = "plan";
-  s.model = req.model;
-  s.cluster = req.cluster;
-  s.simulation.max_events = req.max_events;
-  s.cluster.num_nodes = static_cast<int>(gpus / req.cluster.gpus_per_node);
-  s.training = req.training;
+  config::Scenario s = plan_scenario(req, gpus);
   s.training.overlap_p2p_comm = false;  // interleaving only; virtual stages do not change the count
   for (std::int64_t tp : ax.tensor) {
     for (std::int64_t cp : ax.context) {
@@ -282,12 +281,8 @@ void Searcher::enumerate(std::int64_t gpus) {
                 considered_ += modes;
                 Candidate c;
                 c.gpus = gpus;
+                c.scenario = plan_scenario(req_, gpus);
                 config::Scenario& s = c.scenario;
-                s.name = "plan";
-                s.file = "plan";
-                s.model = m;
-                s.cluster = cluster;
-                s.simulation.max_events = req_.max_events;
                 models::ParallelSpec& p = s.parallel;
                 p.tensor_model_parallel_size = tp;
                 set_pipeline(p, m, pp);
@@ -298,7 +293,6 @@ void Searcher::enumerate(std::int64_t gpus) {
                 p.use_distributed_optimizer = sharding == 1;
                 p.zero_stage = sharding == 3 ? 3 : 0;
                 models::TrainingSpec& t = s.training;
-                t = req_.training;
                 t.cpu_offload_layers = 0;  // the search decides (add_offload_variant)
                 t.micro_batch_size = mbs;
                 t.pipeline_schedule = vp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B;
@@ -553,13 +547,8 @@ std::int64_t PlanReport::pruned_for_memory() const {
 }
 
 config::Scenario scenario_of(const PlanRequest& request, const PlanResult& plan) {
-  config::Scenario s;
+  config::Scenario s = plan_scenario(request, plan.gpus);
   s.name = describe_plan(plan);
-  s.file = "plan";
-  s.model = request.model;
-  s.cluster = request.cluster;
-  s.simulation.max_events = request.max_events;
-  s.cluster.num_nodes = static_cast<int>(plan.gpus / request.cluster.gpus_per_node);
   s.parallel = plan.parallel;
   s.training = plan.training;
   config::validate(s);
@@ -579,7 +568,7 @@ std::vector<std::int64_t> admitted_gpu_counts(const PlanRequest& request, std::i
   // whole-node count of a range that may span millions of GPUs.
   const Axes ax = axes_of(request);
   std::set<std::int64_t> possible;
-  for (std::int64_t d : all_divisors(request.training.global_batch_size)) {
+  for (std::int64_t d : divisors(request.training.global_batch_size, request.training.global_batch_size)) {
     for (std::int64_t tp : ax.tensor) {
       for (std::int64_t pp : ax.pipeline) {
         for (std::int64_t cp : ax.context) {
