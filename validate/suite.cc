@@ -72,6 +72,22 @@ Case read_case(const Json& value, const std::string& file, const std::string& pa
     const double v = measured.require_double(to_string(m), 1e-12, 1e18);
     c.measured.push_back(Measurement{m, v});
   }
+  if (const Json* stage = measured.raw("peak_memory_stage")) {
+    const std::int64_t stages = c.scenario.parallel.pipeline_model_parallel_size;
+    if (!measured.has(to_string(Metric::kPeakMemory))) {
+      measured.fail("peak_memory_stage", "a stage is given only with a measured peak_memory_bytes");
+    }
+    if (stage->is_string() && stage->get<std::string>() == "last") {
+      c.peak_memory_stage = stages - 1;
+    } else if (stage->is_number_integer() && stage->get<std::int64_t>() >= 0 &&
+               stage->get<std::int64_t>() < stages) {
+      c.peak_memory_stage = stage->get<std::int64_t>();
+    } else {
+      measured.fail("peak_memory_stage", "expected \"last\" or a pipeline stage in [0, " +
+                                             std::to_string(stages - 1) + "], got " +
+                                             config::describe(*stage));
+    }
+  }
   measured.finish();
   if (c.measured.empty()) {
     r.fail("measured", "expected at least one measured value: iteration_time_s, model_tflops_per_gpu, "

@@ -6,7 +6,8 @@
 // { "description": "...",
 //   "cases": [ { "id": "...", "source": "...", "family": "gpt", "notes": ["assumption", ...],
 //                "scenario": { ... } | "scenario_file": "relative/or/absolute.json",
-//                "measured": { "iteration_time_s": 13.75, ... } } ],
+//                "measured": { "iteration_time_s": 13.75, ...,
+//                              "peak_memory_stage": "last" | 0.. /* whose peak_memory_bytes */ } } ],
 //   "excluded": [ { "id": "...", "reason": "..." } ] }
 
 #include <array>
@@ -39,6 +40,9 @@ struct Case {
   std::vector<std::string> notes;
   config::Scenario scenario;
   std::vector<Measurement> measured;  // in kMetrics order
+  // The pipeline stage whose GPU measured peak_memory_bytes (Megatron logs the memory of the last
+  // rank, a last-stage GPU); none: the largest peak of any stage, the GPU that decides the fit.
+  std::optional<std::int64_t> peak_memory_stage;
 };
 
 struct ExcludedCase {

@@ -64,8 +64,13 @@ CaseResult compare(const Case& c, const report::RunResult& r) {
   out.family = c.family;
   out.fits = r.fits;
   for (const Measurement& m : c.measured) {
-    const double predicted = predicted_value(r, m.metric);
-    out.metrics.push_back(MetricResult{m.metric, predicted, m.value, relative_error(predicted, m.value)});
+    double predicted = predicted_value(r, m.metric);
+    if (m.metric == Metric::kPeakMemory && c.peak_memory_stage) {
+      predicted = static_cast<double>(
+          r.stages.at(static_cast<std::size_t>(*c.peak_memory_stage)).peak_bytes);
+    }
+    out.metrics.push_back(
+        MetricResult{m.metric, predicted, m.value, relative_error(predicted, m.value)});
   }
   return out;
 }

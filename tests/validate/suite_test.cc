@@ -132,3 +132,48 @@ TEST_CASE("validate/Suite: on request, a case that cannot be read is recorded an
   CHECK(j["failed"][0]["id"] == "bad");
   CHECK(contains(validate::to_text(r), "could not be predicted"));
 }
+
+TEST_CASE(
+    "validate/Suite: a measured peak memory can name the pipeline stage whose GPU measured it") {
+  const std::string pp4 =
+      R"({"model": {"preset": "gpt3-1.7b"}, "parallelism": {"pipeline_model_parallel_size": 4},
+          "training": {"micro_batch_size": 1, "global_batch_size": 8}, "cluster": {"preset": "dgx-a100-80gb", "num_nodes": 1}})";
+  const auto suite_of = [&](const std::string& measured) {
+    return R"({"cases": [{"id": "a", "source": "s", "scenario": )" + pp4 + R"(, "measured": )" +
+           measured + "}]}";
+  };
+  const validate::Suite last = validate::read_suite(testing::temp_file(
+      "suite.json", suite_of(R"({"peak_memory_bytes": 3e10, "peak_memory_stage": "last"})")));
+  REQUIRE(last.cases.size() == 1);
+  CHECK(last.cases[0].peak_memory_stage == 3);
+  const validate::Suite first = validate::read_suite(testing::temp_file(
+      "suite.json", suite_of(R"({"peak_memory_bytes": 3e10, "peak_memory_stage": 0})")));
+  CHECK(first.cases[0].peak_memory_stage == 0);
+  CHECK_FALSE(validate::read_suite(
+                  testing::temp_file("suite.json", suite_of(R"({"peak_memory_bytes": 3e10})")))
+                  .cases[0]
+                  .peak_memory_stage);
+
+  // The comparison takes that stage's peak; without a stage, the largest (the GPU that decides the
+  // fit).
+  const validate::ValidationReport r_last = validate::validate_suite(last),
+                                   r_first = validate::validate_suite(first);
+  report::RunOptions run;
+  run.record = false;
+  const report::RunResult direct = report::simulate(last.cases[0].scenario, run);
+  REQUIRE(direct.stages.size() == 4);
+  CHECK(r_last.cases[0].metrics[0].predicted == static_cast<double>(direct.stages[3].peak_bytes));
+  CHECK(r_first.cases[0].metrics[0].predicted == static_cast<double>(direct.stages[0].peak_bytes));
+  CHECK(direct.stages[0].peak_bytes != direct.stages[3].peak_bytes);  // the choice matters here
+
+  CHECK(contains(
+      error_of(suite_of(R"({"peak_memory_bytes": 3e10, "peak_memory_stage": 4})")),
+      "/cases/0/measured/peak_memory_stage: expected \"last\" or a pipeline stage in [0, 3], got"));
+  CHECK(contains(error_of(suite_of(R"({"peak_memory_bytes": 3e10, "peak_memory_stage": "first"})")),
+                 "/cases/0/measured/peak_memory_stage: expected \"last\""));
+  CHECK(contains(error_of(suite_of(R"({"peak_memory_bytes": 3e10, "peak_memory_stage": 1.5})")),
+                 "peak_memory_stage"));
+  CHECK(contains(error_of(suite_of(R"({"iteration_time_s": 1, "peak_memory_stage": 0})")),
+                 "/cases/0/measured/peak_memory_stage: a stage is given only with a measured "
+                 "peak_memory_bytes"));
+}
