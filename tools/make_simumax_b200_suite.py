@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Builds validate/suites/simumax_b200.json from validate/data/simumax_b200.json.
+
+The SimuMax project measured Megatron-LM training steps on one 8-GPU B200 node: Llama 3 70B cut
+to 12 layers and Llama 3.1 405B cut to 4 layers, TP 1-8, PP 1-2, DP 1-4, 4 to 32 micro-batches of
+one 4,096-token sequence, with nothing overlapped. Each such row becomes one case comparing the
+step time and, in the run that measured it, the largest peak memory PyTorch allocated on any rank.
+No fit reads these cases: they check the Blackwell model in BF16 on a plain Megatron stack.
+
+Usage: tools/make_simumax_b200_suite.py [simumax_b200.json] [simumax_b200_suite.json]
+"""
+
+import suite_files
+
+
+# The launcher's shapes (simu_tools/megatron_scripts/scripts/run_pretrain_llama3.sh).
+MODELS = {
+    "llama3-70b": {"preset": "llama3.1-70b"},
+    "llama3-405b": {"preset": "llama3.1-405b", "num_query_groups": 16},
+}
+FAMILIES = {"llama3-70b": "llama3-70b-l12-b200", "llama3-405b": "llama3-405b-l4-b200"}
+
+
+def source(sources):
+    return "%s; %s; %s" % (sources["measurements"], sources["configuration"], sources["software"])
+
+
+def case(row, sources, common_notes):
+    tp, pp, dp = row["tp"], row["pp"], row["dp"]
+    model = dict(MODELS[row["model"]])
+    model.update({"num_layers": row["layers"], "seq_length": row["seq_length"], "vocab_size": 128256,
+                  "make_vocab_size_divisible_by": 128})
+    measured = {"iteration_time_s": round(row["measured"]["iteration_ms"] / 1000.0, 6)}
+    notes = list(common_notes) + [
+        "%s cut to %d layers, %d-way data parallel x %d micro-batches of one sequence: global batch %d"
+        % (MODELS[row["model"]]["preset"], row["layers"], dp, row["num_microbatches"], dp * row["num_microbatches"]),
+        "step time: the smallest of iterations 2 and later on rank %d (%s)"
+        % (row["measured"]["timing_rank"], ", ".join(str(i) for i in row["measured"]["timed_iterations"])),
+    ]
+    if row["measured"]["memory_measured_in_case"] == row["case"]:
+        by_rank = row["measured"]["peak_allocated_mib_by_rank"]
+        measured["peak_memory_bytes"] = int(round(max(by_rank.values()) * 1048576))
+        notes.append("peak memory: the largest torch.cuda.max_memory_allocated() of the 8 ranks (MiB by rank: %s)"
+                     % ", ".join("%.0f" % by_rank[k] for k in sorted(by_rank, key=int)))
+    else:
+        notes.append("peak memory measured once per topology, in %s" % row["measured"]["memory_measured_in_case"])
+    return {
+        "id": "simumax_b200_" + row["case"],
+        "family": FAMILIES[row["model"]],
+        "source": source(sources),
+        "notes": notes,
+        "scenario": {
+            "name": row["case"],
+            "model": model,
+            "parallelism": {
+                "tensor_model_parallel_size": tp,
+                "pipeline_model_parallel_size": pp,
+                "sequence_parallel": tp > 1,
+                "use_distributed_optimizer": True,
+            },
+            "training": {
+                "micro_batch_size": 1,
+                "global_batch_size": dp * row["num_microbatches"],
+                "precision": "bf16",
+                "recompute_granularity": "none",
+                "attention_kernel": "flash",
+                "overlap_grad_reduce": False,
+                "overlap_param_gather": False,
+                "grad_reduce_in_fp32": True,
+                "tp_comm_overlap": False,
+            },
+            "cluster": {"preset": "dgx-b200", "num_nodes": 1},
+        },
+        "measured": measured,
+    }
+
+
+def excluded(row, sources):
+    if row["cp"] > 1:
+        reason = ("context parallelism over all-to-alls (--cp-comm-type a2a); trainsim models Transformer Engine's "
+                  "p2p ring")
+    else:
+        reason = ("DeepSeek-V2/V3 cut to 4 layers with the launcher's capacity-padded, group-limited routing: not "
+                  "turned into scenarios (DeepSeek-V2 has no preset)")
+    return {"id": "simumax_b200_" + row["case"], "source": source(sources), "reason": reason}
+
+
+def make(data):
+    def kept(row):
+        return row["model"] in MODELS and row["cp"] == 1
+
+    cases = [case(r, data["sources"], data["notes"][:1]) for r in data["rows"] if kept(r)]
+    left_out = [excluded(r, data["sources"]) for r in data["rows"] if not kept(r)]
+    return cases, left_out
+
+
+def main():
+    suite_files.build("validate/data/simumax_b200.json", "validate/suites/simumax_b200.json",
+                      "SimuMax's Megatron-LM runs on one 8-GPU B200 node (Llama 3 70B cut to 12 layers, Llama 3.1 "
+                      "405B cut to 4; BF16, nothing overlapped): step time and peak allocated memory, in no fit; built "
+                      "by tools/make_simumax_b200_suite.py from validate/data/simumax_b200.json", make)
+
+
+if __name__ == "__main__":
+    main()
