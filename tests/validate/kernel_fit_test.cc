@@ -240,13 +240,15 @@ TEST_CASE("validate/calibrate: runs priced with a calibration keep the attention
 TEST_CASE("validate/calibrate: refitting the GEMMs of XLA's B200 table reproduces scenarios/calibration/b200.json byte for byte") {
   // Only the GEMMs are refitted; the rest stays as the file holds it (attention from the GB200
   // cuDNN benchmark, the in-training factors from the H100 fit), which is what a refit over its
-  // own base keeps. The GB200 suite, the B200 long-sequence runs and Megatron-Bridge's Blackwell
-  // rows (Llama, mixtures of experts) are the file's checks (fit.checks), predicted anew.
+  // own base keeps. The GB200 suite, the B200 long-sequence runs, Megatron-Bridge's Blackwell
+  // rows (Llama, mixtures of experts) and SimuMax's B200 runs are the file's checks (fit.checks),
+  // predicted anew.
   check_refit_reproduces(kB200GemmFile, "b200", "scenarios/calibration/b200.json",
                          {testing::source_path("validate/suites/dgxc_gb200.json"),
                           testing::source_path("validate/suites/nemo_long_sequence.json"),
                           testing::source_path("validate/suites/megatron_bridge_llama.json"),
-                          testing::source_path("validate/suites/megatron_bridge_moe.json")});
+                          testing::source_path("validate/suites/megatron_bridge_moe.json"),
+                          testing::source_path("validate/suites/simumax_b200.json")});
 }
 
 TEST_CASE("validate/calibrate: the full B200 fit (XLA's GEMMs, cuDNN's GB200 attention) reproduces scenarios/calibration/b200.json") {
@@ -256,7 +258,8 @@ TEST_CASE("validate/calibrate: the full B200 fit (XLA's GEMMs, cuDNN's GB200 att
   in.check_runs = {testing::source_path("validate/suites/dgxc_gb200.json"),
                    testing::source_path("validate/suites/nemo_long_sequence.json"),
                    testing::source_path("validate/suites/megatron_bridge_llama.json"),
-                   testing::source_path("validate/suites/megatron_bridge_moe.json")};
+                   testing::source_path("validate/suites/megatron_bridge_moe.json"),
+                   testing::source_path("validate/suites/simumax_b200.json")};
   in.jobs = 2;
   const validate::CalibrationResult r = validate::calibrate(in);
   CHECK(validate::calibration_json(r).dump(2) + "\n" == testing::read_text(testing::source_path("scenarios/calibration/b200.json")));
