@@ -38,8 +38,10 @@ void nemo_dgxc(planner::PlanRequest& r) {
 // attention in 2021), full recomputation, no sequence parallelism, no distributed optimizer,
 // gradients all-reduced after the backward pass (DDP impl "local"), tensor-parallel input-gradient
 // all-reduces blocking the backward pass (no asynchronous all-reduce before September 2021),
-// pipeline tensors sent as 1/TP slices and all-gathered (scatter/gather, on since February 2021).
+// pipeline tensors sent as 1/TP slices and all-gathered (scatter/gather, on since February 2021),
+// Megatron-LM's own layers (no Transformer Engine).
 void megatron_2021(planner::PlanRequest& r) {
+  r.training.transformer_engine = false;
   r.training.precision = models::Precision::kFp16;
   r.training.grad_reduce_in_fp32 = false;
   r.training.attention_kernel = models::AttentionKernel::kUnfused;

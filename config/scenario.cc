@@ -639,6 +639,10 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("overlap_param_gather_with_optimizer_step");
   t.tp_comm_overlap = r.get_bool("tp_comm_overlap", false);
   note("tp_comm_overlap");
+  t.transformer_engine = r.get_choice("transformer_impl", 0, {"transformer_engine", "local"}) == 0;
+  note("transformer_impl");
+  t.gradient_accumulation_fusion = r.get_bool("gradient_accumulation_fusion", true);
+  note("gradient_accumulation_fusion");
   t.moe_token_dispatcher_type =
       static_cast<models::TokenDispatcher>(r.get_choice("moe_token_dispatcher_type", 0, {"alltoall", "flex"}));
   note("moe_token_dispatcher_type");
@@ -1011,6 +1015,16 @@ void validate_plan(const Scenario& s, const Origins& o) {
     // Scenarios built in code must select it as parse_scenario does (select_attention_implementation).
     o.fail("training.attention_implementation", "expected the calibration's attention to be \"" + t.attention_implementation +
                                                     "\", got \"" + s.cluster.gpu.calibration.attention.implementation + "\"");
+  }
+  if (!t.transformer_engine) {
+    // What only Transformer Engine's layers provide.
+    const std::pair<bool, const char*> needs[] = {{t.quantized(), "training.precision"},
+                                                  {t.tp_comm_overlap, "training.tp_comm_overlap"},
+                                                  {t.cpu_offload_layers > 0, "training.cpu_offloading"},
+                                                  {t.delay_wgrad_compute, "training.delay_wgrad_compute"}};
+    for (const auto& [on, key] : needs) {
+      if (on) o.fail(key, "needs transformer_impl \"transformer_engine\" (Megatron's local layers have no such path)");
+    }
   }
   if (t.tp_comm_overlap && p.tensor_model_parallel_size > s.cluster.gpus_per_node) {
     o.fail("training.tp_comm_overlap", "tp_comm_overlap (Transformer Engine userbuffers) needs the tensor-parallel group inside "

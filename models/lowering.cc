@@ -123,6 +123,19 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
       const std::int64_t n = output_params(model, parallel, d);
       info.output_layer = {n, 0, gathered(n, 0), 0};
     }
+    // One of each distinct GEMM shape (Transformer Engine's placeholder gradients): the attention
+    // projections (the same in dense and MoE layers), the dense MLP, one local expert and the
+    // shared expert.
+    if (moe_layers + dense_layers > 0) {
+      info.params.distinct_gemm_weights =
+          lp.qkv + lp.proj + lp.q_down + lp.q_up + lp.kv_down + lp.kv_up;
+      if (dense_layers > 0) info.params.distinct_gemm_weights += dense_lp.fc1 + dense_lp.fc2;
+      if (moe_layers > 0) {
+        const std::int64_t experts = std::max<std::int64_t>(1, d.local_experts);
+        info.params.distinct_gemm_weights +=
+            (lp.expert_fc1 + lp.expert_fc2) / experts + lp.shared_fc1 + lp.shared_fc2;
+      }
+    }
     info.moe_layers = moe_layers;
     info.bf16_moe_layers = training.quantized() ? moe_layers - quantized_moe : 0;
     info.bf16_dense_layers = training.quantized() ? dense_layers - quantized_dense : 0;

@@ -195,6 +195,13 @@ StaticMemory static_memory(const StageParameters& params, std::int64_t dp, std::
     }
   }
   m.gradients = sharded(grad_bytes, p.zero_stage >= 2);
+  if (t.wgrad_placeholders()) {
+    // Transformer Engine 2.3+ (module/base.py get_dummy_wgrad, #1651): under fused gradient
+    // accumulation each GEMM's backward returns a cached placeholder of the weight's shape and
+    // dtype (16-bit, also for FP8 weights, whose nominal dtype it is), one per distinct shape.
+    m.wgrad_placeholders = 2 * params.distinct_gemm_weights;
+    m.gradients += m.wgrad_placeholders;
+  }
   m.optimizer_states = sharded(t.optimizer_state_bytes(), p.shards_optimizer());
   return m;
 }

@@ -5,8 +5,8 @@
 // Section 4 and Table 2 (34sbh + 5as^2b per layer without parallelism, divided by t under
 // tensor + sequence parallelism; the 5as^2b score-matrix term only for unfused attention).
 // Extensions beyond the paper, each cited where it is computed: flash attention's saved
-// statistics, grouped-query attention, SwiGLU, mixture-of-experts tensors, and Transformer
-// Engine's FP8 copies of GEMM inputs.
+// statistics, grouped-query attention, SwiGLU, mixture-of-experts tensors, Transformer Engine's
+// FP8 copies of GEMM inputs and its cached placeholder weight gradients.
 
 #include <cstdint>
 
@@ -36,6 +36,10 @@ struct StageParameters {
   std::int64_t dense = 0;   // replicated over the data-parallel (x context-parallel) group
   std::int64_t expert = 0;  // replicated over the expert-data-parallel group
   std::int64_t fp8_gemm = 0;  // weights of GEMMs Transformer Engine runs in FP8 (0 unless fp8)
+  // One weight of each distinct GEMM shape of the stage's layers (attention projections, the
+  // dense MLP, one expert, the shared expert): the sizes of Transformer Engine's cached placeholder
+  // weight gradients (see StaticMemory::wgrad_placeholders).
+  std::int64_t distinct_gemm_weights = 0;
   std::int64_t total() const { return dense + expert; }
 };
 
@@ -50,7 +54,12 @@ std::int64_t param_gather_bytes(std::int64_t params, std::int64_t fp8, bool quan
 
 struct StaticMemory {
   std::int64_t weights = 0;            // 16-bit parameters and FP8 copies under fp8
-  std::int64_t gradients = 0;          // main gradients (fp32 or 16-bit)
+  std::int64_t gradients = 0;          // main gradients (fp32 or 16-bit), wgrad_placeholders included
+  // Transformer Engine (2.3 on) with Megatron's fused gradient accumulation hands autograd a
+  // placeholder weight gradient, one cached tensor per distinct weight shape and dtype for the
+  // life of the process (module/base.py get_dummy_wgrad, NVIDIA/TransformerEngine#1651): 2 B x
+  // StageParameters::distinct_gemm_weights. Part of `gradients`.
+  std::int64_t wgrad_placeholders = 0;
   std::int64_t optimizer_states = 0;   // fp32 master weights and Adam moments (sharded or not)
   std::int64_t total() const { return weights + gradients + optimizer_states; }
 };

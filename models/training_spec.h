@@ -211,6 +211,13 @@ struct TrainingSpec {
   // before its first forward pass.
   bool overlap_param_gather_with_optimizer_step = false;
   bool tp_comm_overlap = false;
+  // Megatron's --transformer-impl: Transformer Engine's layers (true) or Megatron's own "local"
+  // ones (and stacks that are not Megatron-Core at all), and --gradient-accumulation-fusion (on by
+  // default): weight gradients accumulated straight into the main gradients. Together they keep
+  // Transformer Engine's placeholder weight gradients (StaticMemory::wgrad_placeholders).
+  bool transformer_engine = true;
+  bool gradient_accumulation_fusion = true;
+  bool wgrad_placeholders() const { return transformer_engine && gradient_accumulation_fusion; }
   // How MoE layers exchange tokens (Megatron-Core's moe_token_dispatcher_type; "flex" with
   // moe_enable_deepep / moe_flex_dispatcher_backend "deepep").
   TokenDispatcher moe_token_dispatcher_type = TokenDispatcher::kAllToAll;

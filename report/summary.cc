@@ -134,6 +134,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
                           {"parameters_per_gpu", st.parameters},
                           {"weights_bytes", st.static_memory.weights},
                           {"gradients_bytes", st.static_memory.gradients},
+                          {"wgrad_placeholder_bytes", st.static_memory.wgrad_placeholders},
                           {"optimizer_states_bytes", st.static_memory.optimizer_states},
                           {"activations_peak_bytes", st.activation_peak_bytes},
                           {"peak_bytes", st.peak_bytes},

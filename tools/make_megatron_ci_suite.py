@@ -36,6 +36,8 @@ def case(run, sources, common_notes):
     notes = list(common_notes) + [
         "measured: the last rank's 'mem-max-allocated-bytes' (from step 2 on), compared with trainsim's peak of the "
         "last pipeline stage",
+        "--no-gradient-accumulation-fusion: weight gradients returned to autograd and added to the main gradients, so "
+        "Transformer Engine keeps no placeholder weight gradients (gradient_accumulation_fusion false)",
         "the test's logged step times (median %.3f s from step 4) are not compared: --deterministic-mode, NCCL's "
         "ring only and a batch of 8 sequences (see validate/data/megatron_ci_memory.json)"
         % run["measured"]["iteration_time_s_median_from_step4"],
@@ -78,6 +80,7 @@ def case(run, sources, common_notes):
                 "overlap_grad_reduce": True,
                 "overlap_param_gather": True,
                 "grad_reduce_in_fp32": True,
+                "gradient_accumulation_fusion": False,
             },
             "cluster": cluster,
         },

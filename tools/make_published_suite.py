@@ -114,6 +114,7 @@ def narayanan(r):
         "pipeline_schedule": "interleaved" if vp > 1 else "1f1b",
         "grad_reduce_in_fp32": False,
         "async_tensor_model_parallel_allreduce": False,
+        "transformer_impl": "local",
     }
     if pp > 1 and tp > 1 and not zero3:
         training["scatter_gather_tensors_in_pipeline"] = True
@@ -126,6 +127,7 @@ def narayanan(r):
     if vp > 1:
         parallelism["virtual_pipeline_model_parallel_size"] = vp
     notes.append("attention without a fused kernel (2021 Megatron-LM: QK^T, fused scale-mask-softmax, dropout, PV)")
+    notes.append("Megatron-LM's own layers (transformer_impl local: no Transformer Engine in 2021)")
     notes.append("gradients reduced in fp16 (Megatron-LM 2021 default: no --accumulate-allreduce-grads-in-fp32)")
     notes.append(ASYNC_ALLREDUCE_NOTE)
     if training.get("scatter_gather_tensors_in_pipeline"):
@@ -167,6 +169,7 @@ def megatron2020(r):
     notes.append("A100 40GB (DGX A100 of 2020; memory not stated)")
     notes.append("full activation recomputation: the published TFLOP/s equal Eq. 3 with the recompute term at the published iteration time")
     notes.append("attention without a fused kernel (2020 Megatron-LM); gradients all-reduced in fp16 after the backward pass (local DDP, the default of the time)")
+    notes.append("Megatron-LM's own layers (transformer_impl local: no Transformer Engine in 2020)")
     notes.append(ASYNC_ALLREDUCE_NOTE)
     if p["dp"] > 1:
         notes.append("nodes connected as a DGX A100 SuperPOD (8 HDR NICs per node; interconnect not stated)")
@@ -185,6 +188,7 @@ def megatron2020(r):
             "overlap_grad_reduce": False,
             "grad_reduce_in_fp32": False,
             "async_tensor_model_parallel_allreduce": False,
+            "transformer_impl": "local",
         },
         "cluster": cluster(cluster_preset(r, "dgx-a100-40gb"), p["num_gpus"]),
     }
@@ -408,6 +412,7 @@ def mosaic(r):
         "add_bias_linear": False, "hidden_dropout": 0.0, "attention_dropout": 0.0,
     }
     notes.append("MPT: ALiBi inside the flash-attention kernel (modelled as learned absolute positions: one extra add in the embedding), no biases, tied embeddings, vocabulary 50,368 unpadded, no dropout")
+    notes.append("PyTorch layers under FSDP (transformer_impl local: no Transformer Engine, no Megatron gradient buffers)")
     pure = p.get("fsdp_mixed_precision_mode") == "PURE"
     recompute = "full" if p["recompute"].startswith("full") else "none"
     training = {
@@ -420,6 +425,7 @@ def mosaic(r):
         "attention_kernel": "flash",
         "overlap_grad_reduce": True,
         "grad_reduce_in_fp32": not pure,
+        "transformer_impl": "local",
     }
     impl = p.get("attn_impl")
     if impl is not None and not preset.startswith("dgx-a100"):

@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (trace/a100/AR_GPU8_1M_1024M_LUT: nccl-tests, 229 GB/s bus bandwidth at 1 GiB) is an NVSwitch one.
 NOTES = [
     "cluster partly in the source: 8 A100 GPUs per node on NVSwitch (the artifact's measured 8-GPU all-reduce reaches 229 GB/s bus bandwidth at 1 GiB) with 800 Gb/s of inter-node bandwidth per node (vTrain config inter_node_bandwidth), taken as 4 HDR 200 Gb/s NICs per node on a rail-optimized fabric; fewer than 8 GPUs use part of one node",
-    "recipe partly in the source: activation checkpointing of every layer (vTrain config use_checkpoint: Megatron-DeepSpeed --checkpoint-activations, full recomputation, one layer per checkpoint), gradients all-reduced after the backward pass without bucketing (use_gradient_bucket false), 1F1B; not in the source: fp16, attention without a fused kernel, gradients reduced in fp16 (Megatron-DeepSpeed defaults of the time), GPT-2 vocabulary padded to 51,200, MLP 4 x hidden, dropout 0.1",
+    "recipe partly in the source: activation checkpointing of every layer (vTrain config use_checkpoint: Megatron-DeepSpeed --checkpoint-activations, full recomputation, one layer per checkpoint), gradients all-reduced after the backward pass without bucketing (use_gradient_bucket false), 1F1B; not in the source: fp16, attention without a fused kernel, Megatron's own layers without Transformer Engine (transformer_impl local), gradients reduced in fp16 (Megatron-DeepSpeed defaults of the time), GPT-2 vocabulary padded to 51,200, MLP 4 x hidden, dropout 0.1",
     "host time per task not in the source: Megatron-DeepSpeed's Python and launch work, fitted to these runs (scenarios/calibration/a100-megatron-deepspeed.json, written by trainsim calibrate --gpu a100-sxm4-80gb --host-runs validate/suites/vtrain_a100.json); the shipped a100.json leaves it at zero, as the published A100 runs have it hidden",
     "use for ranking plans of one model on one GPU count (Spearman within the family); absolute errors carry the assumptions above",
 ]
@@ -63,7 +63,7 @@ def main():
                         "micro_batch_size": r["micro_batch_size"], "global_batch_size": r["global_batch_size"],
                         "precision": "fp16", "attention_kernel": "unfused", "overlap_grad_reduce": False,
                         "grad_reduce_in_fp32": False, "recompute_granularity": "full", "recompute_method": "uniform",
-                        "recompute_num_layers": 1,
+                        "recompute_num_layers": 1, "transformer_impl": "local",
                     },
                     "cluster": cluster,
                 },

@@ -923,9 +923,16 @@ TEST_CASE("models/parallelism: ZeRO-3 gathers every layer in forward and backwar
   const auto z3 = tests::simulate_file(kGpt, {"parallelism.zero_stage=3"});
   for (std::size_t st = 0; st < 2; ++st) {
     CHECK(static_cast<double>(z3.stages[st].static_memory.weights) ==
-          doctest::Approx(static_cast<double>(z0.stages[st].static_memory.weights) / 4).epsilon(0.001));
-    CHECK(static_cast<double>(z3.stages[st].static_memory.gradients) ==
-          doctest::Approx(static_cast<double>(z0.stages[st].static_memory.gradients) / 4).epsilon(0.001));
+          doctest::Approx(static_cast<double>(z0.stages[st].static_memory.weights) / 4)
+              .epsilon(0.001));
+    // The main gradients; Transformer Engine's placeholders are per GEMM shape, never sharded.
+    const auto main_grads = [&](const report::RunResult& r) {
+      return static_cast<double>(r.stages[st].static_memory.gradients -
+                                 r.stages[st].static_memory.wgrad_placeholders);
+    };
+    CHECK(main_grads(z3) == doctest::Approx(main_grads(z0) / 4).epsilon(0.001));
+    CHECK(z3.stages[st].static_memory.wgrad_placeholders ==
+          z0.stages[st].static_memory.wgrad_placeholders);
   }
   CHECK(z3.peak_bytes_per_gpu < z0.peak_bytes_per_gpu);
 }
@@ -1519,4 +1526,51 @@ TEST_CASE("models/parallelism: distributed-optimizer instances shard within a gr
     const report::RunResult r = report::simulate(p);
     CHECK(estimate == doctest::Approx(static_cast<double>(r.peak_bytes_per_gpu)).epsilon(0.03));
   }
+}
+
+TEST_CASE(
+    "models/memory: Transformer Engine keeps one placeholder weight gradient per GEMM shape, in 16 "
+    "bits") {
+  // Transformer Engine 2.3+ (module/base.py get_dummy_wgrad) under Megatron's fused gradient
+  // accumulation: one cached tensor per distinct weight shape, whatever the layer count.
+  const auto placeholders = [](const std::string& file, const std::vector<std::string>& overrides) {
+    const config::Scenario s = config::load_scenario(file, overrides);
+    const models::Workload w =
+        models::describe(s.model, s.parallel, s.training, s.num_gpus(), s.target_gpu());
+    return std::pair{w, models::layer_params(w.dims)};
+  };
+  {
+    const auto [w, lp] = placeholders(kGpt, {});
+    for (const models::StageInfo& st : w.stages) {
+      CHECK(st.static_memory.wgrad_placeholders == 2 * (lp.qkv + lp.proj + lp.fc1 + lp.fc2));
+    }
+    // The same with twice the layers per stage.
+    const auto [w2, lp2] = placeholders(kGpt, {"model.num_layers=36"});
+    CHECK(w2.stages[0].static_memory.wgrad_placeholders ==
+          w.stages[0].static_memory.wgrad_placeholders);
+  }
+  {
+    // Mixture of experts: the attention projections and one local expert's two weights.
+    const auto [w, lp] = placeholders(tests::kDefaultScenario, kMoe);
+    const models::LayerDims& d = w.dims;
+    REQUIRE(d.local_experts == 2);
+    for (const models::StageInfo& st : w.stages) {
+      CHECK(st.static_memory.wgrad_placeholders ==
+            2 * (lp.qkv + lp.proj + (lp.expert_fc1 + lp.expert_fc2) / d.local_experts));
+    }
+  }
+  // Megatron's own layers, or the accumulation not fused: none kept (the gradient is returned to
+  // autograd and freed once added).
+  for (const char* off :
+       {"training.transformer_impl=\"local\"", "training.gradient_accumulation_fusion=false"}) {
+    CAPTURE(off);
+    const auto [w, lp] = placeholders(kGpt, {off});
+    for (const models::StageInfo& st : w.stages) CHECK(st.static_memory.wgrad_placeholders == 0);
+  }
+  // What only Transformer Engine provides is refused with Megatron's local layers.
+  CHECK_THROWS_WITH_AS(
+      config::load_scenario(kGpt,
+                            {"training.transformer_impl=\"local\"", "training.precision=\"fp8\""}),
+      doctest::Contains("training/precision: needs transformer_impl \"transformer_engine\""),
+      InputError);
 }

@@ -379,12 +379,13 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "validate/secondary suites: SimuMax's B200 runs: memory within 9%, step times 13-33% fast") {
+    "validate/secondary suites: SimuMax's B200 runs: memory within 2%, step times 13-33% fast") {
   // validate/suites/simumax_b200.json (README, "A twelfth suite"), in no fit: Megatron-LM steps the
   // SimuMax project measured on one 8-GPU B200 node (Llama 3 70B cut to 12 layers, Llama 3.1 405B
   // cut to 4; BF16 on Transformer Engine 2.11, nothing overlapped). trainsim ranks the 24 plans in
   // order (Spearman 0.99) but predicts every step 13-33% fast, TP 8 the most; the memory peaks come
-  // out 1-9% low (the 405B ones most). The bounds hold these figures against regressions both ways.
+  // out 0.3-1.7% low (1.1-8.6% before Transformer Engine's placeholder weight gradients were
+  // counted). The bounds hold these figures against regressions both ways.
   const validate::Suite suite =
       validate::read_suite(testing::source_path("validate/suites/simumax_b200.json"));
   REQUIRE(suite.cases.size() == 24);
@@ -399,7 +400,7 @@ TEST_CASE(
       } else {
         REQUIRE(m.metric == validate::Metric::kPeakMemory);
         CHECK(m.error <= 0.0);
-        CHECK(m.error >= -0.10);
+        CHECK(m.error >= -0.02);
         ++memory;
       }
     }
