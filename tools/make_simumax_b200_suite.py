@@ -7,18 +7,36 @@ one 4,096-token sequence, with nothing overlapped. Each such row becomes one cas
 step time and, in the run that measured it, the largest peak memory PyTorch allocated on any rank.
 No fit reads these cases: they check the Blackwell model in BF16 on a plain Megatron stack.
 
+The DeepSeek-V2/V3 rows (cut to 4 layers, EP 4-8) are cases too; the context-parallel rows are
+listed as excluded (all-to-all context parallelism).
+
 Usage: tools/make_simumax_b200_suite.py [simumax_b200.json] [simumax_b200_suite.json]
 """
 
 import suite_files
 
 
-# The launcher's shapes (simu_tools/megatron_scripts/scripts/run_pretrain_llama3.sh).
+# The launchers' shapes (simu_tools/megatron_scripts/scripts/run_pretrain_llama3.sh and
+# run_pretrain_deepseekv2.sh: the first layer dense, the others MoE, no multi-token prediction;
+# DeepSeek-V2 on DeepSeek-V3's preset with V2's sizes, as that launcher sets them).
+DEEPSEEK = {"moe_layer_freq": [0, 1, 1, 1], "mtp_num_layers": 0}
 MODELS = {
     "llama3-70b": {"preset": "llama3.1-70b"},
     "llama3-405b": {"preset": "llama3.1-405b", "num_query_groups": 16},
+    "deepseekv3": dict(DEEPSEEK, preset="deepseek-v3"),
+    "deepseekv2": dict(DEEPSEEK, preset="deepseek-v3", name="DeepSeek-V2 (the launcher's shapes)", hidden_size=5120,
+                       ffn_hidden_size=12288, vocab_size=102400, num_experts=160, moe_router_topk=6,
+                       moe_ffn_hidden_size=1536, moe_shared_expert_intermediate_size=3072),
 }
-FAMILIES = {"llama3-70b": "llama3-70b-l12-b200", "llama3-405b": "llama3-405b-l4-b200"}
+VOCAB = {"llama3-70b": 128256, "llama3-405b": 128256, "deepseekv3": 129280, "deepseekv2": 102400}
+FAMILIES = {"llama3-70b": "llama3-70b-l12-b200", "llama3-405b": "llama3-405b-l4-b200",
+            "deepseekv3": "deepseek-v3-l4-b200", "deepseekv2": "deepseek-v2-l4-b200"}
+DEEPSEEK_NOTE = ("DeepSeek launcher (run_pretrain_deepseekv2.sh): multi-latent attention (q rank 1,536, kv rank 512, "
+                 "heads of 128 + 64 and 128), the first layer dense, the rest MoE with a shared expert, alltoall "
+                 "dispatcher, grouped GEMMs, permute fusion, capacity factor 1 with the expert inputs padded to "
+                 "capacity (every expert gets the same token count: trainsim's balanced router), group-limited "
+                 "routing over EP groups (no cost of its own here), no multi-token prediction; the rest as the Llama "
+                 "launcher (bf16, fp32 gradient reduction, distributed optimizer, no recomputation, nothing overlapped)")
 
 
 def source(sources):
@@ -26,14 +44,14 @@ def source(sources):
 
 
 def case(row, sources, common_notes):
-    tp, pp, dp = row["tp"], row["pp"], row["dp"]
+    tp, pp, dp, ep = row["tp"], row["pp"], row["dp"], row["ep"]
     model = dict(MODELS[row["model"]])
-    model.update({"num_layers": row["layers"], "seq_length": row["seq_length"], "vocab_size": 128256,
+    model.update({"num_layers": row["layers"], "seq_length": row["seq_length"], "vocab_size": VOCAB[row["model"]],
                   "make_vocab_size_divisible_by": 128})
     measured = {"iteration_time_s": round(row["measured"]["iteration_ms"] / 1000.0, 6)}
     notes = list(common_notes) + [
         "%s cut to %d layers, %d-way data parallel x %d micro-batches of one sequence: global batch %d"
-        % (MODELS[row["model"]]["preset"], row["layers"], dp, row["num_microbatches"], dp * row["num_microbatches"]),
+        % (model.get("name", model["preset"]), row["layers"], dp, row["num_microbatches"], dp * row["num_microbatches"]),
         "step time: the smallest of iterations 2 and later on rank %d (%s)"
         % (row["measured"]["timing_rank"], ", ".join(str(i) for i in row["measured"]["timed_iterations"])),
     ]
@@ -57,7 +75,7 @@ def case(row, sources, common_notes):
                 "pipeline_model_parallel_size": pp,
                 "sequence_parallel": tp > 1,
                 "use_distributed_optimizer": True,
-            },
+            } | ({"expert_model_parallel_size": ep} if ep > 1 else {}),
             "training": {
                 "micro_batch_size": 1,
                 "global_batch_size": dp * row["num_microbatches"],
@@ -76,12 +94,7 @@ def case(row, sources, common_notes):
 
 
 def excluded(row, sources):
-    if row["cp"] > 1:
-        reason = ("context parallelism over all-to-alls (--cp-comm-type a2a); trainsim models Transformer Engine's "
-                  "p2p ring")
-    else:
-        reason = ("DeepSeek-V2/V3 cut to 4 layers with the launcher's capacity-padded, group-limited routing: not "
-                  "turned into scenarios (DeepSeek-V2 has no preset)")
+    reason = "context parallelism over all-to-alls (--cp-comm-type a2a); trainsim models Transformer Engine's p2p ring"
     return {"id": "simumax_b200_" + row["case"], "source": source(sources), "reason": reason}
 
 
@@ -89,7 +102,10 @@ def make(data):
     def kept(row):
         return row["model"] in MODELS and row["cp"] == 1
 
-    cases = [case(r, data["sources"], data["notes"][:1]) for r in data["rows"] if kept(r)]
+    def notes(row):
+        return [DEEPSEEK_NOTE] if row["model"].startswith("deepseek") else data["notes"][:1]
+
+    cases = [case(r, data["sources"], notes(r)) for r in data["rows"] if kept(r)]
     left_out = [excluded(r, data["sources"]) for r in data["rows"] if not kept(r)]
     return cases, left_out
 

@@ -379,16 +379,17 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "validate/secondary suites: SimuMax's B200 runs: memory within 2%, step times 13-33% fast") {
+    "validate/secondary suites: SimuMax's B200 runs: memory within 2%, step times 13-33% fast, MoE too") {
   // validate/suites/simumax_b200.json (README, "A twelfth suite"), in no fit: Megatron-LM steps the
   // SimuMax project measured on one 8-GPU B200 node (Llama 3 70B cut to 12 layers, Llama 3.1 405B
-  // cut to 4; BF16 on Transformer Engine 2.11, nothing overlapped). trainsim ranks the 24 plans in
-  // order (Spearman 0.99) but predicts every step 13-33% fast, TP 8 the most; the memory peaks come
-  // out 0.3-1.7% low (1.1-8.6% before Transformer Engine's placeholder weight gradients were
-  // counted). The bounds hold these figures against regressions both ways.
+  // cut to 4, DeepSeek-V2/V3 cut to 4 with EP 4-8; BF16 on Transformer Engine 2.11, nothing
+  // overlapped). trainsim ranks the 36 plans in order (Spearman 1.00 within each model) but predicts
+  // every step 13-33% fast, TP 8 the most; the Llama memory peaks come out 0.3-1.7% low (1.1-8.6%
+  // before Transformer Engine's placeholder weight gradients were counted), the DeepSeek ones
+  // 0.1-2.0% high. The bounds hold these figures against regressions both ways.
   const validate::Suite suite =
       validate::read_suite(testing::source_path("validate/suites/simumax_b200.json"));
-  REQUIRE(suite.cases.size() == 24);
+  REQUIRE(suite.cases.size() == 36);
   const validate::ValidationReport r = validate::validate_suite(suite);
   int memory = 0;
   for (const validate::CaseResult& c : r.cases) {
@@ -399,13 +400,12 @@ TEST_CASE(
         CHECK(m.error >= -0.36);
       } else {
         REQUIRE(m.metric == validate::Metric::kPeakMemory);
-        CHECK(m.error <= 0.0);
-        CHECK(m.error >= -0.02);
+        CHECK(std::abs(m.error) <= 0.025);
         ++memory;
       }
     }
   }
-  CHECK(memory == 8);
+  CHECK(memory == 12);
   REQUIRE(r.summary.size() == 2);
   REQUIRE(r.summary[0].errors.spearman);
   CHECK(*r.summary[0].errors.spearman >= 0.95);
