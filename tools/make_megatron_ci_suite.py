@@ -21,6 +21,8 @@ CLUSTERS = {
 
 
 def case(run, sources, common_notes):
+    repo = sources["repository"]  # every other source names a path at this commit
+    assert sources["metric"].startswith(repo + " ")
     cluster = dict(CLUSTERS[run["gpu"]])
     cluster["gpus_per_node"] = run["gpus_per_node"]
     cluster["num_nodes"] = run["nodes"]
@@ -45,10 +47,9 @@ def case(run, sources, common_notes):
     return {
         "id": run["id"],
         "family": "mcore-ci-7b",
-        "source": "github NVIDIA/Megatron-LM @d98e8a64ddf34856e74b24714e3bedb2f5a39553 %s (last written by %s, %s) "
-                  "and %s/model_config.yaml; the metric as %s" % (
-                      run["golden_values"], run["golden_values_commit"], run["golden_values_date"],
-                      run["golden_values"].rsplit("/", 1)[0], sources["metric"].split(" ", 3)[3]),
+        "source": "%s %s (last written by %s, %s) and %s/model_config.yaml; the metric as %s" % (
+            repo, run["golden_values"], run["golden_values_commit"], run["golden_values_date"],
+            run["golden_values"].rsplit("/", 1)[0], sources["metric"][len(repo) + 1:]),
         "notes": notes,
         "scenario": {
             "name": run["id"],
