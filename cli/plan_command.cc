@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -30,6 +31,7 @@ struct PlanArgs {
   std::vector<std::int64_t> tp, pp, vp, cp, ep, mbs;
   std::vector<int> sharding;
   std::vector<std::string> recompute;
+  std::vector<std::string> cp_comm_types;
   bool no_sequence_parallel = false;
   bool ep_overlap = false;
   bool cpu_offloading = false;
@@ -142,6 +144,7 @@ int run(const PlanArgs& a) {
     req.cluster = s.cluster;
     req.training = s.training;
     req.max_events = s.simulation.max_events;
+    req.space.cp_comm_types = {s.parallel.cp_comm_type};  // the scenario's exchange, unless --cp-comm-type names others
     default_gpus = s.num_gpus();
   } else {
     if (a.model.empty() || a.cluster.empty()) {
@@ -184,6 +187,15 @@ int run(const PlanArgs& a) {
   req.space.pipeline = a.pp;
   req.space.virtual_stages = a.vp;
   req.space.context = a.cp;
+  if (!a.cp_comm_types.empty()) {
+    req.space.cp_comm_types.clear();
+    for (const std::string& type : a.cp_comm_types) {
+      const auto t = static_cast<models::CpCommType>(choice_of("--cp-comm-type", type, {"p2p", "a2a"}));
+      if (std::find(req.space.cp_comm_types.begin(), req.space.cp_comm_types.end(), t) == req.space.cp_comm_types.end()) {
+        req.space.cp_comm_types.push_back(t);
+      }
+    }
+  }
   req.space.expert = a.ep;
   req.space.micro_batch = a.mbs;
   if (!a.sharding.empty()) {
@@ -283,6 +295,10 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--pp", a->pp, "Pipeline-parallel sizes to try (default: divisors of the layer count, or of the layer count + 2 with the embedding and the loss counted as layers, and powers of two with uneven first and last stages)")->delimiter(',');
   cmd->add_option("--vp", a->vp, "Virtual stages to try (default: all that split the layers)")->delimiter(',');
   cmd->add_option("--cp", a->cp, "Context-parallel sizes to try")->delimiter(',');
+  cmd->add_option("--cp-comm-type", a->cp_comm_types,
+                  "Context-parallel exchanges to try where CP > 1: p2p (Transformer Engine's ring), a2a (all-to-alls of Q, K, "
+                  "V and the output) (default: p2p)")
+      ->delimiter(',');
   cmd->add_option("--ep", a->ep, "Expert-parallel sizes to try (MoE)")->delimiter(',');
   cmd->add_option("--micro-batch-sizes", a->mbs, "Micro-batch sizes to try (default: 1,2,4,8)")->delimiter(',');
   cmd->add_option("--optimizer-sharding", a->sharding,

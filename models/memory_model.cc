@@ -34,6 +34,7 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
   d.v = m.padded_vocab(tp) / tp;
   d.t = tp;
   d.cp = p.context_parallel_size;
+  d.cp_a2a = p.cp_comm_type == CpCommType::kA2a;
   d.sp = p.sequence_parallel && tp > 1;
   d.gated = m.gated();
   d.layernorm = m.normalization == Normalization::kLayerNorm;

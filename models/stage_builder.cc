@@ -354,6 +354,7 @@ class StageBuilder {
   void attention_backward();
   void attention_core_forward(std::uint8_t cat);
   void attention_core_backward();
+  void cp_all_to_all(const std::string& name, std::int64_t bytes, std::uint8_t cat);
   void mlp_forward(std::uint8_t cat);
   void mlp_backward();
   void moe_forward(std::uint8_t cat);
@@ -777,6 +778,16 @@ void StageBuilder::attention_core_forward(std::uint8_t cat) {
     compute("flash_attention_fwd", flash(bh, d_.s, d_.s, d_.d, qkvo_bytes, true, false, d_.act, m_.window_of(layer_)), cat);
     return;
   }
+  if (d_.cp_a2a) {
+    // All-to-alls: Q, K and V trade sequence shards for head groups; the attention runs over the
+    // whole sequence with 1/CP of the heads (the sliding window, if any, applies as without CP);
+    // the output goes back to sequence shards.
+    const std::int64_t out_bytes = dt() * T * d_.a * d_.dv, S = d_.s * d_.cp;
+    cp_all_to_all("cp_qkv_all_to_all", qkvo_bytes - out_bytes, cat);
+    compute("flash_attention_fwd", flash(bh / d_.cp, S, S, d_.d, qkvo_bytes, true, false, d_.act, m_.window_of(layer_)), cat);
+    cp_all_to_all("cp_out_all_to_all", out_bytes, cat);
+    return;
+  }
   const std::int64_t kv_bytes = 2 * dt() * T * d_.g * d_.d;
   const std::int64_t out_bytes = 3 * dt() * T * d_.a * d_.d + 8 * bh * d_.s;
   std::vector<TaskIndex> exchanges, steps;
@@ -818,6 +829,15 @@ void StageBuilder::attention_core_backward() {
     compute("flash_attention_bwd", flash(bh, d_.s, d_.s, d_.d, io_bytes, true, true, d_.act, m_.window_of(layer_)), kBackward);
     return;
   }
+  if (d_.cp_a2a) {
+    // The output gradient to head groups (Q, K, V and the output were saved so, after the
+    // forward all-to-alls); the gradients of Q, K and V back to sequence shards.
+    const std::int64_t out_bytes = dt() * T * d_.a * d_.dv, S = d_.s * d_.cp;
+    cp_all_to_all("cp_dout_all_to_all", out_bytes, kBackward);
+    compute("flash_attention_bwd", flash(bh / d_.cp, S, S, d_.d, io_bytes, true, true, d_.act, m_.window_of(layer_)), kBackward);
+    cp_all_to_all("cp_dqkv_all_to_all", io_bytes / 2 - out_bytes, kBackward);
+    return;
+  }
   const std::int64_t kv_bytes = 2 * dt() * T * d_.g * d_.d;
   TaskIndex previous = kNoTask;
   for (std::int64_t i = 0; i < d_.cp; ++i) {
@@ -831,6 +851,17 @@ void StageBuilder::attention_core_backward() {
     compute("attention_dkv_update", memory_op(3 * kv_bytes), kBackward);
     previous = ring;
   }
+}
+
+// One of Transformer Engine's context-parallel all-to-alls (flash_attn_a2a_communicate) over
+// `bytes` of this rank's tensors: each tensor is copied into per-destination order (movedim +
+// contiguous), exchanged over the context-parallel group (one all_to_all_single per tensor, here
+// one collective for their sum) and copied once more to reorder its sequence chunks; the compute
+// stream waits for the exchange (wait_stream on the CP stream).
+void StageBuilder::cp_all_to_all(const std::string& name, std::int64_t bytes, std::uint8_t cat) {
+  compute(name + "_layout", memory_op(2 * bytes), cat);
+  wait(collective(name, kCpSlot, kCpEpStream, CollectiveKind::kAllToAll, bytes, d_.act, kCpComm));
+  compute(name + "_reorder", memory_op(2 * bytes), cat);
 }
 
 void StageBuilder::attention_forward(std::uint8_t cat) {

@@ -57,4 +57,6 @@ const char* to_string(PipelineSchedule s) {
   return "?";
 }
 
+const char* to_string(CpCommType c) { return c == CpCommType::kA2a ? "a2a" : "p2p"; }
+
 }  // namespace trainsim::models

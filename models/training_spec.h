@@ -11,6 +11,13 @@
 
 namespace trainsim::models {
 
+// Megatron-Core's cp_comm_type (--cp-comm-type): how Transformer Engine's attention exchanges the
+// sequence under context parallelism. kP2p: the ring of K/V blocks (AttnFuncWithCPAndKVP2P);
+// kA2a: all-to-alls of Q, K, V before and of the output after the attention, so that each rank
+// attends over the whole sequence with 1/CP of the heads (AttnFuncWithCPAndQKVOA2A, DeepSpeed
+// Ulysses, arXiv:2309.14509). Megatron's "allgather" and "a2a+p2p" are not modelled.
+enum class CpCommType : std::uint8_t { kP2p, kA2a };
+
 struct ParallelSpec {
   std::int64_t tensor_model_parallel_size = 1;
   std::int64_t pipeline_model_parallel_size = 1;
@@ -18,6 +25,7 @@ struct ParallelSpec {
   std::int64_t context_parallel_size = 1;
   std::int64_t expert_model_parallel_size = 1;
   std::int64_t expert_tensor_parallel_size = 0;  // 0 = tensor_model_parallel_size (Megatron's default)
+  CpCommType cp_comm_type = CpCommType::kP2p;
   // Interleaved schedule: micro-batches run per model chunk before switching chunks; 0 = the
   // pipeline size (Megatron-Core's default).
   std::int64_t microbatch_group_size_per_vp_stage = 0;
@@ -105,6 +113,7 @@ const char* to_string(RecomputeGranularity g);
 const char* to_string(RecomputeMethod m);
 const char* to_string(AttentionKernel k);
 const char* to_string(PipelineSchedule s);
+const char* to_string(CpCommType c);
 
 struct TrainingSpec {
   std::int64_t micro_batch_size = 1;

@@ -37,6 +37,8 @@ const char* split_mark(const models::ParallelSpec& p) {
   return uneven_split(p) ? "~" : "";
 }
 
+bool a2a(const models::ParallelSpec& p) { return p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kA2a; }
+
 std::int64_t dp_of(const PlanResult& r) {
   const models::ParallelSpec& p = r.parallel;
   return r.gpus / (p.tensor_model_parallel_size * p.pipeline_model_parallel_size * p.context_parallel_size);
@@ -49,7 +51,7 @@ std::string describe_plan(const PlanResult& r) {
   std::ostringstream o;
   o << "TP " << p.tensor_model_parallel_size << " PP " << p.pipeline_model_parallel_size << split_mark(p);
   if (p.virtual_pipeline_model_parallel_size > 1) o << " (x" << p.virtual_pipeline_model_parallel_size << ")";
-  if (p.context_parallel_size > 1) o << " CP " << p.context_parallel_size;
+  if (p.context_parallel_size > 1) o << " CP " << p.context_parallel_size << (p.cp_comm_type == models::CpCommType::kA2a ? " a2a" : "");
   if (p.expert_model_parallel_size > 1) o << " EP " << p.expert_model_parallel_size;
   o << " DP " << dp_of(r) << " mbs " << r.training.micro_batch_size << " "
     << models::to_string(r.training.recompute_granularity);
@@ -81,14 +83,14 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     const models::ParallelSpec& p = r.parallel;
     char line[256];
     const std::string pp = std::to_string(p.pipeline_model_parallel_size) + split_mark(p);
+    const std::string cp = std::to_string(p.context_parallel_size) + (a2a(p) ? "a" : "");
     // An offloading plan recomputes nothing: its column gives the layers offloaded instead.
     const std::string recompute = r.training.cpu_offload_layers > 0 ? "offload " + std::to_string(r.training.cpu_offload_layers)
                                                                      : models::to_string(r.training.recompute_granularity);
-    std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3s %3lld %3lld %3lld %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %6.1f%% %7.1f%% %8.1f", i + 1,
+    std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3s %3lld %3s %3lld %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %6.1f%% %7.1f%% %8.1f", i + 1,
                   static_cast<long long>(r.gpus), static_cast<long long>(p.tensor_model_parallel_size), pp.c_str(),
                   static_cast<long long>(p.virtual_pipeline_model_parallel_size),
-                  static_cast<long long>(p.context_parallel_size), static_cast<long long>(p.expert_model_parallel_size),
-                  static_cast<long long>(dp_of(r)), static_cast<long long>(r.training.micro_batch_size),
+                  cp.c_str(), static_cast<long long>(p.expert_model_parallel_size), static_cast<long long>(dp_of(r)), static_cast<long long>(r.training.micro_batch_size),
                   recompute.c_str(), sharding_name(p), r.iteration_time_s, r.tokens_per_s, 100 * r.mfu, 100 * r.pipeline_bubble_s / r.iteration_time_s, 100 * r.exposed_communication_s / r.iteration_time_s,
                   static_cast<double>(r.peak_bytes_per_gpu) / 1073741824.0);
     o << line;
@@ -115,10 +117,15 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     o << "  bubble, exposed: shares of the iteration the critical rank spent in the pipeline bubble and waiting for\n"
          "       communication it could not hide (--json gives the exposed time by kind)\n";
   }
-  bool accounted = false, uneven = false;
+  bool accounted = false, uneven = false, all_to_all = false;
   for (std::size_t i = 0; i < n; ++i) {
     accounted = accounted || report.plans[i].parallel.accounts_in_split();
     uneven = uneven || uneven_split(report.plans[i].parallel);
+    all_to_all = all_to_all || a2a(report.plans[i].parallel);
+  }
+  if (all_to_all) {
+    o << "  CPa: context parallelism by all-to-alls of Q, K, V and the output (cp_comm_type a2a); the other\n"
+         "       context-parallel plans run Transformer Engine's ring (p2p)\n";
   }
   if (uneven) {
     o << "  PP~: the layers do not split evenly: the middle stages hold ceil(layers / PP), the first and last\n"
@@ -158,7 +165,7 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
          "use_distributed_optimizer,zero_stage,iteration_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,time_to_train_days,"
          "gpu_hours,cost,account_for_embedding_in_pipeline_split,account_for_loss_in_pipeline_split,"
          "decoder_first_pipeline_num_layers,decoder_last_pipeline_num_layers,pipeline_bubble_s,exposed_communication_s,"
-         "cpu_offloading_num_layers";
+         "cpu_offloading_num_layers,cp_comm_type";
   if (!report.plans.empty()) {
     for (const auto& [kind, v] : report.plans.front().exposed_by_kind) out << ",exposed_" << kind << "_s";
   }
@@ -179,7 +186,7 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
         << (p.decoder_first_pipeline_num_layers ? std::to_string(*p.decoder_first_pipeline_num_layers) : "") << ','
         << (p.decoder_last_pipeline_num_layers ? std::to_string(*p.decoder_last_pipeline_num_layers) : "") << ','
         << fmt("%.6g", r.pipeline_bubble_s) << ',' << fmt("%.6g", r.exposed_communication_s) << ','
-        << r.training.cpu_offload_layers;
+        << r.training.cpu_offload_layers << ',' << models::to_string(p.cp_comm_type);
     for (const auto& [kind, v] : r.exposed_by_kind) out << ',' << fmt("%.6g", v);
     out << "\n";
   }
@@ -203,6 +210,7 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
                                {"sequence_parallel", p.sequence_parallel},
                                {"use_distributed_optimizer", p.use_distributed_optimizer},
                                {"zero_stage", p.zero_stage}};
+    if (p.context_parallel_size > 1) plan["parallelism"]["cp_comm_type"] = models::to_string(p.cp_comm_type);
     if (p.account_for_embedding_in_pipeline_split) plan["parallelism"]["account_for_embedding_in_pipeline_split"] = true;
     if (p.account_for_loss_in_pipeline_split) plan["parallelism"]["account_for_loss_in_pipeline_split"] = true;
     if (p.decoder_first_pipeline_num_layers) plan["parallelism"]["decoder_first_pipeline_num_layers"] = *p.decoder_first_pipeline_num_layers;

@@ -151,7 +151,7 @@ std::string describe_combination(std::int64_t gpus, const models::ParallelSpec& 
   std::string out = std::to_string(gpus) + " GPUs, TP " + std::to_string(p.tensor_model_parallel_size) + " PP " +
                     std::to_string(p.pipeline_model_parallel_size);
   if (p.virtual_pipeline_model_parallel_size > 1) out += " (x" + std::to_string(p.virtual_pipeline_model_parallel_size) + ")";
-  if (p.context_parallel_size > 1) out += " CP " + std::to_string(p.context_parallel_size);
+  if (p.context_parallel_size > 1) out += " CP " + std::to_string(p.context_parallel_size) + (p.cp_comm_type == models::CpCommType::kA2a ? " a2a" : "");
   if (p.expert_model_parallel_size > 1) out += " EP " + std::to_string(p.expert_model_parallel_size);
   return out + " mbs " + std::to_string(t.micro_batch_size);
 }
@@ -258,8 +258,17 @@ void Searcher::enumerate(std::int64_t gpus) {
   const std::vector<std::int64_t>&tps = ax.tensor, &cps = ax.context, &pps = ax.pipeline, &eps = ax.expert,
                                    &mbss = ax.micro_batch;
 
+  // Each context-parallel size with each exchange to try.
+  std::vector<std::pair<std::int64_t, models::CpCommType>> contexts;
+  for (std::int64_t cp : cps) {
+    if (cp == 1) contexts.emplace_back(cp, models::CpCommType::kP2p);
+    for (models::CpCommType type : sp.cp_comm_types) {
+      if (cp > 1) contexts.emplace_back(cp, type);
+    }
+  }
+
   for (std::int64_t tp : tps) {
-    for (std::int64_t cp : cps) {
+    for (const auto& [cp, cp_comm_type] : contexts) {
       for (std::int64_t pp : pps) {
         const bool accounted = accounts_in_split(m, pp);
         const std::int64_t units = m.num_layers + (accounted ? 2 : 0);
@@ -288,6 +297,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                 set_pipeline(p, m, pp);
                 p.virtual_pipeline_model_parallel_size = vp;
                 p.context_parallel_size = cp;
+                p.cp_comm_type = cp_comm_type;
                 p.expert_model_parallel_size = ep;
                 p.sequence_parallel = tp > 1 && sp.sequence_parallel;
                 p.use_distributed_optimizer = sharding == 1;

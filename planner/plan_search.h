@@ -34,6 +34,8 @@ struct SearchSpace {
                                                       models::RecomputeGranularity::kFull};
   // 0: optimizer state replicated; 1: distributed optimizer (ZeRO-1); 3: ZeRO-3 / FSDP.
   std::vector<int> optimizer_sharding{1, 0};
+  // The context-parallel exchanges each plan with CP > 1 tries (Megatron-Core's cp_comm_type).
+  std::vector<models::CpCommType> cp_comm_types{models::CpCommType::kP2p};
   // Sequence parallelism whenever TP > 1 (false: never, as in Megatron before 2022).
   bool sequence_parallel = true;
   // Also try, for each plan of one pipeline stage whose activations do not fit without

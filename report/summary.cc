@@ -114,6 +114,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
   }
   if (s.parallel.account_for_embedding_in_pipeline_split) j["parallelism"]["account_for_embedding_in_pipeline_split"] = true;
   if (s.parallel.account_for_loss_in_pipeline_split) j["parallelism"]["account_for_loss_in_pipeline_split"] = true;
+  if (s.parallel.context_parallel_size > 1) j["parallelism"]["cp_comm_type"] = models::to_string(s.parallel.cp_comm_type);
   if (s.parallel.num_distributed_optimizer_instances > 1) {
     j["parallelism"]["num_distributed_optimizer_instances"] = s.parallel.num_distributed_optimizer_instances;
   }
@@ -208,7 +209,10 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
   if (s.parallel.virtual_pipeline_model_parallel_size > 1) o << " (x" << s.parallel.virtual_pipeline_model_parallel_size << " virtual)";
   if (!s.parallel.pipeline_model_parallel_layout.empty()) o << " layout \"" << s.parallel.pipeline_model_parallel_layout << "\"";
   if (s.parallel.accounts_in_split()) o << " (" << s.parallel.counted_in_split() << " counted as layers)";
-  if (s.parallel.context_parallel_size > 1) o << " CP " << s.parallel.context_parallel_size;
+  if (s.parallel.context_parallel_size > 1) {
+    o << " CP " << s.parallel.context_parallel_size;
+    if (s.parallel.cp_comm_type == models::CpCommType::kA2a) o << " (all-to-all)";
+  }
   if (s.parallel.expert_model_parallel_size > 1) {
     o << " EP " << s.parallel.expert_model_parallel_size;
     if (s.training.moe_token_dispatcher_type == models::TokenDispatcher::kFlex) o << " (flex dispatcher)";

@@ -112,7 +112,10 @@ std::string plan_summary(const RunResult& r) {
   }
   if (!s.parallel.pipeline_model_parallel_layout.empty()) out += " layout " + s.parallel.pipeline_model_parallel_layout;
   if (s.parallel.accounts_in_split()) out += " (embedding/loss as layers)";
-  if (s.parallel.context_parallel_size > 1) out += " CP " + std::to_string(s.parallel.context_parallel_size);
+  if (s.parallel.context_parallel_size > 1) {
+    out += " CP " + std::to_string(s.parallel.context_parallel_size);
+    if (s.parallel.cp_comm_type == models::CpCommType::kA2a) out += " (all-to-all)";
+  }
   if (s.parallel.expert_model_parallel_size > 1) {
     out += " EP " + std::to_string(s.parallel.expert_model_parallel_size);
     if (s.training.moe_token_dispatcher_type == models::TokenDispatcher::kFlex) out += " (flex)";

@@ -323,6 +323,65 @@ TEST_CASE("models/parallelism: context parallelism is Transformer Engine's load-
   CHECK(w.graph.communicator(w.graph.comm(sim::RankId{0}, models::kDpSlot)).members.size() == 4 * 2);
 }
 
+TEST_CASE("models/parallelism: cp_comm_type a2a exchanges Q, K, V and the output by all-to-alls (Ulysses)") {
+  const std::vector<std::string> a2a = {"parallelism.context_parallel_size=4", "parallelism.cp_comm_type=\"a2a\"",
+                                        "parallelism.virtual_pipeline_model_parallel_size=1", "training.pipeline_schedule=\"1f1b\"",
+                                        "cluster.num_nodes=4"};
+  const config::Scenario s = config::load_scenario(kLlama, a2a);
+  CHECK(s.parallel.cp_comm_type == models::CpCommType::kA2a);
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  const models::LayerDims& d = w.dims;
+  REQUIRE(d.cp_a2a);
+  const std::int64_t layers = 16, mbs = w.microbatches;
+  CHECK(tasks_named(w, 0, "cp_kv_exchange").empty());
+  CHECK(tasks_named(w, 0, "flash_attention_fwd_step").empty());
+  // Per layer and micro-batch: Q, K, V to head groups and the output back; in the backward the
+  // output gradient to head groups and the gradients of Q, K, V back. All on the CP group.
+  const auto qkv = tasks_named(w, 0, "cp_qkv_all_to_all"), out = tasks_named(w, 0, "cp_out_all_to_all");
+  const auto dout = tasks_named(w, 0, "cp_dout_all_to_all"), dqkv = tasks_named(w, 0, "cp_dqkv_all_to_all");
+  REQUIRE(static_cast<std::int64_t>(qkv.size()) == layers * mbs);
+  CHECK(out.size() == qkv.size());
+  CHECK(dout.size() == qkv.size());
+  CHECK(dqkv.size() == qkv.size());
+  const std::int64_t out_bytes = 2 * d.tokens() * d.a * d.d, qkv_bytes = 2 * d.tokens() * (d.a + 2 * d.g) * d.d;  // bf16
+  CHECK(collective_bytes(w, 0, *qkv.front()) == qkv_bytes);
+  CHECK(collective_bytes(w, 0, *out.front()) == out_bytes);
+  CHECK(collective_bytes(w, 0, *dout.front()) == out_bytes);
+  CHECK(collective_bytes(w, 0, *dqkv.front()) == qkv_bytes);
+  CHECK(qkv.front()->slot == models::kCpSlot);
+  CHECK(qkv.front()->category == models::kCpComm);
+  CHECK(w.graph.communicator(w.graph.comm(sim::RankId{0}, models::kCpSlot)).members.size() == 4);
+  // One attention over the whole 8,192 tokens with a quarter of the heads: the causal work of the
+  // ring's steps summed, in one kernel.
+  const auto fwd = tasks_named(w, 0, "flash_attention_fwd");
+  REQUIRE(static_cast<std::int64_t>(fwd.size()) == layers * mbs);
+  const sim::Kernel& attention = w.graph.rank_class(0).kernels[fwd.front()->payload];
+  CHECK(attention.causal);
+  CHECK(attention.m == 8192);
+  CHECK(attention.batch == d.b * d.a / 4);
+  const double full_causal = 4.0 * static_cast<double>(d.b * d.a) * 8192.0 * 8192.0 * static_cast<double>(d.d) * 0.5;
+  CHECK(attention.flops.count() == doctest::Approx(full_causal / 4));
+  // The same memory as the ring, the same model FLOPs, and a different time.
+  std::vector<std::string> ring = a2a;
+  ring[1] = "parallelism.cp_comm_type=\"p2p\"";
+  const auto r_a2a = tests::simulate_file(kLlama, a2a), r_ring = tests::simulate_file(kLlama, ring);
+  CHECK(r_a2a.peak_bytes_per_gpu == r_ring.peak_bytes_per_gpu);
+  CHECK(r_a2a.model_tflops_per_gpu * r_a2a.iteration_time_s == doctest::Approx(r_ring.model_tflops_per_gpu * r_ring.iteration_time_s));
+  CHECK(r_a2a.iteration_time_s != r_ring.iteration_time_s);
+  check_fidelities_agree(kLlama, a2a);
+  CHECK(report::summary_json(r_a2a)["parallelism"]["cp_comm_type"] == "a2a");
+  CHECK(report::summary_text(r_a2a).find("CP 4 (all-to-all)") != std::string::npos);
+  // A sliding window applies as without context parallelism (the ring refuses it).
+  const auto windowed = tests::simulate_file(kLlama, with(a2a, {"model.window_size=[1024, 0]"}));
+  CHECK(windowed.iteration_time_s < r_a2a.iteration_time_s);
+  // Bad input: heads that do not split over the CP ranks; Megatron's exchanges not modelled.
+  CHECK(load_error(kLlama, with(a2a, {"parallelism.context_parallel_size=8", "cluster.num_nodes=8"}))
+            .find("key/value heads (4) of each tensor-parallel rank divisible by context_parallel_size (8)") != std::string::npos);
+  CHECK(load_error(kLlama, {"parallelism.cp_comm_type=\"allgather\""}).find("\"allgather\" is not modelled") != std::string::npos);
+  CHECK(load_error(kLlama, {"parallelism.cp_comm_type=\"a2a+p2p\""}).find("is not modelled") != std::string::npos);
+  CHECK(load_error(kLlama, {"parallelism.cp_comm_type=\"ring\""}).find("parallelism/cp_comm_type") != std::string::npos);
+}
+
 TEST_CASE("models/parallelism: MoE dispatch, expert GEMMs and expert gradients follow Megatron's alltoall dispatcher") {
   const config::Scenario s = config::load_scenario(kGpt, kMoe);
   const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
@@ -469,7 +528,7 @@ TEST_CASE("models/parallelism: a sliding window on the layers window_attn_skip_f
         std::string::npos);
   CHECK(load_error(kLlama, {"model.window_size=[1024, 0]", "parallelism.context_parallel_size=2",
                             "parallelism.virtual_pipeline_model_parallel_size=1", "training.pipeline_schedule=\"1f1b\""})
-            .find("context parallelism with sliding-window attention") != std::string::npos);
+            .find("context parallelism over the ring (cp_comm_type \"p2p\") with sliding-window attention") != std::string::npos);
   CHECK(load_error(kLlama, {"model.window_size=[-1, 0]"}) == "");
 }
 

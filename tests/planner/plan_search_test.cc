@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "config/scenario.h"
 #include "models/lowering.h"
@@ -121,6 +122,45 @@ TEST_CASE("planner/search: layer counts that do not split evenly get the embeddi
   planner::PlanRequest even = request("gpt3-7.5b", "dgx-a100-80gb", 64, 256);
   even.space.pipeline = {4};
   for (const planner::PlanResult& p : planner::search(even).plans) CHECK(!p.parallel.accounts_in_split());
+}
+
+TEST_CASE("planner/search: each context-parallel plan is tried with each exchange asked for") {
+  // Llama-3.1 8B (32 heads, 8 query groups) at 32K tokens on 16 H100: CP 2 and 4 with the ring and
+  // with all-to-alls; CP 1 once; TP 4 CP 4 leaves 2 key/value heads per rank, which do not split
+  // over 4 ranks by all-to-all, so that plan runs the ring only.
+  planner::PlanRequest r = request("llama3.1-8b", "dgx-h100", 16, 16);
+  r.model.seq_length = 32768;
+  r.space.tensor = {2, 4};
+  r.space.pipeline = {1};
+  r.space.context = {1, 2, 4};
+  r.space.micro_batch = {1};
+  r.space.optimizer_sharding = {1};
+  r.space.cp_comm_types = {models::CpCommType::kP2p, models::CpCommType::kA2a};
+  const planner::PlanReport rep = planner::search(r);
+  std::set<std::tuple<std::int64_t, std::int64_t, models::CpCommType>> seen;
+  for (const planner::PlanResult& p : rep.plans) {
+    seen.emplace(p.parallel.tensor_model_parallel_size, p.parallel.context_parallel_size, p.parallel.cp_comm_type);
+  }
+  CHECK(seen.count({2, 2, models::CpCommType::kA2a}) == 1);
+  CHECK(seen.count({2, 2, models::CpCommType::kP2p}) == 1);
+  CHECK(seen.count({2, 4, models::CpCommType::kA2a}) == 1);
+  CHECK(seen.count({4, 4, models::CpCommType::kP2p}) == 1);
+  CHECK(seen.count({4, 4, models::CpCommType::kA2a}) == 0);
+  CHECK(seen.count({2, 1, models::CpCommType::kA2a}) == 0);  // no exchange without CP
+  CHECK(seen.size() == 9);  // TP 2: CP 1, 2 x2, 4 x2; TP 4: CP 1, 2 x2, 4
+  const auto json = planner::plan_json(r, rep, rep.plans.size());
+  std::set<std::string> types;
+  for (const auto& p : json["plans"]) {
+    if (p["parallelism"].contains("cp_comm_type")) types.insert(p["parallelism"]["cp_comm_type"].get<std::string>());
+  }
+  CHECK(types == std::set<std::string>{"a2a", "p2p"});
+  std::ostringstream csv;
+  planner::write_plan_csv(rep, csv);
+  CHECK(csv.str().find("cpu_offloading_num_layers,cp_comm_type") != std::string::npos);
+  CHECK(planner::plan_table(r, rep, rep.plans.size()).find("CPa: context parallelism by all-to-alls") != std::string::npos);
+  // By default only the ring.
+  r.space.cp_comm_types = {models::CpCommType::kP2p};
+  for (const planner::PlanResult& p : planner::search(r).plans) CHECK(p.parallel.cp_comm_type == models::CpCommType::kP2p);
 }
 
 TEST_CASE("planner/search: a recipe with TP communication overlap keeps the plans that cannot use it") {
