@@ -650,6 +650,13 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("transformer_impl");
   t.gradient_accumulation_fusion = r.get_bool("gradient_accumulation_fusion", true);
   note("gradient_accumulation_fusion");
+  t.cross_entropy_loss_fusion = r.get_bool("cross_entropy_loss_fusion", false);
+  note("cross_entropy_loss_fusion");
+  if (r.has("cross_entropy_fusion_impl") && !t.cross_entropy_loss_fusion) {
+    r.fail("cross_entropy_fusion_impl", "applies with cross_entropy_loss_fusion true only");
+  }
+  t.cross_entropy_fusion_te = r.get_choice("cross_entropy_fusion_impl", 0, {"native", "te"}) == 1;
+  note("cross_entropy_fusion_impl");
   t.moe_token_dispatcher_type =
       static_cast<models::TokenDispatcher>(r.get_choice("moe_token_dispatcher_type", 0, {"alltoall", "flex"}));
   note("moe_token_dispatcher_type");
@@ -1042,7 +1049,8 @@ void validate_plan(const Scenario& s, const Origins& o) {
     const std::pair<bool, const char*> needs[] = {{t.quantized(), "training.precision"},
                                                   {t.tp_comm_overlap, "training.tp_comm_overlap"},
                                                   {t.cpu_offload_layers > 0, "training.cpu_offloading"},
-                                                  {t.delay_wgrad_compute, "training.delay_wgrad_compute"}};
+                                                  {t.delay_wgrad_compute, "training.delay_wgrad_compute"},
+                                                  {t.te_cross_entropy(), "training.cross_entropy_fusion_impl"}};
     for (const auto& [on, key] : needs) {
       if (on) o.fail(key, "needs transformer_impl \"transformer_engine\" (Megatron's local layers have no such path)");
     }

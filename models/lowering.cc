@@ -136,6 +136,10 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
             (lp.expert_fc1 + lp.expert_fc2) / experts + lp.shared_fc1 + lp.shared_fc2;
       }
     }
+    // The output layer's, tied or not: Megatron's own linear takes its placeholder from the same
+    // cache when Transformer Engine is installed (tensor_parallel/layers.py, from Megatron-LM
+    // e7c55de, 2025-08-01).
+    if (info.has_output) info.params.distinct_gemm_weights += d.v * d.h;
     info.moe_layers = moe_layers;
     info.bf16_moe_layers = training.quantized() ? moe_layers - quantized_moe : 0;
     info.bf16_dense_layers = training.quantized() ? dense_layers - quantized_dense : 0;
@@ -419,8 +423,10 @@ std::int64_t estimated_peak_bytes(const Workload& w, const ParallelSpec& paralle
       // The output chunk of the last stage holds one micro-batch at a time (its backward follows
       // its forward), except under GPipe.
       const std::int64_t output_in_flight = training.pipeline_schedule == PipelineSchedule::kGpipe ? m : 1;
-      const std::int64_t output = output_in_flight * output_activation_bytes(d) + d.act_bytes() * d.tokens() * d.v +
-                                  fsdp_bytes(st.output_layer, st.largest_layer);
+      // Beside them the 16-bit logits, or their gradient (kept in them by Transformer Engine's
+      // fused cross-entropy, so counted above).
+      const std::int64_t logits = d.te_cross_entropy ? 0 : d.act_bytes() * d.tokens() * d.v;
+      const std::int64_t output = output_in_flight * output_activation_bytes(d) + logits + fsdp_bytes(st.output_layer, st.largest_layer);
       // A recomputed layer's activations and the output layer's never coexist: the forward
       // discards each checkpointed layer's before the logits, and the backward frees the logits
       // and the final norm's before it recomputes the last layer.

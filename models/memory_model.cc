@@ -35,6 +35,7 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
   d.t = tp;
   d.cp = p.context_parallel_size;
   d.cp_a2a = p.cp_comm_type == CpCommType::kA2a;
+  d.te_cross_entropy = t.te_cross_entropy();
   d.sp = p.sequence_parallel && tp > 1;
   d.gated = m.gated();
   d.layernorm = m.normalization == Normalization::kLayerNorm;
@@ -89,8 +90,11 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
   if (!selective) {
     if (d.flash) {
       // Flash attention keeps the fp32 log-sum-exp per query row (Dao et al. 2022, Alg. 2) and its
-      // output O, which is the output projection's input unless that was cast to FP8.
-      attention += 4 * d.b * d.a * d.s + (d.quantized() ? dt * T * d.a * d.dv : 0);
+      // output O, which is the output projection's input unless that was cast to FP8, or, under
+      // all-to-all context parallelism, O by head groups before the all-to-all that makes the
+      // projection's input (context_parallel.py: out_part saved for the backward).
+      const bool separate_output = d.quantized() || (d.cp_a2a && d.cp > 1);
+      attention += 4 * d.b * d.a * d.s + (separate_output ? dt * T * d.a * d.dv : 0);
     } else {
       attention += dt * d.b * d.a * d.s * d.s;  // softmax output
       if (d.attention_dropout) attention += d.b * d.a * d.s * d.s + dt * d.b * d.a * d.s * d.s;
@@ -136,8 +140,10 @@ std::int64_t output_activation_bytes(const LayerDims& d) {
   const std::int64_t dt = d.act_bytes();
   return dt * d.sharded_tokens() * d.h     // final norm input
          + dt * d.sharded_tokens() * d.h   // logits GEMM input (re-gathered in backward under SP)
-         + 4 * d.tokens() * d.v;           // fp32 exp(logits) of the vocab-parallel cross-entropy
-                                           // (tensor_parallel/cross_entropy.py, save_for_backward)
+         // fp32 exp(logits) of the vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py,
+         // save_for_backward), or Transformer Engine's fused one's logits gradient, in the 16-bit
+         // logits themselves
+         + (d.te_cross_entropy ? dt : 4) * d.tokens() * d.v;
 }
 
 std::int64_t mtp_activation_bytes(const LayerDims& layer, const LayerDims& d, bool selective, bool checkpointed) {

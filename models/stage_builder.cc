@@ -1469,6 +1469,15 @@ void StageBuilder::output_forward_end() {
 // 16-bit.
 void StageBuilder::logits_forward(const std::string& prefix) {
   const std::int64_t T = d_.tokens(), logits = T * d_.v;
+  if (d_.te_cross_entropy) {
+    // The logits stay, as the gradient (output_activation_bytes): two passes over them, the
+    // second writing the gradient, and each row's max, sum and target logit all-gathered.
+    column_forward(prefix + "logits", d_.v, kForward, false);
+    compute(prefix + "cross_entropy_online_softmax", memory_op(dt() * logits), kForward);
+    tp_collective(prefix + "cross_entropy_stats_all_gather", CollectiveKind::kAllGather, 12 * T * d_.t, true, DataType::kFp32);
+    compute(prefix + "cross_entropy_loss_grad", memory_op(2 * dt() * logits), kForward);
+    return;
+  }
   pending_alloc_ += dt() * logits;  // the 16-bit logits
   column_forward(prefix + "logits", d_.v, kForward, false);
   // Vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py): logits cast to fp32, max,
@@ -1484,6 +1493,12 @@ void StageBuilder::logits_forward(const std::string& prefix) {
 
 void StageBuilder::logits_backward(const std::string& prefix, std::int64_t params) {
   const std::int64_t logits = d_.tokens() * d_.v;
+  if (d_.te_cross_entropy) {
+    // The kept gradient scaled in place by the loss's gradient.
+    compute(prefix + "cross_entropy_bwd", memory_op(2 * dt() * logits), kBackward);
+    column_backward(prefix + "logits", d_.v, params, false);
+    return;
+  }
   // Softmax minus one-hot, in place in the fp32 buffer, cast to the 16-bit logits gradient.
   compute(prefix + "cross_entropy_bwd", memory_op(logits * (4 + dt())), kBackward, dt() * logits);
   column_backward(prefix + "logits", d_.v, params, false);

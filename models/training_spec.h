@@ -227,6 +227,17 @@ struct TrainingSpec {
   bool transformer_engine = true;
   bool gradient_accumulation_fusion = true;
   bool wgrad_placeholders() const { return transformer_engine && gradient_accumulation_fusion; }
+  // Megatron-Core's --cross-entropy-loss-fusion with --cross-entropy-fusion-impl: "native"
+  // (fusions/fused_cross_entropy.py: the same passes and fp32 softmax as the unfused
+  // vocab-parallel cross-entropy, in fewer kernels; priced as unfused) or "te" (Transformer
+  // Engine's parallel_cross_entropy: see te_cross_entropy()).
+  bool cross_entropy_loss_fusion = false;
+  bool cross_entropy_fusion_te = false;
+  // Transformer Engine's fused cross-entropy (pytorch/triton/cross_entropy.py, releases 2.x up to
+  // 2.17): an online-softmax pass over the 16-bit logits, one all-gather of each row's max, sum
+  // and target logit over the TP group, and a pass that writes the loss and the logits gradient
+  // in place into the logits, which are kept for the backward instead of an fp32 softmax.
+  bool te_cross_entropy() const { return cross_entropy_loss_fusion && cross_entropy_fusion_te; }
   // How MoE layers exchange tokens (Megatron-Core's moe_token_dispatcher_type; "flex" with
   // moe_enable_deepep / moe_flex_dispatcher_backend "deepep").
   TokenDispatcher moe_token_dispatcher_type = TokenDispatcher::kAllToAll;

@@ -88,6 +88,8 @@ def case(row, sources, common_notes):
                 "overlap_param_gather": False,
                 "grad_reduce_in_fp32": True,
                 "tp_comm_overlap": False,
+                "cross_entropy_loss_fusion": True,
+                "cross_entropy_fusion_impl": "te",
             },
             "cluster": {"preset": "dgx-b200", "num_nodes": 1},
         },
@@ -105,7 +107,7 @@ def make(data):
         return row["model"] in MODELS
 
     def notes(row):
-        return [DEEPSEEK_NOTE] if row["model"].startswith("deepseek") else data["notes"][:1]
+        return ([DEEPSEEK_NOTE] if row["model"].startswith("deepseek") else data["notes"][:1]) + [data["notes"][2]]
 
     cases = [case(r, data["sources"], notes(r)) for r in data["rows"] if kept(r)]
     left_out = [excluded(r, data["sources"]) for r in data["rows"] if not kept(r)]

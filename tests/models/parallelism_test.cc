@@ -361,11 +361,14 @@ TEST_CASE("models/parallelism: cp_comm_type a2a exchanges Q, K, V and the output
   CHECK(attention.batch == d.b * d.a / 4);
   const double full_causal = 4.0 * static_cast<double>(d.b * d.a) * 8192.0 * 8192.0 * static_cast<double>(d.d) * 0.5;
   CHECK(attention.flops.count() == doctest::Approx(full_causal / 4));
-  // The same memory as the ring, the same model FLOPs, and a different time.
+  // The same model FLOPs as the ring and a different time; each layer keeps the attention output
+  // twice, by head groups for the attention's backward and by sequence shards for the output
+  // projection's.
   std::vector<std::string> ring = a2a;
   ring[1] = "parallelism.cp_comm_type=\"p2p\"";
   const auto r_a2a = tests::simulate_file(kLlama, a2a), r_ring = tests::simulate_file(kLlama, ring);
-  CHECK(r_a2a.peak_bytes_per_gpu == r_ring.peak_bytes_per_gpu);
+  CHECK(models::layer_activation_bytes(d, false) - models::layer_activation_bytes(r_ring.workload->dims, false) ==
+        2 * d.tokens() * d.a * d.dv);
   CHECK(r_a2a.model_tflops_per_gpu * r_a2a.iteration_time_s == doctest::Approx(r_ring.model_tflops_per_gpu * r_ring.iteration_time_s));
   CHECK(r_a2a.iteration_time_s != r_ring.iteration_time_s);
   check_fidelities_agree(kLlama, a2a);
@@ -380,6 +383,38 @@ TEST_CASE("models/parallelism: cp_comm_type a2a exchanges Q, K, V and the output
   CHECK(load_error(kLlama, {"parallelism.cp_comm_type=\"allgather\""}).find("\"allgather\" is not modelled") != std::string::npos);
   CHECK(load_error(kLlama, {"parallelism.cp_comm_type=\"a2a+p2p\""}).find("is not modelled") != std::string::npos);
   CHECK(load_error(kLlama, {"parallelism.cp_comm_type=\"ring\""}).find("parallelism/cp_comm_type") != std::string::npos);
+}
+
+TEST_CASE("models/parallelism: Transformer Engine's fused cross-entropy keeps the 16-bit logits as the gradient") {
+  const std::vector<std::string> te = {"training.cross_entropy_loss_fusion=true", "training.cross_entropy_fusion_impl=\"te\""};
+  const config::Scenario base_s = config::load_scenario(kLlama), te_s = config::load_scenario(kLlama, te);
+  CHECK(te_s.training.te_cross_entropy());
+  const models::Workload base = models::lower(base_s.model, base_s.parallel, base_s.training, base_s.num_gpus());
+  const models::Workload fused = models::lower(te_s.model, te_s.parallel, te_s.training, te_s.num_gpus());
+  const models::LayerDims& d = fused.dims;
+  // The saved fp32 softmax (4 bytes a logit) becomes the logits themselves (2 bytes).
+  CHECK(models::output_activation_bytes(base.dims) - models::output_activation_bytes(d) == 2 * d.tokens() * d.v);
+  const std::uint32_t last = static_cast<std::uint32_t>(fused.stages.size() - 1);
+  CHECK(tasks_named(fused, last, "cross_entropy_max").empty());
+  REQUIRE(!tasks_named(fused, last, "cross_entropy_online_softmax").empty());
+  const auto stats = tasks_named(fused, last, "cross_entropy_stats_all_gather");
+  REQUIRE(!stats.empty());
+  CHECK(collective_bytes(fused, last, *stats.front()) == 12 * d.tokens() * d.t);  // max, sum, target logit per row
+  // Less memory on the last stage and less traffic: no slower, the model FLOPs the same.
+  const auto r_base = tests::simulate_file(kLlama), r_te = tests::simulate_file(kLlama, te);
+  CHECK(r_te.stages.back().peak_bytes < r_base.stages.back().peak_bytes);
+  CHECK(r_te.iteration_time_s <= r_base.iteration_time_s);
+  CHECK(r_te.model_tflops_per_gpu * r_te.iteration_time_s == doctest::Approx(r_base.model_tflops_per_gpu * r_base.iteration_time_s));
+  // "native" (Megatron's jit-fused kernels) is priced as the unfused cross-entropy.
+  const auto native = tests::simulate_file(kLlama, {"training.cross_entropy_loss_fusion=true"});
+  CHECK(native.iteration_time_s == r_base.iteration_time_s);
+  // Bad input.
+  CHECK(load_error(kLlama, {"training.cross_entropy_fusion_impl=\"te\""}).find("applies with cross_entropy_loss_fusion true") !=
+        std::string::npos);
+  CHECK(load_error(kLlama, with(te, {"training.transformer_impl=\"local\""})).find("training/cross_entropy_fusion_impl: needs transformer_impl") !=
+        std::string::npos);
+  CHECK(load_error(kLlama, {"training.cross_entropy_loss_fusion=true", "training.cross_entropy_fusion_impl=\"triton\""})
+            .find("cross_entropy_fusion_impl") != std::string::npos);
 }
 
 TEST_CASE("models/parallelism: MoE dispatch, expert GEMMs and expert gradients follow Megatron's alltoall dispatcher") {
@@ -1591,7 +1626,8 @@ TEST_CASE(
     "models/memory: Transformer Engine keeps one placeholder weight gradient per GEMM shape, in 16 "
     "bits") {
   // Transformer Engine 2.3+ (module/base.py get_dummy_wgrad) under Megatron's fused gradient
-  // accumulation: one cached tensor per distinct weight shape, whatever the layer count.
+  // accumulation: one cached tensor per distinct weight shape, whatever the layer count; the last
+  // stage's output layer (Megatron's own linear) takes one of its shape from the same cache.
   const auto placeholders = [](const std::string& file, const std::vector<std::string>& overrides) {
     const config::Scenario s = config::load_scenario(file, overrides);
     const models::Workload w =
@@ -1600,9 +1636,11 @@ TEST_CASE(
   };
   {
     const auto [w, lp] = placeholders(kGpt, {});
+    const std::int64_t output = w.dims.v * w.dims.h;
     for (const models::StageInfo& st : w.stages) {
-      CHECK(st.static_memory.wgrad_placeholders == 2 * (lp.qkv + lp.proj + lp.fc1 + lp.fc2));
+      CHECK(st.static_memory.wgrad_placeholders == 2 * (lp.qkv + lp.proj + lp.fc1 + lp.fc2 + (st.has_output ? output : 0)));
     }
+    CHECK(w.stages.back().has_output);
     // The same with twice the layers per stage.
     const auto [w2, lp2] = placeholders(kGpt, {"model.num_layers=36"});
     CHECK(w2.stages[0].static_memory.wgrad_placeholders ==
@@ -1615,7 +1653,7 @@ TEST_CASE(
     REQUIRE(d.local_experts == 2);
     for (const models::StageInfo& st : w.stages) {
       CHECK(st.static_memory.wgrad_placeholders ==
-            2 * (lp.qkv + lp.proj + (lp.expert_fc1 + lp.expert_fc2) / d.local_experts));
+            2 * (lp.qkv + lp.proj + (lp.expert_fc1 + lp.expert_fc2) / d.local_experts + (st.has_output ? d.v * d.h : 0)));
     }
   }
   // Megatron's own layers, or the accumulation not fused: none kept (the gradient is returned to

@@ -379,16 +379,18 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "validate/secondary suites: SimuMax's B200 runs: memory within 3%, step times 9-33% fast, MoE and all-to-all CP too") {
+    "validate/secondary suites: SimuMax's B200 runs: memory within 1.5%, step times 9-34% fast, MoE and all-to-all CP too") {
   // validate/suites/simumax_b200.json (README, "A twelfth suite"), in no fit: Megatron-LM steps the
   // SimuMax project measured on one 8-GPU B200 node (Llama 3 70B cut to 12 layers, Llama 3.1 405B
   // cut to 4, DeepSeek-V2/V3 cut to 4 with EP 4-8; BF16 on Transformer Engine 2.11, nothing
-  // overlapped). trainsim ranks the 36 plans of 4,096-token sequences in order (Spearman 1.00 within
-  // each model) but predicts every step 13-33% fast, TP 8 the most; the Llama memory peaks come out
-  // 0.3-1.7% low (1.1-8.6% before Transformer Engine's placeholder weight gradients were counted),
-  // the DeepSeek ones 0.1-2.0% high. The 7 runs of 32K and 128K tokens with all-to-all context
-  // parallelism (cp_comm_type a2a, CP 4-8) come out 9-19% fast, their memory within 3%. The bounds
-  // hold these figures against regressions both ways.
+  // overlapped, Transformer Engine's fused cross-entropy). trainsim ranks the 36 plans of
+  // 4,096-token sequences in order (Spearman 1.00 within each model) but predicts every step 14-34%
+  // fast, TP 8 the most. The 7 runs of 32K and 128K tokens with all-to-all context parallelism
+  // (cp_comm_type a2a, CP 4-8) come out 9-20% fast. All 19 memory peaks come out within 1.4%,
+  // MAPE 0.4% (up to 8.6% low before Transformer Engine's placeholder weight gradients were
+  // counted; MAPE 1.1% before the output layer's placeholder, the fused cross-entropy's in-place
+  // gradient and the all-to-alls' second copy of the attention output). The bounds hold these
+  // figures against regressions both ways.
   const validate::Suite suite =
       validate::read_suite(testing::source_path("validate/suites/simumax_b200.json"));
   REQUIRE(suite.cases.size() == 43);
@@ -408,7 +410,7 @@ TEST_CASE(
         CHECK(m.error >= (a2a ? -0.22 : -0.36));
       } else {
         REQUIRE(m.metric == validate::Metric::kPeakMemory);
-        CHECK(std::abs(m.error) <= 0.03);
+        CHECK(std::abs(m.error) <= 0.015);
         ++memory;
       }
     }
