@@ -481,12 +481,13 @@ ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
   integer("expert_model_parallel_size", p.expert_model_parallel_size);
   p.expert_tensor_parallel_size = r.get_int("expert_tensor_parallel_size", 0, 1, kMaxParallelSize);
   origins.note("parallelism.expert_tensor_parallel_size", r, "expert_tensor_parallel_size");
-  // Megatron-Core's cp_comm_type; its "allgather" and "a2a+p2p" are named as not modelled.
-  if (const Json* v = r.raw("cp_comm_type"); v != nullptr && v->is_string() && (*v == "allgather" || *v == "a2a+p2p")) {
-    r.fail("cp_comm_type", "\"" + v->get<std::string>() + "\" is not modelled by trainsim: expected \"p2p\" (Transformer " +
-                               "Engine's ring) or \"a2a\" (all-to-alls of Q, K, V and the output)");
+  // Megatron-Core's cp_comm_type; its hierarchical "a2a+p2p" is named as not modelled.
+  if (const Json* v = r.raw("cp_comm_type"); v != nullptr && v->is_string() && *v == "a2a+p2p") {
+    r.fail("cp_comm_type", "\"a2a+p2p\" (hierarchical context parallelism) is not modelled by trainsim: expected \"p2p\" "
+                           "(Transformer Engine's ring), \"a2a\" (all-to-alls of Q, K, V and the output) or \"allgather\" "
+                           "(K and V all-gathered)");
   }
-  p.cp_comm_type = static_cast<models::CpCommType>(r.get_choice("cp_comm_type", 0, {"p2p", "a2a"}));
+  p.cp_comm_type = static_cast<models::CpCommType>(r.get_choice("cp_comm_type", 0, {"p2p", "a2a", "allgather"}));
   origins.note("parallelism.cp_comm_type", r, "cp_comm_type");
   p.microbatch_group_size_per_vp_stage = r.get_int("microbatch_group_size_per_vp_stage", 0, 1, 1 << 20);
   origins.note("parallelism.microbatch_group_size_per_vp_stage", r, "microbatch_group_size_per_vp_stage");
@@ -1012,9 +1013,11 @@ void validate_plan(const Scenario& s, const Origins& o) {
   // Sequence and context parallelism.
   const bool a2a = p.cp_comm_type == models::CpCommType::kA2a;
   if (cp > 1 && !a2a && m.window_size > 0 && m.window_size + 1 < m.seq_length) {
-    o.fail("parallelism.context_parallel_size", "context parallelism over the ring (cp_comm_type \"p2p\") with sliding-window "
-                                                "attention (window_size) is not modelled by trainsim: the ring's steps would skip "
-                                                "the blocks outside the window (cp_comm_type \"a2a\" is)");
+    o.fail("parallelism.context_parallel_size", std::string("context parallelism over ") +
+                                                    (p.cp_comm_type == models::CpCommType::kP2p ? "the ring (cp_comm_type \"p2p\")"
+                                                                                                : "all-gathered K/V (cp_comm_type \"allgather\")") +
+                                                    " with sliding-window attention (window_size) is not modelled by trainsim: its "
+                                                    "steps would skip the blocks outside the window (cp_comm_type \"a2a\" is)");
   }
   if (cp > 1 && a2a) {
     // Transformer Engine's AttnFuncWithCPAndQKVOA2A splits the heads of Q and of K/V on each

@@ -70,8 +70,9 @@ struct LayerDims {
   std::int64_t v = 1;   // padded vocabulary per tensor-parallel rank
   std::int64_t t = 1;   // tensor-parallel size
   std::int64_t cp = 1;  // context-parallel size
-  bool cp_a2a = false;
-  bool te_cross_entropy = false;  // Transformer Engine's fused cross-entropy (TrainingSpec::te_cross_entropy)  // context parallelism by all-to-alls (cp_comm_type a2a) rather than the ring
+  bool cp_a2a = false;            // context parallelism by all-to-alls (cp_comm_type a2a) rather than the ring
+  bool cp_all_gather = false;     // by all-gathered K and V (cp_comm_type allgather)
+  bool te_cross_entropy = false;  // Transformer Engine's fused cross-entropy (TrainingSpec::te_cross_entropy)
   bool sp = false;      // sequence parallel
   bool gated = false;   // SwiGLU: fc1 produces 2f
   bool layernorm = true;

@@ -35,6 +35,7 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
   d.t = tp;
   d.cp = p.context_parallel_size;
   d.cp_a2a = p.cp_comm_type == CpCommType::kA2a;
+  d.cp_all_gather = p.cp_comm_type == CpCommType::kAllGather;
   d.te_cross_entropy = t.te_cross_entropy();
   d.sp = p.sequence_parallel && tp > 1;
   d.gated = m.gated();

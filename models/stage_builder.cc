@@ -355,6 +355,8 @@ class StageBuilder {
   void attention_core_forward(std::uint8_t cat);
   void attention_core_backward();
   void cp_all_to_all(const std::string& name, std::int64_t bytes, std::uint8_t cat);
+  void cp_kv_all_gather(std::uint8_t cat);
+  void all_gather_attention_steps(bool backward, std::uint8_t cat);
   void mlp_forward(std::uint8_t cat);
   void mlp_backward();
   void moe_forward(std::uint8_t cat);
@@ -788,6 +790,11 @@ void StageBuilder::attention_core_forward(std::uint8_t cat) {
     cp_all_to_all("cp_out_all_to_all", out_bytes, cat);
     return;
   }
+  if (d_.cp_all_gather) {
+    cp_kv_all_gather(cat);
+    all_gather_attention_steps(false, cat);
+    return;
+  }
   const std::int64_t kv_bytes = 2 * dt() * T * d_.g * d_.d;
   const std::int64_t out_bytes = 3 * dt() * T * d_.a * d_.d + 8 * bh * d_.s;
   std::vector<TaskIndex> exchanges, steps;
@@ -838,6 +845,17 @@ void StageBuilder::attention_core_backward() {
     cp_all_to_all("cp_dqkv_all_to_all", io_bytes / 2 - out_bytes, kBackward);
     return;
   }
+  if (d_.cp_all_gather) {
+    // K and V gathered again (the forward's are not kept); the steps' dK and dV summed into
+    // whole-sequence buffers, then reduce-scattered over the CP group, the compute stream waiting.
+    const std::int64_t gathered = d_.cp * 2 * dt() * T * d_.g * d_.d;
+    cp_kv_all_gather(kBackward);
+    all_gather_attention_steps(true, kBackward);
+    compute("cp_dkv_accumulate", memory_op(2 * gathered), kBackward, gathered);
+    wait(collective("cp_dkv_reduce_scatter", kCpSlot, kCpEpStream, CollectiveKind::kReduceScatter, gathered, d_.act, kCpComm));
+    free_at(compute("attention_dkv_update", memory_op(2 * gathered / d_.cp), kBackward), gathered);
+    return;
+  }
   const std::int64_t kv_bytes = 2 * dt() * T * d_.g * d_.d;
   TaskIndex previous = kNoTask;
   for (std::int64_t i = 0; i < d_.cp; ++i) {
@@ -862,6 +880,33 @@ void StageBuilder::cp_all_to_all(const std::string& name, std::int64_t bytes, st
   compute(name + "_layout", memory_op(2 * bytes), cat);
   wait(collective(name, kCpSlot, kCpEpStream, CollectiveKind::kAllToAll, bytes, d_.act, kCpComm));
   compute(name + "_reorder", memory_op(2 * bytes), cat);
+}
+
+// Transformer Engine's K/V all-gather (AttnFuncWithCPAndKVAllGather): K and V copied sequence
+// first, all-gathered over the context-parallel group with the compute stream waiting ("KV
+// all-gather between CP ranks is exposed"), and their 2 CP chunks put in sequence order
+// (index_select); the gathered copies live until the attention steps end.
+void StageBuilder::cp_kv_all_gather(std::uint8_t cat) {
+  const std::int64_t kv_bytes = 2 * dt() * d_.tokens() * d_.g * d_.d, gathered = d_.cp * kv_bytes;
+  compute("cp_kv_layout", memory_op(2 * kv_bytes), cat);
+  wait(collective("cp_kv_all_gather", kCpSlot, kCpEpStream, CollectiveKind::kAllGather, gathered, d_.act, kCpComm, {}, gathered));
+  compute("cp_kv_reorder", memory_op(2 * gathered), cat, gathered, gathered);
+}
+
+// The two attention steps of all-gathered context parallelism: each of the rank's two query
+// chunks (chunks r and 2 CP - 1 - r of the 2 CP in the sequence; here r = 0, every rank doing the
+// same work in total) attends to the keys up to its own end: the whole chunks before it and its
+// causal diagonal. Transformer Engine runs each step as one kernel with a bottom-right causal
+// mask; trainsim prices the rectangle before the diagonal as a kernel of its own.
+void StageBuilder::all_gather_attention_steps(bool backward, std::uint8_t cat) {
+  const std::int64_t c = d_.s / 2, bh = d_.b * d_.a, chunk_bytes = dt() * d_.b * c * (2 * d_.a + 2 * d_.g) * d_.d;
+  const std::int64_t io = backward ? 2 * chunk_bytes : chunk_bytes;
+  const char* name = backward ? "flash_attention_bwd_step" : "flash_attention_fwd_step";
+  compute(name, flash(bh, c, c, d_.d, io, true, backward, d_.act), cat);
+  const std::int64_t before = (2 * d_.cp - 1) * c;
+  compute(name, flash(bh, c, before, d_.d, io * (2 * d_.cp - 1), false, backward, d_.act), cat);
+  const TaskIndex last = compute(name, flash(bh, c, c, d_.d, io, true, backward, d_.act), cat);
+  free_at(last, d_.cp * 2 * dt() * d_.tokens() * d_.g * d_.d);
 }
 
 void StageBuilder::attention_forward(std::uint8_t cat) {

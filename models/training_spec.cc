@@ -57,6 +57,20 @@ const char* to_string(PipelineSchedule s) {
   return "?";
 }
 
-const char* to_string(CpCommType c) { return c == CpCommType::kA2a ? "a2a" : "p2p"; }
+const char* to_string(CpCommType c) {
+  switch (c) {
+    case CpCommType::kP2p:
+      return "p2p";
+    case CpCommType::kA2a:
+      return "a2a";
+    case CpCommType::kAllGather:
+      return "allgather";
+  }
+  return "?";
+}
+
+const char* cp_comm_label(CpCommType c) {
+  return c == CpCommType::kA2a ? "all-to-all" : c == CpCommType::kAllGather ? "all-gather" : "";
+}
 
 }  // namespace trainsim::models

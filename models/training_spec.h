@@ -15,8 +15,10 @@ namespace trainsim::models {
 // sequence under context parallelism. kP2p: the ring of K/V blocks (AttnFuncWithCPAndKVP2P);
 // kA2a: all-to-alls of Q, K, V before and of the output after the attention, so that each rank
 // attends over the whole sequence with 1/CP of the heads (AttnFuncWithCPAndQKVOA2A, DeepSpeed
-// Ulysses, arXiv:2309.14509). Megatron's "allgather" and "a2a+p2p" are not modelled.
-enum class CpCommType : std::uint8_t { kP2p, kA2a };
+// Ulysses, arXiv:2309.14509); kAllGather: K and V all-gathered before the attention and their
+// gradients reduce-scattered after its backward (AttnFuncWithCPAndKVAllGather, the Llama 3
+// paper's Sec. 3.3.2, arXiv:2407.21783). Megatron's "a2a+p2p" is not modelled.
+enum class CpCommType : std::uint8_t { kP2p, kA2a, kAllGather };
 
 struct ParallelSpec {
   std::int64_t tensor_model_parallel_size = 1;
@@ -114,6 +116,9 @@ const char* to_string(RecomputeMethod m);
 const char* to_string(AttentionKernel k);
 const char* to_string(PipelineSchedule s);
 const char* to_string(CpCommType c);
+// How reports name a context-parallel exchange other than the ring: "all-to-all", "all-gather"
+// ("" for the ring).
+const char* cp_comm_label(CpCommType c);
 
 struct TrainingSpec {
   std::int64_t micro_batch_size = 1;

@@ -37,7 +37,12 @@ const char* split_mark(const models::ParallelSpec& p) {
   return uneven_split(p) ? "~" : "";
 }
 
-bool a2a(const models::ParallelSpec& p) { return p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kA2a; }
+// The table's mark of a context-parallel exchange other than the ring: "a" all-to-all, "g"
+// all-gather ("" for the ring or without CP).
+const char* cp_mark(const models::ParallelSpec& p) {
+  if (p.context_parallel_size == 1) return "";
+  return p.cp_comm_type == models::CpCommType::kA2a ? "a" : p.cp_comm_type == models::CpCommType::kAllGather ? "g" : "";
+}
 
 std::int64_t dp_of(const PlanResult& r) {
   const models::ParallelSpec& p = r.parallel;
@@ -51,7 +56,10 @@ std::string describe_plan(const PlanResult& r) {
   std::ostringstream o;
   o << "TP " << p.tensor_model_parallel_size << " PP " << p.pipeline_model_parallel_size << split_mark(p);
   if (p.virtual_pipeline_model_parallel_size > 1) o << " (x" << p.virtual_pipeline_model_parallel_size << ")";
-  if (p.context_parallel_size > 1) o << " CP " << p.context_parallel_size << (p.cp_comm_type == models::CpCommType::kA2a ? " a2a" : "");
+  if (p.context_parallel_size > 1) {
+    o << " CP " << p.context_parallel_size;
+    if (p.cp_comm_type != models::CpCommType::kP2p) o << " " << models::to_string(p.cp_comm_type);
+  }
   if (p.expert_model_parallel_size > 1) o << " EP " << p.expert_model_parallel_size;
   o << " DP " << dp_of(r) << " mbs " << r.training.micro_batch_size << " "
     << models::to_string(r.training.recompute_granularity);
@@ -83,7 +91,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     const models::ParallelSpec& p = r.parallel;
     char line[256];
     const std::string pp = std::to_string(p.pipeline_model_parallel_size) + split_mark(p);
-    const std::string cp = std::to_string(p.context_parallel_size) + (a2a(p) ? "a" : "");
+    const std::string cp = std::to_string(p.context_parallel_size) + cp_mark(p);
     // An offloading plan recomputes nothing: its column gives the layers offloaded instead.
     const std::string recompute = r.training.cpu_offload_layers > 0 ? "offload " + std::to_string(r.training.cpu_offload_layers)
                                                                      : models::to_string(r.training.recompute_granularity);
@@ -117,16 +125,18 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     o << "  bubble, exposed: shares of the iteration the critical rank spent in the pipeline bubble and waiting for\n"
          "       communication it could not hide (--json gives the exposed time by kind)\n";
   }
-  bool accounted = false, uneven = false, all_to_all = false;
+  bool accounted = false, uneven = false, all_to_all = false, all_gather = false;
   for (std::size_t i = 0; i < n; ++i) {
     accounted = accounted || report.plans[i].parallel.accounts_in_split();
     uneven = uneven || uneven_split(report.plans[i].parallel);
-    all_to_all = all_to_all || a2a(report.plans[i].parallel);
+    all_to_all = all_to_all || std::string(cp_mark(report.plans[i].parallel)) == "a";
+    all_gather = all_gather || std::string(cp_mark(report.plans[i].parallel)) == "g";
   }
   if (all_to_all) {
-    o << "  CPa: context parallelism by all-to-alls of Q, K, V and the output (cp_comm_type a2a); the other\n"
-         "       context-parallel plans run Transformer Engine's ring (p2p)\n";
+    o << "  CPa: context parallelism by all-to-alls of Q, K, V and the output (cp_comm_type a2a)\n";
   }
+  if (all_gather) o << "  CPg: context parallelism by all-gathered K and V (cp_comm_type allgather)\n";
+  if (all_to_all || all_gather) o << "       (a CP size without a mark: Transformer Engine's ring, p2p)\n";
   if (uneven) {
     o << "  PP~: the layers do not split evenly: the middle stages hold ceil(layers / PP), the first and last\n"
          "       share the rest (decoder_first/last_pipeline_num_layers; --json gives them per plan)\n";

@@ -151,7 +151,10 @@ std::string describe_combination(std::int64_t gpus, const models::ParallelSpec& 
   std::string out = std::to_string(gpus) + " GPUs, TP " + std::to_string(p.tensor_model_parallel_size) + " PP " +
                     std::to_string(p.pipeline_model_parallel_size);
   if (p.virtual_pipeline_model_parallel_size > 1) out += " (x" + std::to_string(p.virtual_pipeline_model_parallel_size) + ")";
-  if (p.context_parallel_size > 1) out += " CP " + std::to_string(p.context_parallel_size) + (p.cp_comm_type == models::CpCommType::kA2a ? " a2a" : "");
+  if (p.context_parallel_size > 1) {
+    out += " CP " + std::to_string(p.context_parallel_size);
+    if (p.cp_comm_type != models::CpCommType::kP2p) out += std::string(" ") + models::to_string(p.cp_comm_type);
+  }
   if (p.expert_model_parallel_size > 1) out += " EP " + std::to_string(p.expert_model_parallel_size);
   return out + " mbs " + std::to_string(t.micro_batch_size);
 }

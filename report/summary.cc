@@ -211,7 +211,7 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
   if (s.parallel.accounts_in_split()) o << " (" << s.parallel.counted_in_split() << " counted as layers)";
   if (s.parallel.context_parallel_size > 1) {
     o << " CP " << s.parallel.context_parallel_size;
-    if (s.parallel.cp_comm_type == models::CpCommType::kA2a) o << " (all-to-all)";
+    if (s.parallel.cp_comm_type != models::CpCommType::kP2p) o << " (" << models::cp_comm_label(s.parallel.cp_comm_type) << ")";
   }
   if (s.parallel.expert_model_parallel_size > 1) {
     o << " EP " << s.parallel.expert_model_parallel_size;

@@ -380,9 +380,45 @@ TEST_CASE("models/parallelism: cp_comm_type a2a exchanges Q, K, V and the output
   // Bad input: heads that do not split over the CP ranks; Megatron's exchanges not modelled.
   CHECK(load_error(kLlama, with(a2a, {"parallelism.context_parallel_size=8", "cluster.num_nodes=8"}))
             .find("key/value heads (4) of each tensor-parallel rank divisible by context_parallel_size (8)") != std::string::npos);
-  CHECK(load_error(kLlama, {"parallelism.cp_comm_type=\"allgather\""}).find("\"allgather\" is not modelled") != std::string::npos);
-  CHECK(load_error(kLlama, {"parallelism.cp_comm_type=\"a2a+p2p\""}).find("is not modelled") != std::string::npos);
+  CHECK(load_error(kLlama, {"parallelism.cp_comm_type=\"a2a+p2p\""}).find("\"a2a+p2p\" (hierarchical context parallelism) is not modelled") !=
+        std::string::npos);
   CHECK(load_error(kLlama, {"parallelism.cp_comm_type=\"ring\""}).find("parallelism/cp_comm_type") != std::string::npos);
+}
+
+TEST_CASE("models/parallelism: cp_comm_type allgather gathers K and V, and reduce-scatters their gradients") {
+  const std::vector<std::string> ag = {"parallelism.context_parallel_size=4", "parallelism.cp_comm_type=\"allgather\"",
+                                       "parallelism.virtual_pipeline_model_parallel_size=1", "training.pipeline_schedule=\"1f1b\"",
+                                       "cluster.num_nodes=4"};
+  const config::Scenario s = config::load_scenario(kLlama, ag);
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  const models::LayerDims& d = w.dims;
+  REQUIRE(d.cp_all_gather);
+  const std::int64_t layers = 16, mbs = w.microbatches;
+  CHECK(tasks_named(w, 0, "cp_kv_exchange").empty());
+  CHECK(tasks_named(w, 0, "cp_qkv_all_to_all").empty());
+  // K and V gathered in the forward and again in the backward; their gradients reduce-scattered.
+  const std::int64_t gathered = 4 * 2 * 2 * d.tokens() * d.g * d.d;  // CP x (K, V) x bf16
+  const auto gathers = tasks_named(w, 0, "cp_kv_all_gather"), scatters = tasks_named(w, 0, "cp_dkv_reduce_scatter");
+  REQUIRE(static_cast<std::int64_t>(gathers.size()) == 2 * layers * mbs);
+  REQUIRE(static_cast<std::int64_t>(scatters.size()) == layers * mbs);
+  CHECK(collective_bytes(w, 0, *gathers.front()) == gathered);
+  CHECK(collective_bytes(w, 0, *scatters.front()) == gathered);
+  CHECK(gathers.front()->slot == models::kCpSlot);
+  CHECK(scatters.front()->category == models::kCpComm);
+  // Per layer: the rank's two query chunks against the keys up to their ends, the causal work
+  // of its share of the sequence, as in the ring.
+  const auto steps = tasks_named(w, 0, "flash_attention_fwd_step");
+  REQUIRE(static_cast<std::int64_t>(steps.size()) == 3 * layers * mbs);
+  double flops = 0;
+  for (int i = 0; i < 3; ++i) flops += w.graph.rank_class(0).kernels[steps[static_cast<std::size_t>(i)]->payload].flops.count();
+  const double full_causal = 4.0 * static_cast<double>(d.b * d.a) * 8192.0 * 8192.0 * static_cast<double>(d.d) * 0.5;
+  CHECK(flops == doctest::Approx(full_causal / 4));
+  check_fidelities_agree(kLlama, ag);
+  const auto r = tests::simulate_file(kLlama, ag);
+  CHECK(report::summary_text(r).find("CP 4 (all-gather)") != std::string::npos);
+  CHECK(report::summary_json(r)["parallelism"]["cp_comm_type"] == "allgather");
+  CHECK(load_error(kLlama, with(ag, {"model.window_size=[1024, 0]"})).find("all-gathered K/V (cp_comm_type \"allgather\")") !=
+        std::string::npos);
 }
 
 TEST_CASE("models/parallelism: Transformer Engine's fused cross-entropy keeps the 16-bit logits as the gradient") {

@@ -125,9 +125,9 @@ TEST_CASE("planner/search: layer counts that do not split evenly get the embeddi
 }
 
 TEST_CASE("planner/search: each context-parallel plan is tried with each exchange asked for") {
-  // Llama-3.1 8B (32 heads, 8 query groups) at 32K tokens on 16 H100: CP 2 and 4 with the ring and
-  // with all-to-alls; CP 1 once; TP 4 CP 4 leaves 2 key/value heads per rank, which do not split
-  // over 4 ranks by all-to-all, so that plan runs the ring only.
+  // Llama-3.1 8B (32 heads, 8 query groups) at 32K tokens on 16 H100: CP 2 and 4 with the ring,
+  // with all-to-alls and with all-gathered K/V; CP 1 once; TP 4 CP 4 leaves 2 key/value heads per
+  // rank, which do not split over 4 ranks by all-to-all, so that plan runs the other two only.
   planner::PlanRequest r = request("llama3.1-8b", "dgx-h100", 16, 16);
   r.model.seq_length = 32768;
   r.space.tensor = {2, 4};
@@ -135,7 +135,7 @@ TEST_CASE("planner/search: each context-parallel plan is tried with each exchang
   r.space.context = {1, 2, 4};
   r.space.micro_batch = {1};
   r.space.optimizer_sharding = {1};
-  r.space.cp_comm_types = {models::CpCommType::kP2p, models::CpCommType::kA2a};
+  r.space.cp_comm_types = {models::CpCommType::kP2p, models::CpCommType::kA2a, models::CpCommType::kAllGather};
   const planner::PlanReport rep = planner::search(r);
   std::set<std::tuple<std::int64_t, std::int64_t, models::CpCommType>> seen;
   for (const planner::PlanResult& p : rep.plans) {
@@ -146,18 +146,21 @@ TEST_CASE("planner/search: each context-parallel plan is tried with each exchang
   CHECK(seen.count({2, 4, models::CpCommType::kA2a}) == 1);
   CHECK(seen.count({4, 4, models::CpCommType::kP2p}) == 1);
   CHECK(seen.count({4, 4, models::CpCommType::kA2a}) == 0);
+  CHECK(seen.count({4, 4, models::CpCommType::kAllGather}) == 1);
   CHECK(seen.count({2, 1, models::CpCommType::kA2a}) == 0);  // no exchange without CP
-  CHECK(seen.size() == 9);  // TP 2: CP 1, 2 x2, 4 x2; TP 4: CP 1, 2 x2, 4
+  CHECK(seen.size() == 13);  // TP 2: CP 1, 2 x3, 4 x3; TP 4: CP 1, 2 x3, 4 x2
   const auto json = planner::plan_json(r, rep, rep.plans.size());
   std::set<std::string> types;
   for (const auto& p : json["plans"]) {
     if (p["parallelism"].contains("cp_comm_type")) types.insert(p["parallelism"]["cp_comm_type"].get<std::string>());
   }
-  CHECK(types == std::set<std::string>{"a2a", "p2p"});
+  CHECK(types == std::set<std::string>{"a2a", "allgather", "p2p"});
   std::ostringstream csv;
   planner::write_plan_csv(rep, csv);
   CHECK(csv.str().find("cpu_offloading_num_layers,cp_comm_type") != std::string::npos);
-  CHECK(planner::plan_table(r, rep, rep.plans.size()).find("CPa: context parallelism by all-to-alls") != std::string::npos);
+  const std::string table = planner::plan_table(r, rep, rep.plans.size());
+  CHECK(table.find("CPa: context parallelism by all-to-alls") != std::string::npos);
+  CHECK(table.find("CPg: context parallelism by all-gathered K and V") != std::string::npos);
   // By default only the ring.
   r.space.cp_comm_types = {models::CpCommType::kP2p};
   for (const planner::PlanResult& p : planner::search(r).plans) CHECK(p.parallel.cp_comm_type == models::CpCommType::kP2p);
