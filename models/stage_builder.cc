@@ -899,13 +899,15 @@ void StageBuilder::cp_kv_all_gather(std::uint8_t cat) {
 // causal diagonal. Transformer Engine runs each step as one kernel with a bottom-right causal
 // mask; trainsim prices the rectangle before the diagonal as a kernel of its own.
 void StageBuilder::all_gather_attention_steps(bool backward, std::uint8_t cat) {
-  const std::int64_t c = d_.s / 2, bh = d_.b * d_.a, chunk_bytes = dt() * d_.b * c * (2 * d_.a + 2 * d_.g) * d_.d;
-  const std::int64_t io = backward ? 2 * chunk_bytes : chunk_bytes;
+  const std::int64_t c = d_.s / 2, bh = d_.b * d_.a, passes = backward ? 2 : 1;
+  // Bytes read and written: Q and O of the chunk's queries, K and V of `keys` keys (twice over in
+  // the backward, for the gradients).
+  const auto io = [&](std::int64_t keys) { return passes * dt() * d_.b * (c * 2 * d_.a + keys * 2 * d_.g) * d_.d; };
   const char* name = backward ? "flash_attention_bwd_step" : "flash_attention_fwd_step";
-  compute(name, flash(bh, c, c, d_.d, io, true, backward, d_.act), cat);
+  compute(name, flash(bh, c, c, d_.d, io(c), true, backward, d_.act), cat);
   const std::int64_t before = (2 * d_.cp - 1) * c;
-  compute(name, flash(bh, c, before, d_.d, io * (2 * d_.cp - 1), false, backward, d_.act), cat);
-  const TaskIndex last = compute(name, flash(bh, c, c, d_.d, io, true, backward, d_.act), cat);
+  compute(name, flash(bh, c, before, d_.d, io(before), false, backward, d_.act), cat);
+  const TaskIndex last = compute(name, flash(bh, c, c, d_.d, io(c), true, backward, d_.act), cat);
   free_at(last, d_.cp * 2 * dt() * d_.tokens() * d_.g * d_.d);
 }
 
