@@ -1,7 +1,10 @@
 // The trainsim binary end to end: exit codes and messages for good and bad input.
 
 #include <doctest/doctest.h>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +84,35 @@ TEST_CASE("cli: plan --sensitivity simulates the best plan whole and asks the wh
   for (const auto& k : b["communication_sensitivity"]) {
     CHECK(k["free"]["iteration_time_s"].get<double>() <= b["iteration_time_s"].get<double>() + 1e-6);
   }
+}
+
+TEST_CASE("cli: plan --cp-comm-type tries the named context-parallel exchanges, by default a scenario's") {
+  const std::string args = "plan --model llama3.1-8b --cluster dgx-h100 --gpus 8 --global-batch-size 8 --seq-length 16384 --tp 2 "
+                           "--pp 1 --cp 2 --micro-batch-sizes 1 --optimizer-sharding 1 --json -";
+  const Outcome both = trainsim(args + " --cp-comm-type p2p,a2a");
+  REQUIRE(both.code == 0);
+  const auto plans = nlohmann::json::parse(both.output)["plans"];
+  std::set<std::string> types;
+  for (const auto& p : plans) types.insert(p["parallelism"]["cp_comm_type"].get<std::string>());
+  CHECK(types == std::set<std::string>{"a2a", "p2p"});
+  // A scenario's exchange, unless the option names others.
+  const std::filesystem::path file = std::filesystem::temp_directory_path() / "trainsim_cli_cp_comm_type.json";
+  {
+    std::ofstream out(file);
+    out << R"({"model": {"preset": "llama3.1-8b", "seq_length": 16384},
+               "parallelism": {"tensor_model_parallel_size": 2, "context_parallel_size": 2, "cp_comm_type": "a2a"},
+               "training": {"micro_batch_size": 1, "global_batch_size": 8},
+               "cluster": {"preset": "dgx-h100", "num_nodes": 1}})";
+  }
+  const Outcome scenario = trainsim("plan --scenario " + file.string() + " --tp 2 --pp 1 --cp 2 --micro-batch-sizes 1 --json -");
+  std::filesystem::remove(file);
+  REQUIRE(scenario.code == 0);
+  const auto scenario_plans = nlohmann::json::parse(scenario.output)["plans"];
+  REQUIRE(!scenario_plans.empty());
+  for (const auto& p : scenario_plans) CHECK(p["parallelism"]["cp_comm_type"] == "a2a");
+  const Outcome bad = trainsim(args + " --cp-comm-type ring");
+  CHECK(bad.code == 2);
+  CHECK(bad.output.find("--cp-comm-type: ring: expected p2p, a2a or allgather") != std::string::npos);
 }
 
 TEST_CASE("cli: plan --ep-overlap gives MoE plans Megatron-Core's EP all-to-all overlap where they admit it") {
