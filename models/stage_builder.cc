@@ -284,6 +284,8 @@ class StageBuilder {
   std::int64_t dt() const { return d_.act_bytes(); }
   std::int64_t hidden_bytes() const { return dt() * d_.tokens() * d_.h; }
   std::int64_t sharded_hidden_bytes() const { return dt() * d_.sharded_tokens() * d_.h; }
+  // This rank's K and V of one micro-batch (what context parallelism exchanges).
+  std::int64_t kv_bytes() const { return 2 * dt() * d_.tokens() * d_.g * d_.d; }
   DataType gather_dtype() const { return d_.quantized() ? d_.gemm : d_.act; }
   // The low-precision format in the names of the weight casts: "fp8", or "fp4" under NVFP4.
   std::string quant_format() const { return d_.nvfp4() ? "fp4" : "fp8"; }
@@ -795,7 +797,7 @@ void StageBuilder::attention_core_forward(std::uint8_t cat) {
     all_gather_attention_steps(false, cat);
     return;
   }
-  const std::int64_t kv_bytes = 2 * dt() * T * d_.g * d_.d;
+  const std::int64_t kv_bytes = this->kv_bytes();
   const std::int64_t out_bytes = 3 * dt() * T * d_.a * d_.d + 8 * bh * d_.s;
   std::vector<TaskIndex> exchanges, steps;
   for (std::int64_t i = 0; i < d_.cp; ++i) {
@@ -848,7 +850,7 @@ void StageBuilder::attention_core_backward() {
   if (d_.cp_all_gather) {
     // K and V gathered again (the forward's are not kept); the steps' dK and dV summed into
     // whole-sequence buffers, then reduce-scattered over the CP group, the compute stream waiting.
-    const std::int64_t gathered = d_.cp * 2 * dt() * T * d_.g * d_.d;
+    const std::int64_t gathered = d_.cp * kv_bytes();
     cp_kv_all_gather(kBackward);
     all_gather_attention_steps(true, kBackward);
     compute("cp_dkv_accumulate", memory_op(2 * gathered), kBackward, gathered);
@@ -856,7 +858,7 @@ void StageBuilder::attention_core_backward() {
     free_at(compute("attention_dkv_update", memory_op(2 * gathered / d_.cp), kBackward), gathered);
     return;
   }
-  const std::int64_t kv_bytes = 2 * dt() * T * d_.g * d_.d;
+  const std::int64_t kv_bytes = this->kv_bytes();
   TaskIndex previous = kNoTask;
   for (std::int64_t i = 0; i < d_.cp; ++i) {
     const std::int64_t bytes = (i == 0 || i + 1 == d_.cp) ? kv_bytes : 2 * kv_bytes;
@@ -887,8 +889,8 @@ void StageBuilder::cp_all_to_all(const std::string& name, std::int64_t bytes, st
 // all-gather between CP ranks is exposed"), and their 2 CP chunks put in sequence order
 // (index_select); the gathered copies live until the attention steps end.
 void StageBuilder::cp_kv_all_gather(std::uint8_t cat) {
-  const std::int64_t kv_bytes = 2 * dt() * d_.tokens() * d_.g * d_.d, gathered = d_.cp * kv_bytes;
-  compute("cp_kv_layout", memory_op(2 * kv_bytes), cat);
+  const std::int64_t gathered = d_.cp * kv_bytes();
+  compute("cp_kv_layout", memory_op(2 * kv_bytes()), cat);
   wait(collective("cp_kv_all_gather", kCpSlot, kCpEpStream, CollectiveKind::kAllGather, gathered, d_.act, kCpComm, {}, gathered));
   compute("cp_kv_reorder", memory_op(2 * gathered), cat, gathered, gathered);
 }
@@ -908,7 +910,7 @@ void StageBuilder::all_gather_attention_steps(bool backward, std::uint8_t cat) {
   const std::int64_t before = (2 * d_.cp - 1) * c;
   compute(name, flash(bh, c, before, d_.d, io(before), false, backward, d_.act), cat);
   const TaskIndex last = compute(name, flash(bh, c, c, d_.d, io(c), true, backward, d_.act), cat);
-  free_at(last, d_.cp * 2 * dt() * d_.tokens() * d_.g * d_.d);
+  free_at(last, d_.cp * kv_bytes());
 }
 
 void StageBuilder::attention_forward(std::uint8_t cat) {

@@ -129,8 +129,9 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   for (std::size_t i = 0; i < n; ++i) {
     accounted = accounted || report.plans[i].parallel.accounts_in_split();
     uneven = uneven || uneven_split(report.plans[i].parallel);
-    all_to_all = all_to_all || std::string(cp_mark(report.plans[i].parallel)) == "a";
-    all_gather = all_gather || std::string(cp_mark(report.plans[i].parallel)) == "g";
+    const models::ParallelSpec& p = report.plans[i].parallel;
+    all_to_all = all_to_all || (p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kA2a);
+    all_gather = all_gather || (p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kAllGather);
   }
   if (all_to_all) {
     o << "  CPa: context parallelism by all-to-alls of Q, K, V and the output (cp_comm_type a2a)\n";

@@ -264,10 +264,11 @@ void Searcher::enumerate(std::int64_t gpus) {
   // Each context-parallel size with each exchange to try.
   std::vector<std::pair<std::int64_t, models::CpCommType>> contexts;
   for (std::int64_t cp : cps) {
-    if (cp == 1) contexts.emplace_back(cp, models::CpCommType::kP2p);
-    for (models::CpCommType type : sp.cp_comm_types) {
-      if (cp > 1) contexts.emplace_back(cp, type);
+    if (cp == 1) {
+      contexts.emplace_back(cp, models::CpCommType::kP2p);
+      continue;
     }
+    for (models::CpCommType type : sp.cp_comm_types) contexts.emplace_back(cp, type);
   }
 
   for (std::int64_t tp : tps) {

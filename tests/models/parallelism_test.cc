@@ -323,10 +323,19 @@ TEST_CASE("models/parallelism: context parallelism is Transformer Engine's load-
   CHECK(w.graph.communicator(w.graph.comm(sim::RankId{0}, models::kDpSlot)).members.size() == 4 * 2);
 }
 
+namespace {
+
+// The Llama golden with context parallelism 4 by the exchange `type`, one model chunk per stage,
+// on 4 nodes.
+std::vector<std::string> cp4(const std::string& type) {
+  return {"parallelism.context_parallel_size=4", "parallelism.cp_comm_type=\"" + type + "\"",
+          "parallelism.virtual_pipeline_model_parallel_size=1", "training.pipeline_schedule=\"1f1b\"", "cluster.num_nodes=4"};
+}
+
+}  // namespace
+
 TEST_CASE("models/parallelism: cp_comm_type a2a exchanges Q, K, V and the output by all-to-alls (Ulysses)") {
-  const std::vector<std::string> a2a = {"parallelism.context_parallel_size=4", "parallelism.cp_comm_type=\"a2a\"",
-                                        "parallelism.virtual_pipeline_model_parallel_size=1", "training.pipeline_schedule=\"1f1b\"",
-                                        "cluster.num_nodes=4"};
+  const std::vector<std::string> a2a = cp4("a2a");
   const config::Scenario s = config::load_scenario(kLlama, a2a);
   CHECK(s.parallel.cp_comm_type == models::CpCommType::kA2a);
   const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
@@ -364,8 +373,7 @@ TEST_CASE("models/parallelism: cp_comm_type a2a exchanges Q, K, V and the output
   // The same model FLOPs as the ring and a different time; each layer keeps the attention output
   // twice, by head groups for the attention's backward and by sequence shards for the output
   // projection's.
-  std::vector<std::string> ring = a2a;
-  ring[1] = "parallelism.cp_comm_type=\"p2p\"";
+  const std::vector<std::string> ring = cp4("p2p");
   const auto r_a2a = tests::simulate_file(kLlama, a2a), r_ring = tests::simulate_file(kLlama, ring);
   CHECK(models::layer_activation_bytes(d, false) - models::layer_activation_bytes(r_ring.workload->dims, false) ==
         2 * d.tokens() * d.a * d.dv);
@@ -386,11 +394,8 @@ TEST_CASE("models/parallelism: cp_comm_type a2a exchanges Q, K, V and the output
 }
 
 TEST_CASE("models/parallelism: cp_comm_type allgather gathers K and V, and reduce-scatters their gradients") {
-  const std::vector<std::string> ag = {"parallelism.context_parallel_size=4", "parallelism.cp_comm_type=\"allgather\"",
-                                       "parallelism.virtual_pipeline_model_parallel_size=1", "training.pipeline_schedule=\"1f1b\"",
-                                       "cluster.num_nodes=4"};
-  const config::Scenario s = config::load_scenario(kLlama, ag);
-  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  const std::vector<std::string> ag = cp4("allgather");
+  const models::Workload w = lowered(kLlama, ag);
   const models::LayerDims& d = w.dims;
   REQUIRE(d.cp_all_gather);
   const std::int64_t layers = 16, mbs = w.microbatches;
