@@ -70,6 +70,13 @@ Kernel gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, 
   return g;
 }
 
+// The expert GEMMs of a grouped linear layer: one GEMM per local expert (see sim::Kernel::grouped).
+Kernel grouped_gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t groups, DataType in) {
+  Kernel g = gemm(m, n, k, groups, in);
+  g.grouped = true;
+  return g;
+}
+
 Kernel memory_op(std::int64_t bytes, double flops = 0) {
   Kernel k;
   k.kernel_class = KernelClass::kMemoryBound;
@@ -293,6 +300,14 @@ class StageBuilder {
   // shared expert's linears (SharedExpertMLP.__init__ clears their ub_overlap flags).
   bool tp_overlap() const { return t_.tp_comm_overlap && d_.sp && !shared_beside_; }
   std::int64_t grad_bytes() const { return t_.main_grad_bytes(); }
+  // A linear layer's weight-gradient GEMM. With gradient_accumulation_fusion it accumulates into
+  // the main_grad buffer (beta 1: TE's wgrad GEMM with accumulate=True, Megatron's
+  // fused_weight_gradient_mlp_cuda), reading and writing it at its width instead of writing a
+  // 16-bit gradient.
+  Kernel wgrad_gemm(Kernel g) const {
+    if (t_.gradient_accumulation_fusion) g.bytes = g.bytes + Bytes(g.batch * g.m * g.n * (2 * grad_bytes() - 2));
+    return g;
+  }
   DataType grad_dtype() const { return t_.grad_reduce_in_fp32 ? DataType::kFp32 : d_.act; }
 
   // ---- linear layers (tensor_parallel/layers.py and Transformer Engine's modules) ----
@@ -704,7 +719,7 @@ void StageBuilder::column_backward(const std::string& name, std::int64_t n, std:
   const bool blocking = !d_.sp && !t_.async_tensor_model_parallel_allreduce;
   if (blocking) wait(reduce);
   wait(gather);
-  const TaskIndex wgrad = compute(name + "_wgrad", gemm(K, n, T, 1, in), kBackward);
+  const TaskIndex wgrad = compute(name + "_wgrad", wgrad_gemm(gemm(K, n, T, 1, in)), kBackward);
   if (gather != kNoTask) free_at(wgrad, gathered);
   if (!blocking) wait(reduce);
   gradient_ready(params, false, wgrad);
@@ -725,7 +740,7 @@ void StageBuilder::row_backward(const std::string& name, std::int64_t k, std::in
     if (d_.sp) tp_collective(name + "_grad_all_gather", CollectiveKind::kAllGather, gathered, true, gather_dtype(), gathered);
     compute(name + "_dgrad", gemm(T, k, d_.h, 1, d_.gemm), kBackward);
   }
-  const TaskIndex wgrad = compute(name + "_wgrad", gemm(k, d_.h, T, 1, d_.gemm), kBackward);
+  const TaskIndex wgrad = compute(name + "_wgrad", wgrad_gemm(gemm(k, d_.h, T, 1, d_.gemm)), kBackward);
   if (d_.sp) free_at(wgrad, gathered);
   gradient_ready(params, false, wgrad);
 }
@@ -735,13 +750,13 @@ void StageBuilder::row_backward(const std::string& name, std::int64_t k, std::in
 void StageBuilder::expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params, bool wgrad) {
   const std::int64_t le = expert_groups(), rows = expert_rows();
   if (d_.quantized()) fp8_cast(name + "_grad_cast", d_.routed_tokens() * n, kBackward);
-  compute(name + "_dgrad", gemm(rows, k, n, le, d_.gemm), kBackward);
+  compute(name + "_dgrad", grouped_gemm(rows, k, n, le, d_.gemm), kBackward);
   if (wgrad) expert_wgrad(name, k, n, params);
 }
 
 void StageBuilder::expert_wgrad(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params) {
   const std::int64_t le = expert_groups(), rows = expert_rows();
-  gradient_ready(params, true, compute(name + "_wgrad", gemm(k, n, rows, le, d_.gemm), kBackward));
+  gradient_ready(params, true, compute(name + "_wgrad", wgrad_gemm(grouped_gemm(k, n, rows, le, d_.gemm)), kBackward));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -990,12 +1005,12 @@ void StageBuilder::mla_projections_backward() {
   compute("kv_norm_bwd", memory_op(4 * dt() * Ts * d_.kl), kBackward);
   if (d_.sp) tp_collective("k_rope_grad_reduce_scatter", CollectiveKind::kReduceScatter, dt() * T * d_.dr, false);
   compute("kv_down_proj_dgrad", gemm(Ts, d_.h, d_.kl + d_.dr, 1, d_.gemm), kBackward);
-  gradient_ready(lp_.kv_down, false, compute("kv_down_proj_wgrad", gemm(d_.h, d_.kl + d_.dr, Ts, 1, d_.gemm), kBackward));
+  gradient_ready(lp_.kv_down, false, compute("kv_down_proj_wgrad", wgrad_gemm(gemm(d_.h, d_.kl + d_.dr, Ts, 1, d_.gemm)), kBackward));
   if (d_.ql > 0) {
     column_backward("q_up_proj", d_.q_width(), lp_.q_up, true, d_.ql);
     compute("q_norm_bwd", memory_op(4 * dt() * Ts * d_.ql), kBackward);
     compute("q_down_proj_dgrad", gemm(Ts, d_.h, d_.ql, 1, d_.gemm), kBackward);
-    gradient_ready(lp_.q_down, false, compute("q_down_proj_wgrad", gemm(d_.h, d_.ql, Ts, 1, d_.gemm), kBackward));
+    gradient_ready(lp_.q_down, false, compute("q_down_proj_wgrad", wgrad_gemm(gemm(d_.h, d_.ql, Ts, 1, d_.gemm)), kBackward));
   } else {
     column_backward("q_proj", d_.q_width(), lp_.q_up, true);
   }
@@ -1121,9 +1136,9 @@ void StageBuilder::moe_experts_forward(std::uint8_t cat) {
   const std::int64_t R = d_.routed_tokens(), le = expert_groups(), rows = expert_rows();
   if (d_.local_experts > 1) compute("sort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.quantized()) fp8_cast("expert_fc1_input_cast", R * d_.h, cat);
-  compute("expert_fc1", gemm(rows, d_.expert_fc1_width(), d_.h, le, d_.gemm), cat);
+  compute("expert_fc1", grouped_gemm(rows, d_.expert_fc1_width(), d_.h, le, d_.gemm), cat);
   expert_activation(cat);
-  compute("expert_fc2", gemm(rows, d_.h, d_.ef, le, d_.gemm), cat);
+  compute("expert_fc2", grouped_gemm(rows, d_.h, d_.ef, le, d_.gemm), cat);
   if (d_.local_experts > 1) compute("unsort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.etp > 1) {
     wait(collective("moe_tokens_reduce_scatter", kExpertTpSlot, kTpStream, CollectiveKind::kReduceScatter, dt() * R * d_.h,

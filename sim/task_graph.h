@@ -52,6 +52,9 @@ struct Kernel {
   bool block_scaled = false;  // GEMM on MXFP8 operands (one E8M0 scale per 32 elements)
   bool quantize = false;      // memory-bound FP8 quantization of a GEMM operand (cast, amax, transpose)
   std::int64_t m = 0, n = 0, k = 0, batch = 1;
+  // A GEMM of `batch` groups run as one kernel per group, one after another (Transformer
+  // Engine's grouped linear layers); otherwise `batch` is one strided-batched kernel.
+  bool grouped = false;
   std::int64_t window = 0;  // causal flash attention: keys before each query it sees (0: all)
   Flops flops;  // floating-point work the kernel executes
   Bytes bytes;  // bytes it reads and writes in device memory

@@ -90,7 +90,24 @@ constexpr double kBlockScaledGemmRatio = 6.812 / 7.161;
 // GB200's, 2x their FP8 peak, do not either).
 constexpr double kNvfp4OverFp8GemmRate = 6.812 / 3.764;
 
+// A grouped GEMM runs one kernel per group, one after another: Transformer Engine's grouped linear
+// layers (GroupedLinear -> general_grouped_gemm -> nvte_multi_tensor_gemm) launch one cuBLAS GEMM
+// per group, round robin over its compute streams (multi_stream_cublas_gemm in
+// transformer_engine/common/gemm/cublaslt_gemm.cu @d0067d0; CUTLASS's single-kernel grouped GEMM
+// only on Hopper and only with NVTE_USE_CUTLASS_GROUPED_GEMM=1). Each group then pays its own
+// launch and wave quantization. SimuMax's sweep of general_grouped_gemm on B200
+// (validate/data/grouped_gemm_b200_simumax.json, 20 expert shapes of 20-256 groups) measures the
+// forward GEMMs within a few percent of this where the groups' GEMMs are small, and at less
+// than half of one batched kernel's speed: the streams barely overlap them.
 Duration ComputeModel::gemm_time(const sim::Kernel& k) const {
+  if (k.grouped && k.batch > 1) {
+    sim::Kernel one = k;
+    one.grouped = false;
+    one.batch = 1;
+    one.flops = sim::Flops(k.flops.count() / static_cast<double>(k.batch));
+    one.bytes = sim::Bytes(k.bytes.count() / k.batch);
+    return gemm_time(one) * k.batch;
+  }
   const GemmCalibration& cal = gemm_calibration(k.dtype);
   const DataType compute_type = k.dtype == DataType::kFp32 ? DataType::kTf32 : k.dtype;
   const double sms = static_cast<double>(std::max<std::int64_t>(1, gpu_.sm_count));

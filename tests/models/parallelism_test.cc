@@ -477,15 +477,23 @@ TEST_CASE("models/parallelism: MoE dispatch, expert GEMMs and expert gradients f
   const auto& ep_members = w.graph.communicator(w.graph.comm(sim::RankId{0}, models::kEpSlot)).members;
   REQUIRE(ep_members.size() == 4);
   CHECK(sim::index(ep_members[1]) == 2);
-  // Expert GEMMs: local experts batched, each over its share of the routed tokens (all-gathered
-  // over ETP), with the expert hidden size split over ETP.
+  // Expert GEMMs: one per local expert (TE's grouped linear), each over its share of the routed
+  // tokens (all-gathered over ETP), with the expert hidden size split over ETP.
   const auto fc1 = tasks_named(w, 0, "expert_fc1");
   REQUIRE(!fc1.empty());
   const sim::Kernel& k = w.graph.rank_class(0).kernels[fc1.front()->payload];
   CHECK(k.batch == 2);
+  CHECK(k.grouped);
   CHECK(k.m == Ts * 2 * 2 / 2);
   CHECK(k.n == 2 * 14336 / 2);
   CHECK(k.k == 4096);
+  // The weight gradient accumulates into the fp32 main gradient: reads and writes it (4 + 4
+  // bytes an element) besides reading both operands.
+  const auto wgrad = tasks_named(w, 0, "expert_fc1_wgrad");
+  REQUIRE(!wgrad.empty());
+  const sim::Kernel& wg = w.graph.rank_class(0).kernels[wgrad.front()->payload];
+  CHECK(wg.grouped);
+  CHECK(wg.bytes.count() == wg.batch * (2 * (wg.m * wg.k + wg.k * wg.n) + 8 * wg.m * wg.n));
   // Expert parameters per GPU shrink with EP; their optimizer state is sharded over expert DP.
   const auto no_ep = tests::simulate_file(kGpt, with(kMoe, {"parallelism.expert_model_parallel_size=1",
                                            "parallelism.expert_tensor_parallel_size=2"}));

@@ -2,6 +2,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
 #include "config/scenario.h"
 
 using namespace trainsim;
@@ -192,4 +197,43 @@ TEST_CASE("topologies/ComputeModel: NVFP4 GEMMs run at the measured multiple of 
   CHECK(config::load_cluster("gb200-nvl72", 1).gpu.dense_fp4.per_second() == doctest::Approx(10e15));
   CHECK(config::load_cluster("gb300-nvl72", 1).gpu.dense_fp4.per_second() == doctest::Approx(15e15));
   CHECK(config::load_cluster("dgx-h100", 1).gpu.dense_fp4.per_second() == 0);
+}
+
+TEST_CASE("topologies/ComputeModel: grouped expert GEMMs cost one kernel per group, as SimuMax's B200 sweep measured") {
+  // validate/data/grouped_gemm_b200_simumax.json: Transformer Engine's general_grouped_gemm timed
+  // on a B200 over the expert GEMMs of DeepSeek-V2/V3 and Qwen-style MoE layers (20-256 groups of
+  // 128-9,832 rows). The forward and data-gradient passes are compared (the weight gradient adds
+  // the fp32 accumulation the README discusses).
+  std::ifstream in(std::string(TRAINSIM_SOURCE_DIR) + "/validate/data/grouped_gemm_b200_simumax.json");
+  const nlohmann::json file = nlohmann::json::parse(in);
+  const nlohmann::json& rows = file.at(0).at("rows");
+  const topo::ClusterSpec c = config::load_cluster("dgx-b200", 1);
+  const topo::ComputeModel model(c.gpu, /*in_training=*/false);
+  double grouped_error = 0, batched_error = 0;
+  int n = 0;
+  for (const nlohmann::json& r : rows) {
+    const std::string pass = r.at("pass").get<std::string>();
+    if (pass == "weight_gradient") continue;
+    const std::int64_t groups = r.at("groups").get<std::int64_t>(), m = r.at("m").get<std::int64_t>(),
+                       n_out = r.at("n").get<std::int64_t>(), k = r.at("k").get<std::int64_t>();
+    // Per group: forward M x N over K; data gradient M x K over N.
+    sim::Kernel g = pass == "forward" ? gemm(m, n_out, k) : gemm(m, k, n_out);
+    g.batch = groups;
+    g.flops = g.flops * static_cast<double>(groups);
+    g.bytes = g.bytes * groups;
+    const double measured = r.at("tflops").get<double>();
+    g.grouped = true;
+    const double one_by_one = std::abs(model.tflops(g) / measured - 1);
+    g.grouped = false;
+    const double batched = std::abs(model.tflops(g) / measured - 1);
+    grouped_error += one_by_one;
+    batched_error += batched;
+    ++n;
+  }
+  REQUIRE(n == 72);
+  grouped_error /= n;
+  batched_error /= n;
+  MESSAGE("grouped-GEMM MAPE, one kernel per group: " << grouped_error << "; as one batched kernel: " << batched_error);
+  CHECK(grouped_error < 0.2);              // 15.0%
+  CHECK(batched_error > 4 * grouped_error);  // 92.8%
 }

@@ -222,14 +222,14 @@ TEST_CASE("validate/secondary suites: Megatron-Bridge's Llama tables: Blackwell 
   CHECK(refit.primary.front().errors.mape <= 0.04);
 }
 
-TEST_CASE("validate/secondary suites: Megatron-Bridge's MoE tables: within 13% but the two runs without CUDA graphs or overlap, and GPT-OSS") {
+TEST_CASE("validate/secondary suites: Megatron-Bridge's MoE tables: within 16% but the two runs without CUDA graphs or overlap, and GPT-OSS") {
   // validate/suites/megatron_bridge_moe.json (README, "A tenth suite"), in no fit: Qwen3-30B-A3B,
   // Qwen3-235B-A22B, DeepSeek-V3 and GPT-OSS 120B as Megatron-Bridge published them for NeMo
-  // 26.04.01 on GB200, B200 and H100. Six come out between -10% and +13%; Qwen3-30B on 16 H100
-  // and Qwen3-235B on 256 B200, the two runs with neither CUDA graphs nor an overlapped dispatch,
-  // 25-28% fast; GPT-OSS 120B (BF16) 30-39% fast on all three systems. The Qwen3-235B H100 run is
-  // within 3% only with its recipe's EP all-to-all overlap; without it the exposed all-to-alls
-  // make it 23% slow (1388 against 1712 tokens/s per GPU).
+  // 26.04.01 on GB200, B200 and H100. Six come out between -4% and +16% (DeepSeek-V3 on B200 the
+  // +15%); Qwen3-30B on 16 H100 and Qwen3-235B on 256 B200, the two runs with neither CUDA graphs
+  // nor an overlapped dispatch, 19-25% fast; GPT-OSS 120B (BF16) 25-39% fast on all three systems.
+  // The Qwen3-235B H100 run is within 3% only with its recipe's EP all-to-all overlap; without it
+  // the exposed all-to-alls make it 24% slow (1379 against 1712 tokens/s per GPU).
   const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/megatron_bridge_moe.json"));
   REQUIRE(suite.cases.size() == 11);
   const validate::ValidationReport r = validate::validate_suite(suite);
@@ -239,15 +239,15 @@ TEST_CASE("validate/secondary suites: Megatron-Bridge's MoE tables: within 13% b
     const double e = c.metrics.front().error;
     if (c.id == "bridge_qwen3-30b-a3b_fp8_cs_h100_16gpu_v26.04.01" || c.id == "bridge_qwen3-235b-a22b_fp8_mx_b200_256gpu_v26.04.01") {
       CHECK(e >= -0.30);
-      CHECK(e <= -0.20);
+      CHECK(e <= -0.15);
     } else if (c.id.starts_with("bridge_gpt-oss-120b_")) {
       CHECK(e >= -0.42);
-      CHECK(e <= -0.28);
+      CHECK(e <= -0.22);
     } else {
-      CHECK(std::abs(e) <= 0.13);
+      CHECK(std::abs(e) <= 0.16);
     }
   }
-  CHECK(r.primary.front().errors.mape <= 0.18);
+  CHECK(r.primary.front().errors.mape <= 0.17);
   validate::Suite plain;
   for (validate::Case c : suite.cases) {
     if (c.id != "bridge_qwen3-235b-a22b_fp8_cs_h100_256gpu_v26.04.01") continue;
