@@ -671,6 +671,8 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("delay_wgrad_compute");
   t.moe_shared_expert_overlap = r.get_bool("moe_shared_expert_overlap", false);
   note("moe_shared_expert_overlap");
+  t.moe_use_grouped_tensor = r.get_bool("moe_use_grouped_tensor", false);
+  note("moe_use_grouped_tensor");
   t.scatter_gather_tensors_in_pipeline = r.get_bool("scatter_gather_tensors_in_pipeline", false);
   note("scatter_gather_tensors_in_pipeline");
   t.grad_reduce_in_fp32 = r.get_bool("grad_reduce_in_fp32", true);
@@ -1177,6 +1179,9 @@ void validate_plan(const Scenario& s, const Origins& o) {
              "cannot be combined with overlap_moe_expert_parallel_comm (Megatron-Core refuses it; the combined steps run the "
              "shared expert in the attention node)");
     }
+  }
+  if (t.moe_use_grouped_tensor && !m.is_moe()) {
+    o.fail("training.moe_use_grouped_tensor", "runs the expert GEMMs as one grouped kernel: it needs a mixture-of-experts model (num_experts)");
   }
   if (t.delay_wgrad_compute && !t.overlap_moe_expert_parallel_comm) {
     o.fail("training.delay_wgrad_compute", "delay_wgrad_compute needs overlap_moe_expert_parallel_comm (Megatron-Core refuses it without)");

@@ -70,10 +70,11 @@ Kernel gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, 
   return g;
 }
 
-// The expert GEMMs of a grouped linear layer: one GEMM per local expert (see sim::Kernel::grouped).
-Kernel grouped_gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t groups, DataType in) {
+// The expert GEMMs of a grouped linear layer: one GEMM per local expert (see sim::Kernel::grouped),
+// or one grouped kernel over all of them (`single_kernel`: TrainingSpec::moe_use_grouped_tensor).
+Kernel grouped_gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t groups, DataType in, bool single_kernel) {
   Kernel g = gemm(m, n, k, groups, in);
-  g.grouped = true;
+  g.grouped = !single_kernel;
   return g;
 }
 
@@ -750,13 +751,13 @@ void StageBuilder::row_backward(const std::string& name, std::int64_t k, std::in
 void StageBuilder::expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params, bool wgrad) {
   const std::int64_t le = expert_groups(), rows = expert_rows();
   if (d_.quantized()) fp8_cast(name + "_grad_cast", d_.routed_tokens() * n, kBackward);
-  compute(name + "_dgrad", grouped_gemm(rows, k, n, le, d_.gemm), kBackward);
+  compute(name + "_dgrad", grouped_gemm(rows, k, n, le, d_.gemm, t_.moe_use_grouped_tensor), kBackward);
   if (wgrad) expert_wgrad(name, k, n, params);
 }
 
 void StageBuilder::expert_wgrad(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params) {
   const std::int64_t le = expert_groups(), rows = expert_rows();
-  gradient_ready(params, true, compute(name + "_wgrad", wgrad_gemm(grouped_gemm(k, n, rows, le, d_.gemm)), kBackward));
+  gradient_ready(params, true, compute(name + "_wgrad", wgrad_gemm(grouped_gemm(k, n, rows, le, d_.gemm, t_.moe_use_grouped_tensor)), kBackward));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1136,9 +1137,9 @@ void StageBuilder::moe_experts_forward(std::uint8_t cat) {
   const std::int64_t R = d_.routed_tokens(), le = expert_groups(), rows = expert_rows();
   if (d_.local_experts > 1) compute("sort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.quantized()) fp8_cast("expert_fc1_input_cast", R * d_.h, cat);
-  compute("expert_fc1", grouped_gemm(rows, d_.expert_fc1_width(), d_.h, le, d_.gemm), cat);
+  compute("expert_fc1", grouped_gemm(rows, d_.expert_fc1_width(), d_.h, le, d_.gemm, t_.moe_use_grouped_tensor), cat);
   expert_activation(cat);
-  compute("expert_fc2", grouped_gemm(rows, d_.h, d_.ef, le, d_.gemm), cat);
+  compute("expert_fc2", grouped_gemm(rows, d_.h, d_.ef, le, d_.gemm, t_.moe_use_grouped_tensor), cat);
   if (d_.local_experts > 1) compute("unsort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.etp > 1) {
     wait(collective("moe_tokens_reduce_scatter", kExpertTpSlot, kTpStream, CollectiveKind::kReduceScatter, dt() * R * d_.h,

@@ -271,6 +271,12 @@ struct TrainingSpec {
   // (autograd's order, arranged by sequence numbers): fc2's gradients beside the combine's
   // backward all-to-all, the activation's and fc1's beside the dispatch's.
   bool moe_shared_expert_overlap = false;
+  // Megatron-Core's moe_use_grouped_tensor (transformer_config.py; off by default): the expert
+  // GEMMs through Transformer Engine's GroupedTensor, one cuBLASLt grouped GEMM kernel over all
+  // local experts (nvte_grouped_gemm, transformer_engine/common/gemm/cublaslt_grouped_gemm.cu,
+  // TE b9f4013, 2026-01; needs cuBLAS 13.3+), priced as one kernel whose tiles of every group
+  // share the waves. Off: GroupedLinear's one cuBLAS GEMM per expert, one after another.
+  bool moe_use_grouped_tensor = false;
   // Megatron-LM's --scatter-gather-tensors-in-pipeline (Narayanan et al. 2021, Sec. 4.1, "scatter/
   // gather communication optimization"; on by default from commit 72e4230b, 2021-02-16, until
   // p2p_communication.py moved into Megatron Core, commit 39b83c79, 2023-01-31, which dropped it).

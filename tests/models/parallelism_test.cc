@@ -22,6 +22,7 @@
 #include "report/timeline.h"
 #include "tests/scenario_helpers.h"
 #include "sim/engine.h"
+#include "topologies/compute_model.h"
 
 using namespace trainsim;
 
@@ -500,6 +501,32 @@ TEST_CASE("models/parallelism: MoE dispatch, expert GEMMs and expert gradients f
   const auto ep4 = tests::simulate_file(kGpt, kMoe);
   CHECK(ep4.workload->stages[0].params.expert * 4 == no_ep.workload->stages[0].params.expert);
   CHECK(ep4.stages[0].static_memory.weights < no_ep.stages[0].static_memory.weights);
+}
+
+TEST_CASE("models/parallelism: moe_use_grouped_tensor runs the expert GEMMs as one grouped kernel") {
+  // Megatron-Core's moe_use_grouped_tensor: Transformer Engine's cuBLASLt grouped GEMM, one kernel
+  // whose tiles of every local expert share the waves, instead of one GEMM per expert in turn.
+  const std::vector<std::string> many = with(kMoe, {"model.num_experts=64"});
+  const config::Scenario per_group = config::load_scenario(kGpt, many);
+  const config::Scenario single = config::load_scenario(kGpt, with(many, {"training.moe_use_grouped_tensor=true"}));
+  const models::Workload a = models::lower(per_group.model, per_group.parallel, per_group.training, per_group.num_gpus());
+  const models::Workload b = models::lower(single.model, single.parallel, single.training, single.num_gpus());
+  for (const char* name : {"expert_fc1", "expert_fc2_dgrad", "expert_fc1_wgrad"}) {
+    CAPTURE(name);
+    const auto ta = tasks_named(a, 0, name);
+    const auto tb = tasks_named(b, 0, name);
+    REQUIRE(!ta.empty());
+    REQUIRE(!tb.empty());
+    const sim::Kernel& ka = a.graph.rank_class(0).kernels[ta.front()->payload];
+    const sim::Kernel& kb = b.graph.rank_class(0).kernels[tb.front()->payload];
+    CHECK(ka.grouped);
+    CHECK_FALSE(kb.grouped);
+    CHECK(ka.batch == kb.batch);
+    CHECK(ka.batch == 16);  // 64 experts over EP 4
+    CHECK(ka.flops.count() == kb.flops.count());
+    const topo::ComputeModel model(per_group.cluster.gpu);
+    CHECK(model.kernel_time(kb) < model.kernel_time(ka));
+  }
 }
 
 TEST_CASE("models/parallelism: a shared expert is a tensor-parallel dense MLP beside the routed experts") {
