@@ -673,6 +673,8 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("moe_shared_expert_overlap");
   t.moe_use_grouped_tensor = r.get_bool("moe_use_grouped_tensor", false);
   note("moe_use_grouped_tensor");
+  t.moe_grouped_gemm = r.get_bool("moe_grouped_gemm", true);
+  note("moe_grouped_gemm");
   t.scatter_gather_tensors_in_pipeline = r.get_bool("scatter_gather_tensors_in_pipeline", false);
   note("scatter_gather_tensors_in_pipeline");
   t.grad_reduce_in_fp32 = r.get_bool("grad_reduce_in_fp32", true);
@@ -1182,6 +1184,16 @@ void validate_plan(const Scenario& s, const Origins& o) {
   }
   if (t.moe_use_grouped_tensor && !m.is_moe()) {
     o.fail("training.moe_use_grouped_tensor", "runs the expert GEMMs as one grouped kernel: it needs a mixture-of-experts model (num_experts)");
+  }
+  if (!t.moe_grouped_gemm) {
+    // Megatron-Core's TransformerConfig refuses both without grouped GEMMs.
+    if (!m.is_moe()) {
+      o.fail("training.moe_grouped_gemm", "chooses how the experts run: it needs a mixture-of-experts model (num_experts)");
+    } else if (t.moe_use_grouped_tensor) {
+      o.fail("training.moe_use_grouped_tensor", "needs moe_grouped_gemm true (Megatron-Core refuses it without)");
+    } else if (t.recomputes_moe_act()) {
+      o.fail("training.recompute_modules", "moe_act is recomputed only with moe_grouped_gemm true (Megatron-Core refuses it without)");
+    }
   }
   if (t.delay_wgrad_compute && !t.overlap_moe_expert_parallel_comm) {
     o.fail("training.delay_wgrad_compute", "delay_wgrad_compute needs overlap_moe_expert_parallel_comm (Megatron-Core refuses it without)");

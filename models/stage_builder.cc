@@ -324,6 +324,15 @@ class StageBuilder {
   // The grouped expert GEMMs: one group per local expert, each over its share of the routed tokens.
   std::int64_t expert_groups() const { return std::max<std::int64_t>(1, d_.local_experts); }
   std::int64_t expert_rows() const { return std::max<std::int64_t>(1, d_.routed_tokens() / expert_groups()); }
+  // A memory-bound kernel over all local experts' tokens: under SequentialMLP
+  // (moe_grouped_gemm off) one kernel per expert, each with its own start cost.
+  Kernel per_expert(Kernel k) const {
+    if (!t_.moe_grouped_gemm && expert_groups() > 1) {
+      k.batch = expert_groups();
+      k.grouped = true;
+    }
+    return k;
+  }
   // `wgrad` false: the data gradient only; expert_wgrad then adds the weight gradient.
   void expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params, bool wgrad = true);
   void expert_wgrad(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params);
@@ -1140,6 +1149,8 @@ void StageBuilder::moe_experts_forward(std::uint8_t cat) {
   compute("expert_fc1", grouped_gemm(rows, d_.expert_fc1_width(), d_.h, le, d_.gemm, t_.moe_use_grouped_tensor), cat);
   expert_activation(cat);
   compute("expert_fc2", grouped_gemm(rows, d_.h, d_.ef, le, d_.gemm, t_.moe_use_grouped_tensor), cat);
+  // SequentialMLP joins the experts' outputs with torch.cat (its backward splits into views).
+  if (!t_.moe_grouped_gemm && le > 1) compute("expert_outputs_cat", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.local_experts > 1) compute("unsort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.etp > 1) {
     wait(collective("moe_tokens_reduce_scatter", kExpertTpSlot, kTpStream, CollectiveKind::kReduceScatter, dt() * R * d_.h,
@@ -1203,7 +1214,7 @@ void StageBuilder::moe_combine_backward() {
 // The experts' activation over the routed tokens and the cast of fc2's input.
 void StageBuilder::expert_activation(std::uint8_t cat) {
   const std::int64_t R = d_.routed_tokens();
-  compute(d_.gated ? "expert_swiglu" : "expert_activation", memory_op(dt() * R * (d_.expert_fc1_width() + d_.ef)), cat);
+  compute(d_.gated ? "expert_swiglu" : "expert_activation", per_expert(memory_op(dt() * R * (d_.expert_fc1_width() + d_.ef))), cat);
   if (d_.quantized()) fp8_cast("expert_fc2_input_cast", R * d_.ef, cat);
 }
 
@@ -1217,7 +1228,7 @@ void StageBuilder::moe_experts_backward(bool wgrad) {
   }
   expert_backward("expert_fc2", d_.ef, d_.h, lp_.expert_fc2, wgrad);
   compute(d_.gated ? "expert_swiglu_bwd" : "expert_activation_bwd",
-          memory_op(dt() * R * (2 * d_.expert_fc1_width() + d_.ef)), kBackward);
+          per_expert(memory_op(dt() * R * (2 * d_.expert_fc1_width() + d_.ef))), kBackward);
   expert_backward("expert_fc1", d_.h, d_.expert_fc1_width(), lp_.expert_fc1, wgrad);
   if (d_.local_experts > 1) compute("sort_chunks_bwd", memory_op(2 * dt() * R * d_.h), kBackward);
   if (d_.etp > 1) {

@@ -53,7 +53,8 @@ struct Kernel {
   bool quantize = false;      // memory-bound FP8 quantization of a GEMM operand (cast, amax, transpose)
   std::int64_t m = 0, n = 0, k = 0, batch = 1;
   // A GEMM of `batch` groups run as one kernel per group, one after another (Transformer
-  // Engine's grouped linear layers); otherwise `batch` is one strided-batched kernel.
+  // Engine's grouped linear layers); otherwise `batch` is one strided-batched kernel. A
+  // memory-bound kernel with `grouped` stands for `batch` kernels sharing its bytes.
   bool grouped = false;
   std::int64_t window = 0;  // causal flash attention: keys before each query it sees (0: all)
   Flops flops;  // floating-point work the kernel executes

@@ -173,8 +173,10 @@ Duration ComputeModel::kernel_time(const sim::Kernel& k) const {
     case KernelClass::kFlashAttention:
       return attention_time(k);
     case KernelClass::kMemoryBound: {
+      // Grouped: the work split over `batch` kernels run one after another, each paying the start.
       const double compute = k.flops.count() / gpu_.fp32.per_second();
-      return Duration::from_seconds(std::max(memory_seconds(k, cal.memory_efficiency), compute)) + cal.memory_kernel_overhead;
+      const std::int64_t kernels = k.grouped ? std::max<std::int64_t>(1, k.batch) : 1;
+      return Duration::from_seconds(std::max(memory_seconds(k, cal.memory_efficiency), compute)) + cal.memory_kernel_overhead * kernels;
     }
     case KernelClass::kOptimizer:
       return Duration::from_seconds(memory_seconds(k, cal.optimizer_efficiency)) + cal.memory_kernel_overhead;

@@ -503,30 +503,66 @@ TEST_CASE("models/parallelism: MoE dispatch, expert GEMMs and expert gradients f
   CHECK(ep4.stages[0].static_memory.weights < no_ep.stages[0].static_memory.weights);
 }
 
+// kMoe with 64 experts (16 on each rank under EP 4) and `extra` overrides, lowered.
+struct ManyExperts {
+  config::Scenario scenario;
+  models::Workload workload;
+  explicit ManyExperts(const std::vector<std::string>& extra = {})
+      : scenario(config::load_scenario(kGpt, with(with(kMoe, {"model.num_experts=64"}), extra))),
+        workload(models::lower(scenario.model, scenario.parallel, scenario.training, scenario.num_gpus())) {}
+  // The kernel of rank 0's first task named `name`.
+  const sim::Kernel& kernel(const std::string& name) const {
+    const auto tasks = tasks_named(workload, 0, name);
+    REQUIRE(!tasks.empty());
+    return workload.graph.rank_class(0).kernels[tasks.front()->payload];
+  }
+};
+
 TEST_CASE("models/parallelism: moe_use_grouped_tensor runs the expert GEMMs as one grouped kernel") {
   // Megatron-Core's moe_use_grouped_tensor: Transformer Engine's cuBLASLt grouped GEMM, one kernel
   // whose tiles of every local expert share the waves, instead of one GEMM per expert in turn.
-  const std::vector<std::string> many = with(kMoe, {"model.num_experts=64"});
-  const config::Scenario per_group = config::load_scenario(kGpt, many);
-  const config::Scenario single = config::load_scenario(kGpt, with(many, {"training.moe_use_grouped_tensor=true"}));
-  const models::Workload a = models::lower(per_group.model, per_group.parallel, per_group.training, per_group.num_gpus());
-  const models::Workload b = models::lower(single.model, single.parallel, single.training, single.num_gpus());
+  const ManyExperts per_group;
+  const ManyExperts single({"training.moe_use_grouped_tensor=true"});
+  const topo::ComputeModel model(per_group.scenario.cluster.gpu);
   for (const char* name : {"expert_fc1", "expert_fc2_dgrad", "expert_fc1_wgrad"}) {
     CAPTURE(name);
-    const auto ta = tasks_named(a, 0, name);
-    const auto tb = tasks_named(b, 0, name);
-    REQUIRE(!ta.empty());
-    REQUIRE(!tb.empty());
-    const sim::Kernel& ka = a.graph.rank_class(0).kernels[ta.front()->payload];
-    const sim::Kernel& kb = b.graph.rank_class(0).kernels[tb.front()->payload];
+    const sim::Kernel& ka = per_group.kernel(name);
+    const sim::Kernel& kb = single.kernel(name);
     CHECK(ka.grouped);
     CHECK_FALSE(kb.grouped);
     CHECK(ka.batch == kb.batch);
-    CHECK(ka.batch == 16);  // 64 experts over EP 4
+    CHECK(ka.batch == 16);
     CHECK(ka.flops.count() == kb.flops.count());
-    const topo::ComputeModel model(per_group.cluster.gpu);
     CHECK(model.kernel_time(kb) < model.kernel_time(ka));
   }
+}
+
+TEST_CASE("models/parallelism: moe_grouped_gemm false runs Megatron's SequentialMLP, one activation kernel per expert") {
+  const ManyExperts grouped;
+  const ManyExperts sequential({"training.moe_grouped_gemm=false"});
+  const topo::ComputeModel model(grouped.scenario.cluster.gpu);
+  for (const char* name : {"expert_swiglu", "expert_swiglu_bwd"}) {
+    CAPTURE(name);
+    const sim::Kernel& ka = grouped.kernel(name);
+    const sim::Kernel& kb = sequential.kernel(name);
+    CHECK_FALSE(ka.grouped);
+    CHECK(kb.grouped);
+    CHECK(kb.batch == 16);
+    CHECK(kb.bytes == ka.bytes);
+    // Sixteen kernel starts instead of one.
+    CHECK(model.kernel_time(kb) - model.kernel_time(ka) == grouped.scenario.cluster.gpu.calibration.memory_kernel_overhead * 15);
+  }
+  // The experts' outputs joined once per layer forward (torch.cat), the GEMMs unchanged.
+  CHECK(tasks_named(grouped.workload, 0, "expert_outputs_cat").empty());
+  CHECK(tasks_named(sequential.workload, 0, "expert_outputs_cat").size() == tasks_named(sequential.workload, 0, "expert_fc2").size());
+  CHECK(grouped.kernel("expert_fc1") == sequential.kernel("expert_fc1"));
+  // Megatron-Core refuses the GroupedTensor path and recomputing moe_act without grouped GEMMs.
+  CHECK_THROWS_WITH_AS(ManyExperts({"training.moe_grouped_gemm=false", "training.moe_use_grouped_tensor=true"}),
+                       doctest::Contains("training/moe_use_grouped_tensor: needs moe_grouped_gemm true"), InputError);
+  CHECK_THROWS_WITH_AS(ManyExperts({"training.moe_grouped_gemm=false", "training.recompute_granularity=\"selective\"",
+                                    "training.recompute_modules=[\"moe_act\"]"}),
+                       doctest::Contains("training/recompute_modules: moe_act is recomputed only with moe_grouped_gemm true"),
+                       InputError);
 }
 
 TEST_CASE("models/parallelism: a shared expert is a tensor-parallel dense MLP beside the routed experts") {
