@@ -70,14 +70,6 @@ Kernel gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, 
   return g;
 }
 
-// The expert GEMMs of a grouped linear layer: one GEMM per local expert (see sim::Kernel::grouped),
-// or one grouped kernel over all of them (`single_kernel`: TrainingSpec::moe_use_grouped_tensor).
-Kernel grouped_gemm(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t groups, DataType in, bool single_kernel) {
-  Kernel g = gemm(m, n, k, groups, in);
-  g.grouped = !single_kernel;
-  return g;
-}
-
 Kernel memory_op(std::int64_t bytes, double flops = 0) {
   Kernel k;
   k.kernel_class = KernelClass::kMemoryBound;
@@ -324,6 +316,13 @@ class StageBuilder {
   // The grouped expert GEMMs: one group per local expert, each over its share of the routed tokens.
   std::int64_t expert_groups() const { return std::max<std::int64_t>(1, d_.local_experts); }
   std::int64_t expert_rows() const { return std::max<std::int64_t>(1, d_.routed_tokens() / expert_groups()); }
+  // One of the grouped linear layers' GEMMs over the local experts: one GEMM per expert (see
+  // sim::Kernel::grouped), or one grouped kernel over all of them (moe_use_grouped_tensor).
+  Kernel expert_gemm(std::int64_t m, std::int64_t n, std::int64_t k) const {
+    Kernel g = gemm(m, n, k, expert_groups(), d_.gemm);
+    g.grouped = !t_.moe_use_grouped_tensor;
+    return g;
+  }
   // A memory-bound kernel over all local experts' tokens: under SequentialMLP
   // (moe_grouped_gemm off) one kernel per expert, each with its own start cost.
   Kernel per_expert(Kernel k) const {
@@ -758,15 +757,13 @@ void StageBuilder::row_backward(const std::string& name, std::int64_t k, std::in
 // Grouped expert GEMM backward (TE GroupedLinear): per local expert, data and weight gradients
 // over the tokens routed to it. Forward: Y[R/e, n] = X[R/e, k] W[k, n].
 void StageBuilder::expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params, bool wgrad) {
-  const std::int64_t le = expert_groups(), rows = expert_rows();
   if (d_.quantized()) fp8_cast(name + "_grad_cast", d_.routed_tokens() * n, kBackward);
-  compute(name + "_dgrad", grouped_gemm(rows, k, n, le, d_.gemm, t_.moe_use_grouped_tensor), kBackward);
+  compute(name + "_dgrad", expert_gemm(expert_rows(), k, n), kBackward);
   if (wgrad) expert_wgrad(name, k, n, params);
 }
 
 void StageBuilder::expert_wgrad(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params) {
-  const std::int64_t le = expert_groups(), rows = expert_rows();
-  gradient_ready(params, true, compute(name + "_wgrad", wgrad_gemm(grouped_gemm(k, n, rows, le, d_.gemm, t_.moe_use_grouped_tensor)), kBackward));
+  gradient_ready(params, true, compute(name + "_wgrad", wgrad_gemm(expert_gemm(k, n, expert_rows())), kBackward));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1143,14 +1140,14 @@ void StageBuilder::moe_dispatch_forward(std::uint8_t cat) {
 }
 
 void StageBuilder::moe_experts_forward(std::uint8_t cat) {
-  const std::int64_t R = d_.routed_tokens(), le = expert_groups(), rows = expert_rows();
+  const std::int64_t R = d_.routed_tokens(), rows = expert_rows();
   if (d_.local_experts > 1) compute("sort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.quantized()) fp8_cast("expert_fc1_input_cast", R * d_.h, cat);
-  compute("expert_fc1", grouped_gemm(rows, d_.expert_fc1_width(), d_.h, le, d_.gemm, t_.moe_use_grouped_tensor), cat);
+  compute("expert_fc1", expert_gemm(rows, d_.expert_fc1_width(), d_.h), cat);
   expert_activation(cat);
-  compute("expert_fc2", grouped_gemm(rows, d_.h, d_.ef, le, d_.gemm, t_.moe_use_grouped_tensor), cat);
+  compute("expert_fc2", expert_gemm(rows, d_.h, d_.ef), cat);
   // SequentialMLP joins the experts' outputs with torch.cat (its backward splits into views).
-  if (!t_.moe_grouped_gemm && le > 1) compute("expert_outputs_cat", memory_op(2 * dt() * R * d_.h), cat);
+  if (!t_.moe_grouped_gemm && d_.local_experts > 1) compute("expert_outputs_cat", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.local_experts > 1) compute("unsort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
   if (d_.etp > 1) {
     wait(collective("moe_tokens_reduce_scatter", kExpertTpSlot, kTpStream, CollectiveKind::kReduceScatter, dt() * R * d_.h,
