@@ -190,7 +190,7 @@ int run(const PlanArgs& a) {
   if (!a.cp_comm_types.empty()) {
     req.space.cp_comm_types.clear();
     for (const std::string& type : a.cp_comm_types) {
-      const auto t = static_cast<models::CpCommType>(choice_of("--cp-comm-type", type, {"p2p", "a2a", "allgather"}));
+      const auto t = static_cast<models::CpCommType>(choice_of("--cp-comm-type", type, {"p2p", "a2a", "allgather", "a2a+p2p"}));
       if (std::find(req.space.cp_comm_types.begin(), req.space.cp_comm_types.end(), t) == req.space.cp_comm_types.end()) {
         req.space.cp_comm_types.push_back(t);
       }
@@ -297,7 +297,8 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--cp", a->cp, "Context-parallel sizes to try")->delimiter(',');
   cmd->add_option("--cp-comm-type", a->cp_comm_types,
                   "Context-parallel exchanges to try where CP > 1: p2p (Transformer Engine's ring), a2a (all-to-alls of Q, K, "
-                  "V and the output), allgather (K and V all-gathered) (default: p2p)")
+                  "V and the output), allgather (K and V all-gathered), a2a+p2p (all-to-alls within a node, the ring across "
+                  "nodes) (default: p2p)")
       ->delimiter(',');
   cmd->add_option("--ep", a->ep, "Expert-parallel sizes to try (MoE)")->delimiter(',');
   cmd->add_option("--micro-batch-sizes", a->mbs, "Micro-batch sizes to try (default: 1,2,4,8)")->delimiter(',');

@@ -481,14 +481,31 @@ ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
   integer("expert_model_parallel_size", p.expert_model_parallel_size);
   p.expert_tensor_parallel_size = r.get_int("expert_tensor_parallel_size", 0, 1, kMaxParallelSize);
   origins.note("parallelism.expert_tensor_parallel_size", r, "expert_tensor_parallel_size");
-  // Megatron-Core's cp_comm_type; its hierarchical "a2a+p2p" is named as not modelled.
-  if (const Json* v = r.raw("cp_comm_type"); v != nullptr && v->is_string() && *v == "a2a+p2p") {
-    r.fail("cp_comm_type", "\"a2a+p2p\" (hierarchical context parallelism) is not modelled by trainsim: expected \"p2p\" "
-                           "(Transformer Engine's ring), \"a2a\" (all-to-alls of Q, K, V and the output) or \"allgather\" "
-                           "(K and V all-gathered)");
-  }
-  p.cp_comm_type = static_cast<models::CpCommType>(r.get_choice("cp_comm_type", 0, {"p2p", "a2a", "allgather"}));
+  // Megatron-Core's cp_comm_type, and hierarchical_context_parallel_sizes for its "a2a+p2p".
+  p.cp_comm_type = static_cast<models::CpCommType>(r.get_choice("cp_comm_type", 0, {"p2p", "a2a", "allgather", "a2a+p2p"}));
   origins.note("parallelism.cp_comm_type", r, "cp_comm_type");
+  if (const Json* sizes = r.raw("hierarchical_context_parallel_sizes"); sizes != nullptr && !sizes->is_null()) {
+    const char* key = "hierarchical_context_parallel_sizes";
+    if (p.cp_comm_type != models::CpCommType::kA2aP2p) {
+      r.fail(key, "only applies with cp_comm_type \"a2a+p2p\" (got \"" + std::string(models::to_string(p.cp_comm_type)) + "\")");
+    }
+    if (!sizes->is_array() || sizes->size() != 2) {
+      r.fail(key, "expected [all-to-all group size, ring size] (two integers whose product is context_parallel_size), got " +
+                      describe(*sizes));
+    }
+    for (std::size_t i = 0; i < 2; ++i) {
+      const Json& v = (*sizes)[i];
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > kMaxParallelSize) {
+        throw InputError(r.file_of(key), join_path(r.path_of(key), i),
+                         "expected an integer in [1, " + std::to_string(kMaxParallelSize) + "], got " + describe(v));
+      }
+      p.hierarchical_context_parallel_sizes.push_back(v.get<std::int64_t>());
+    }
+    origins.note("parallelism.hierarchical_context_parallel_sizes", r, key);
+  } else if (p.cp_comm_type == models::CpCommType::kA2aP2p) {
+    r.fail("cp_comm_type", "\"a2a+p2p\" needs hierarchical_context_parallel_sizes [all-to-all group size, ring size] "
+                           "(Megatron-Core's --hierarchical-context-parallel-sizes)");
+  }
   p.microbatch_group_size_per_vp_stage = r.get_int("microbatch_group_size_per_vp_stage", 0, 1, 1 << 20);
   origins.note("parallelism.microbatch_group_size_per_vp_stage", r, "microbatch_group_size_per_vp_stage");
   p.sequence_parallel = r.get_bool("sequence_parallel", false);
@@ -1015,24 +1032,40 @@ void validate_plan(const Scenario& s, const Origins& o) {
     }
   }
   // Sequence and context parallelism.
-  const bool a2a = p.cp_comm_type == models::CpCommType::kA2a;
+  const bool hierarchical = p.cp_comm_type == models::CpCommType::kA2aP2p;
+  if (hierarchical) {
+    // parallel_state.py: assert np.prod(hierarchical_context_parallel_sizes) == context_parallel_size.
+    const std::vector<std::int64_t>& sizes = p.hierarchical_context_parallel_sizes;
+    if (sizes[0] * sizes[1] != cp) {
+      o.fail("parallelism.hierarchical_context_parallel_sizes",
+             "expected sizes whose product is context_parallel_size (" + std::to_string(cp) + "), got [" + std::to_string(sizes[0]) +
+                 ", " + std::to_string(sizes[1]) + "]");
+    }
+  }
+  // What the attention runs as: a2a+p2p with a ring of 1 is the all-to-alls, with an all-to-all
+  // group of 1 the ring (attn_forward_func_with_cp).
+  const std::int64_t a2a_ranks = p.cp_a2a_size();
+  const bool a2a = p.cp_comm_type == models::CpCommType::kA2a || (hierarchical && a2a_ranks == cp);
   if (cp > 1 && !a2a && m.window_size > 0 && m.window_size + 1 < m.seq_length) {
     o.fail("parallelism.context_parallel_size", std::string("context parallelism over ") +
-                                                    (p.cp_comm_type == models::CpCommType::kP2p ? "the ring (cp_comm_type \"p2p\")"
-                                                                                                : "all-gathered K/V (cp_comm_type \"allgather\")") +
+                                                    (p.cp_comm_type == models::CpCommType::kAllGather
+                                                         ? "all-gathered K/V (cp_comm_type \"allgather\")"
+                                                         : hierarchical ? "a ring (cp_comm_type \"a2a+p2p\" with a ring of more than one rank)"
+                                                                        : "the ring (cp_comm_type \"p2p\")") +
                                                     " with sliding-window attention (window_size) is not modelled by trainsim: its "
                                                     "steps would skip the blocks outside the window (cp_comm_type \"a2a\" is)");
   }
-  if (cp > 1 && a2a) {
-    // Transformer Engine's AttnFuncWithCPAndQKVOA2A splits the heads of Q and of K/V on each
-    // tensor-parallel rank over the context-parallel ranks.
+  if (cp > 1 && a2a_ranks > 1) {
+    // Transformer Engine's all-to-alls (AttnFuncWithCPAndQKVOA2A; flash_attn_a2a_communicate under
+    // a2a+p2p) split the heads of Q and of K/V on each tensor-parallel rank over the all-to-all
+    // group's ranks.
     const std::int64_t heads = m.num_attention_heads / tp;
     const std::int64_t kv_heads = (m.multi_latent_attention ? m.num_attention_heads : m.num_query_groups) / tp;
-    if (heads % cp != 0 || kv_heads % cp != 0) {
-      o.fail("parallelism.cp_comm_type", "cp_comm_type \"a2a\" needs the attention heads (" + std::to_string(heads) +
-                                             ") and key/value heads (" + std::to_string(kv_heads) +
-                                             ") of each tensor-parallel rank divisible by context_parallel_size (" +
-                                             std::to_string(cp) + ")");
+    if (heads % a2a_ranks != 0 || kv_heads % a2a_ranks != 0) {
+      o.fail(hierarchical ? "parallelism.hierarchical_context_parallel_sizes" : "parallelism.cp_comm_type",
+             std::string("cp_comm_type \"") + models::to_string(p.cp_comm_type) + "\" needs the attention heads (" + std::to_string(heads) +
+                 ") and key/value heads (" + std::to_string(kv_heads) + ") of each tensor-parallel rank divisible by " +
+                 (hierarchical ? "the all-to-all group size (" : "context_parallel_size (") + std::to_string(a2a_ranks) + ")");
     }
   }
   if (m.seq_length % (2 * cp) != 0 && cp > 1) {

@@ -45,7 +45,7 @@ std::vector<std::string> stream_names(bool offload) {
   return names;
 }
 std::vector<std::string> comm_slot_names() { return {"tp", "dp", "cp", "ep", "expert_tp", "expert_dp", "embedding", "grad_stats", "amax", "dp_shard", "dp_replica",
-                                                   "expert_dp_shard", "expert_dp_replica"}; }
+                                                   "expert_dp_shard", "expert_dp_replica", "cp_a2a"}; }
 std::vector<std::string> peer_slot_names() { return {"pp_next", "pp_prev", "cp_next", "cp_prev", "tp_next", "tp_prev"}; }
 
 }  // namespace trainsim::models

@@ -31,11 +31,13 @@ enum CommSlot : std::uint16_t {
                      // all-reduce of each gradient shard across instances)
   kExpertDpShardSlot,    // the same two for the expert-data-parallel group
   kExpertDpReplicaSlot,
+  kCpA2aSlot,        // hierarchical context parallelism (a2a+p2p): the all-to-all level's group
   kNumCommSlots
 };
 
-// Point-to-point peers: pipeline neighbours, the context-parallel ring, and the tensor-parallel
-// ring (Transformer Engine's userbuffers ring exchange under tp_comm_overlap).
+// Point-to-point peers: pipeline neighbours, the context-parallel ring (under a2a+p2p the ranks at
+// the all-to-all group's stride), and the tensor-parallel ring (Transformer Engine's userbuffers
+// ring exchange under tp_comm_overlap).
 enum PeerSlot : std::uint16_t { kPpNext = 0, kPpPrev, kCpNext, kCpPrev, kTpNext, kTpPrev, kNumPeerSlots };
 
 enum Category : std::uint8_t {

@@ -72,6 +72,9 @@ struct LayerDims {
   std::int64_t cp = 1;  // context-parallel size
   bool cp_a2a = false;            // context parallelism by all-to-alls (cp_comm_type a2a) rather than the ring
   bool cp_all_gather = false;     // by all-gathered K and V (cp_comm_type allgather)
+  // cp_comm_type a2a+p2p with both levels > 1: the all-to-all group's size A (the ring then spans
+  // cp / A ranks at stride A, over 1/A of the heads and A x the sequence); 1 otherwise.
+  std::int64_t cp_inner = 1;
   bool te_cross_entropy = false;  // Transformer Engine's fused cross-entropy (TrainingSpec::te_cross_entropy)
   bool sp = false;      // sequence parallel
   bool gated = false;   // SwiGLU: fc1 produces 2f

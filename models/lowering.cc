@@ -223,6 +223,12 @@ Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const Train
     add_groups(kDpReplicaSlot, [&](const RankCoord& c) { return (c.pp * tp + c.tp) * shard + (c.dp * cp + c.cp) % shard; }, stage_of);
   }
   add_groups(kCpSlot, [&](const RankCoord& c) { return (c.pp * dp + c.dp) * tp + c.tp; }, stage_of);
+  // a2a+p2p: the all-to-all level, consecutive CP ranks (create_hierarchical_groups' level 0);
+  // the ring's peers below sit at its stride.
+  const std::int64_t cp_inner = d.cp_inner;
+  if (cp_inner > 1) {
+    add_groups(kCpA2aSlot, [&](const RankCoord& c) { return ((c.pp * dp + c.dp) * tp + c.tp) * cp + c.cp / cp_inner; }, stage_of);
+  }
   if (model.is_moe()) {
     add_groups(kEpSlot, [&](const RankCoord& c) { return (c.pp * edp + c.edp) * etp + c.etp; }, stage_of);
     add_groups(kExpertTpSlot, [&](const RankCoord& c) { return (c.pp * edp + c.edp) * ep + c.ep; }, stage_of);
@@ -263,8 +269,8 @@ Workload lower(const ModelSpec& model, const ParallelSpec& parallel, const Train
     set(kPpNext, n);
     set(kPpPrev, p);
     n = c, p = c;
-    n.cp = (c.cp + 1) % cp;
-    p.cp = (c.cp + cp - 1) % cp;
+    n.cp = (c.cp + cp_inner) % cp;
+    p.cp = (c.cp + cp - cp_inner) % cp;
     set(kCpNext, n);
     set(kCpPrev, p);
     n = c, p = c;

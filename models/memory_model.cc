@@ -34,7 +34,11 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
   d.v = m.padded_vocab(tp) / tp;
   d.t = tp;
   d.cp = p.context_parallel_size;
-  d.cp_a2a = p.cp_comm_type == CpCommType::kA2a;
+  // a2a+p2p with one of its levels of 1 is what Transformer Engine runs then: the plain ring
+  // (all-to-all group of 1) or the plain all-to-alls (ring of 1; attn_forward_func_with_cp).
+  const std::int64_t a2a_ranks = p.cp_a2a_size();
+  d.cp_a2a = p.cp_comm_type == CpCommType::kA2a || (p.cp_comm_type == CpCommType::kA2aP2p && a2a_ranks == d.cp);
+  d.cp_inner = p.cp_comm_type == CpCommType::kA2aP2p && a2a_ranks > 1 && a2a_ranks < d.cp ? a2a_ranks : 1;
   d.cp_all_gather = p.cp_comm_type == CpCommType::kAllGather;
   d.te_cross_entropy = t.te_cross_entropy();
   d.sp = p.sequence_parallel && tp > 1;
@@ -92,9 +96,10 @@ std::int64_t layer_activation_bytes(const LayerDims& d, bool selective) {
     if (d.flash) {
       // Flash attention keeps the fp32 log-sum-exp per query row (Dao et al. 2022, Alg. 2) and its
       // output O, which is the output projection's input unless that was cast to FP8, or, under
-      // all-to-all context parallelism, O by head groups before the all-to-all that makes the
-      // projection's input (context_parallel.py: out_part saved for the backward).
-      const bool separate_output = d.quantized() || (d.cp_a2a && d.cp > 1);
+      // all-to-all context parallelism (a2a, or a2a+p2p's all-to-all level), O by head groups
+      // before the all-to-all that makes the projection's input (context_parallel.py: out_part
+      // saved for the backward).
+      const bool separate_output = d.quantized() || ((d.cp_a2a || d.cp_inner > 1) && d.cp > 1);
       attention += 4 * d.b * d.a * d.s + (separate_output ? dt * T * d.a * d.dv : 0);
     } else {
       attention += dt * d.b * d.a * d.s * d.s;  // softmax output

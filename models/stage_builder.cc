@@ -380,7 +380,7 @@ class StageBuilder {
   void attention_backward();
   void attention_core_forward(std::uint8_t cat);
   void attention_core_backward();
-  void cp_all_to_all(const std::string& name, std::int64_t bytes, std::uint8_t cat);
+  void cp_all_to_all(const std::string& name, std::int64_t bytes, std::uint8_t cat, CommSlot slot = kCpSlot);
   void cp_kv_all_gather(std::uint8_t cat);
   void all_gather_attention_steps(bool backward, std::uint8_t cat);
   void mlp_forward(std::uint8_t cat);
@@ -787,7 +787,11 @@ void StageBuilder::norm_backward(const std::string& name, std::int64_t free) {
 // (AttnFuncWithCPAndKVP2P): each rank keeps two load-balanced sequence chunks (i and 2cp-1-i),
 // so every step costs half a block of scores; step i computes with the K/V received in step
 // i-1 while sending them on to the next rank, and each step's partial output is merged with
-// the running one (flash_attn_fwd_out_correction).
+// the running one (flash_attn_fwd_out_correction). Under a2a+p2p the same class first trades
+// Q, K and V for 1/A of the heads over A x the sequence by all-to-alls in the group of A
+// (flash_attn_a2a_communicate, as cp_comm_type a2a does), runs the ring over the cp / A ranks at
+// stride A with those, and sends the output back by an all-to-all; the bytes each step moves and
+// merges stay those of the plain ring.
 void StageBuilder::attention_core_forward(std::uint8_t cat) {
   const std::int64_t T = d_.tokens(), bh = d_.b * d_.a;
   if (!d_.flash) {
@@ -821,9 +825,12 @@ void StageBuilder::attention_core_forward(std::uint8_t cat) {
   }
   const std::int64_t kv_bytes = this->kv_bytes();
   const std::int64_t out_bytes = 3 * dt() * T * d_.a * d_.d + 8 * bh * d_.s;
+  const std::int64_t A = d_.cp_inner, ring = d_.cp / A, heads = bh / A, s = d_.s * A;
+  const std::int64_t o_bytes = dt() * T * d_.a * d_.dv;
+  if (A > 1) cp_all_to_all("cp_qkv_all_to_all", qkvo_bytes - o_bytes, cat, kCpA2aSlot);
   std::vector<TaskIndex> exchanges, steps;
-  for (std::int64_t i = 0; i < d_.cp; ++i) {
-    if (i + 1 < d_.cp) {
+  for (std::int64_t i = 0; i < ring; ++i) {
+    if (i + 1 < ring) {
       // Issued on the stream that ran step i-2 (TE alternates two streams), after the previous
       // exchange (ring order on the CP stream); the first one after K and V are produced.
       std::vector<TaskIndex> deps;
@@ -833,16 +840,19 @@ void StageBuilder::attention_core_forward(std::uint8_t cat) {
     if (i > 0) wait(exchanges[static_cast<std::size_t>(i - 1)]);
     // Step 0: the diagonal blocks (causal); later steps: all queries against half the keys, or
     // half the queries against all keys (same work; the former shape is used).
-    const Kernel k = i == 0 ? flash(bh, d_.s, d_.s, d_.d, qkvo_bytes, true, false, d_.act)
-                            : flash(bh, d_.s, d_.s / 2, d_.d, qkvo_bytes / 2, false, false, d_.act);
+    const Kernel k = i == 0 ? flash(heads, s, s, d_.d, qkvo_bytes, true, false, d_.act)
+                            : flash(heads, s, s / 2, d_.d, qkvo_bytes / 2, false, false, d_.act);
     steps.push_back(compute("flash_attention_fwd_step", k, cat));
     if (i > 0) compute("attention_out_correction", memory_op(out_bytes), cat);
   }
+  if (A > 1) cp_all_to_all("cp_out_all_to_all", o_bytes, cat, kCpA2aSlot);
 }
 
 // Core attention backward; under context parallelism the ring carries K/V and the partial
 // dK/dV (TE: step 0 sends K/V, middle steps K/V and dK/dV, the last step dK/dV only); each
-// step's dK/dV is added to the received partial sums once they arrive.
+// step's dK/dV is added to the received partial sums once they arrive. Under a2a+p2p the output
+// gradient goes to head groups by an all-to-all before the ring, and the gradients of Q, K and V
+// back to sequence shards after it.
 void StageBuilder::attention_core_backward() {
   const std::int64_t T = d_.tokens(), bh = d_.b * d_.a;
   if (!d_.flash) {
@@ -881,18 +891,22 @@ void StageBuilder::attention_core_backward() {
     return;
   }
   const std::int64_t kv_bytes = this->kv_bytes();
+  const std::int64_t A = d_.cp_inner, ring = d_.cp / A, heads = bh / A, s = d_.s * A;
+  const std::int64_t o_bytes = dt() * T * d_.a * d_.dv;
+  if (A > 1) cp_all_to_all("cp_dout_all_to_all", o_bytes, kBackward, kCpA2aSlot);
   TaskIndex previous = kNoTask;
-  for (std::int64_t i = 0; i < d_.cp; ++i) {
-    const std::int64_t bytes = (i == 0 || i + 1 == d_.cp) ? kv_bytes : 2 * kv_bytes;
-    const TaskIndex ring = p2p("cp_kv_dkv_exchange", exchange(kCpNext, kCpPrev, bytes), kCpEpStream, kCpComm);
+  for (std::int64_t i = 0; i < ring; ++i) {
+    const std::int64_t bytes = (i == 0 || i + 1 == ring) ? kv_bytes : 2 * kv_bytes;
+    const TaskIndex exchanged = p2p("cp_kv_dkv_exchange", exchange(kCpNext, kCpPrev, bytes), kCpEpStream, kCpComm);
     wait(previous);
-    const Kernel k = i == 0 ? flash(bh, d_.s, d_.s, d_.d, io_bytes, true, true, d_.act)
-                            : flash(bh, d_.s, d_.s / 2, d_.d, io_bytes / 2, false, true, d_.act);
+    const Kernel k = i == 0 ? flash(heads, s, s, d_.d, io_bytes, true, true, d_.act)
+                            : flash(heads, s, s / 2, d_.d, io_bytes / 2, false, true, d_.act);
     compute("flash_attention_bwd_step", k, kBackward);
-    wait(ring);
+    wait(exchanged);
     compute("attention_dkv_update", memory_op(3 * kv_bytes), kBackward);
-    previous = ring;
+    previous = exchanged;
   }
+  if (A > 1) cp_all_to_all("cp_dqkv_all_to_all", io_bytes / 2 - o_bytes, kBackward, kCpA2aSlot);
 }
 
 // One of Transformer Engine's context-parallel all-to-alls (flash_attn_a2a_communicate) over
@@ -900,9 +914,9 @@ void StageBuilder::attention_core_backward() {
 // contiguous), exchanged over the context-parallel group (one all_to_all_single per tensor, here
 // one collective for their sum) and copied once more to reorder its sequence chunks; the compute
 // stream waits for the exchange (wait_stream on the CP stream).
-void StageBuilder::cp_all_to_all(const std::string& name, std::int64_t bytes, std::uint8_t cat) {
+void StageBuilder::cp_all_to_all(const std::string& name, std::int64_t bytes, std::uint8_t cat, CommSlot slot) {
   compute(name + "_layout", memory_op(2 * bytes), cat);
-  wait(collective(name, kCpSlot, kCpEpStream, CollectiveKind::kAllToAll, bytes, d_.act, kCpComm));
+  wait(collective(name, slot, kCpEpStream, CollectiveKind::kAllToAll, bytes, d_.act, kCpComm));
   compute(name + "_reorder", memory_op(2 * bytes), cat);
 }
 

@@ -65,12 +65,25 @@ const char* to_string(CpCommType c) {
       return "a2a";
     case CpCommType::kAllGather:
       return "allgather";
+    case CpCommType::kA2aP2p:
+      return "a2a+p2p";
   }
   return "?";
 }
 
-const char* cp_comm_label(CpCommType c) {
-  return c == CpCommType::kA2a ? "all-to-all" : c == CpCommType::kAllGather ? "all-gather" : "";
+std::string cp_comm_label(const ParallelSpec& p) {
+  switch (p.cp_comm_type) {
+    case CpCommType::kA2a:
+      return "all-to-all";
+    case CpCommType::kAllGather:
+      return "all-gather";
+    case CpCommType::kA2aP2p:
+      return "all-to-all " + std::to_string(p.hierarchical_context_parallel_sizes.at(0)) + " x ring " +
+             std::to_string(p.hierarchical_context_parallel_sizes.at(1));
+    case CpCommType::kP2p:
+      break;
+  }
+  return "";
 }
 
 }  // namespace trainsim::models

@@ -17,8 +17,12 @@ namespace trainsim::models {
 // attends over the whole sequence with 1/CP of the heads (AttnFuncWithCPAndQKVOA2A, DeepSpeed
 // Ulysses, arXiv:2309.14509); kAllGather: K and V all-gathered before the attention and their
 // gradients reduce-scattered after its backward (AttnFuncWithCPAndKVAllGather, the Llama 3
-// paper's Sec. 3.3.2, arXiv:2407.21783). Megatron's "a2a+p2p" is not modelled.
-enum class CpCommType : std::uint8_t { kP2p, kA2a, kAllGather };
+// paper's Sec. 3.3.2, arXiv:2407.21783). kA2aP2p: Megatron-Core's hierarchical "a2a+p2p" over
+// hierarchical_context_parallel_sizes [A, B]: all-to-alls within groups of A consecutive CP ranks
+// (Q, K, V to 1/A of the heads over A x the sequence, the output back), between them the ring over
+// the B ranks at stride A (AttnFuncWithCPAndKVP2P with cp_group [a2a group, p2p group]; with A or
+// B of 1 Transformer Engine runs the plain ring or the plain all-to-alls).
+enum class CpCommType : std::uint8_t { kP2p, kA2a, kAllGather, kA2aP2p };
 
 struct ParallelSpec {
   std::int64_t tensor_model_parallel_size = 1;
@@ -28,6 +32,18 @@ struct ParallelSpec {
   std::int64_t expert_model_parallel_size = 1;
   std::int64_t expert_tensor_parallel_size = 0;  // 0 = tensor_model_parallel_size (Megatron's default)
   CpCommType cp_comm_type = CpCommType::kP2p;
+  // Megatron-Core's hierarchical_context_parallel_sizes (--hierarchical-context-parallel-sizes):
+  // under cp_comm_type a2a+p2p, [all-to-all group size, ring size], their product the CP size
+  // (parallel_state.py's create_hierarchical_groups: level 0 consecutive CP ranks, level 1 at
+  // their stride). Empty otherwise.
+  std::vector<std::int64_t> hierarchical_context_parallel_sizes;
+  // The ranks one all-to-all of the attention spans: the CP size under a2a, the first
+  // hierarchical size under a2a+p2p, else 1.
+  std::int64_t cp_a2a_size() const {
+    if (cp_comm_type == CpCommType::kA2a) return context_parallel_size;
+    if (cp_comm_type == CpCommType::kA2aP2p && !hierarchical_context_parallel_sizes.empty()) return hierarchical_context_parallel_sizes.front();
+    return 1;
+  }
   // Interleaved schedule: micro-batches run per model chunk before switching chunks; 0 = the
   // pipeline size (Megatron-Core's default).
   std::int64_t microbatch_group_size_per_vp_stage = 0;
@@ -116,9 +132,11 @@ const char* to_string(RecomputeMethod m);
 const char* to_string(AttentionKernel k);
 const char* to_string(PipelineSchedule s);
 const char* to_string(CpCommType c);
-// How reports name a context-parallel exchange other than the ring: "all-to-all", "all-gather"
-// ("" for the ring).
-const char* cp_comm_label(CpCommType c);
+
+
+// How reports name a context-parallel exchange other than the ring: "all-to-all", "all-gather",
+// "all-to-all 4 x ring 2" (a2a+p2p with its sizes); "" for the ring.
+std::string cp_comm_label(const ParallelSpec& p);
 
 struct TrainingSpec {
   std::int64_t micro_batch_size = 1;

@@ -38,10 +38,20 @@ const char* split_mark(const models::ParallelSpec& p) {
 }
 
 // The table's mark of a context-parallel exchange other than the ring: "a" all-to-all, "g"
-// all-gather ("" for the ring or without CP).
+// all-gather, "h" all-to-alls within a node and the ring across ("" for the ring or without CP).
 const char* cp_mark(const models::ParallelSpec& p) {
   if (p.context_parallel_size == 1) return "";
-  return p.cp_comm_type == models::CpCommType::kA2a ? "a" : p.cp_comm_type == models::CpCommType::kAllGather ? "g" : "";
+  switch (p.cp_comm_type) {
+    case models::CpCommType::kA2a:
+      return "a";
+    case models::CpCommType::kAllGather:
+      return "g";
+    case models::CpCommType::kA2aP2p:
+      return "h";
+    case models::CpCommType::kP2p:
+      break;
+  }
+  return "";
 }
 
 std::int64_t dp_of(const PlanResult& r) {
@@ -59,6 +69,9 @@ std::string describe_plan(const PlanResult& r) {
   if (p.context_parallel_size > 1) {
     o << " CP " << p.context_parallel_size;
     if (p.cp_comm_type != models::CpCommType::kP2p) o << " " << models::to_string(p.cp_comm_type);
+    if (!p.hierarchical_context_parallel_sizes.empty()) {
+      o << " [" << p.hierarchical_context_parallel_sizes[0] << ", " << p.hierarchical_context_parallel_sizes[1] << "]";
+    }
   }
   if (p.expert_model_parallel_size > 1) o << " EP " << p.expert_model_parallel_size;
   o << " DP " << dp_of(r) << " mbs " << r.training.micro_batch_size << " "
@@ -125,19 +138,24 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     o << "  bubble, exposed: shares of the iteration the critical rank spent in the pipeline bubble and waiting for\n"
          "       communication it could not hide (--json gives the exposed time by kind)\n";
   }
-  bool accounted = false, uneven = false, all_to_all = false, all_gather = false;
+  bool accounted = false, uneven = false, all_to_all = false, all_gather = false, hierarchical = false;
   for (std::size_t i = 0; i < n; ++i) {
     accounted = accounted || report.plans[i].parallel.accounts_in_split();
     uneven = uneven || uneven_split(report.plans[i].parallel);
     const models::ParallelSpec& p = report.plans[i].parallel;
     all_to_all = all_to_all || (p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kA2a);
     all_gather = all_gather || (p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kAllGather);
+    hierarchical = hierarchical || (p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kA2aP2p);
   }
   if (all_to_all) {
     o << "  CPa: context parallelism by all-to-alls of Q, K, V and the output (cp_comm_type a2a)\n";
   }
   if (all_gather) o << "  CPg: context parallelism by all-gathered K and V (cp_comm_type allgather)\n";
-  if (all_to_all || all_gather) o << "       (a CP size without a mark: Transformer Engine's ring, p2p)\n";
+  if (hierarchical) {
+    o << "  CPh: all-to-alls among the CP ranks of a node, the ring across nodes (cp_comm_type a2a+p2p; the JSON\n"
+         "       gives hierarchical_context_parallel_sizes)\n";
+  }
+  if (all_to_all || all_gather || hierarchical) o << "       (a CP size without a mark: Transformer Engine's ring, p2p)\n";
   if (uneven) {
     o << "  PP~: the layers do not split evenly: the middle stages hold ceil(layers / PP), the first and last\n"
          "       share the rest (decoder_first/last_pipeline_num_layers; --json gives them per plan)\n";
@@ -176,7 +194,7 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
          "use_distributed_optimizer,zero_stage,iteration_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,time_to_train_days,"
          "gpu_hours,cost,account_for_embedding_in_pipeline_split,account_for_loss_in_pipeline_split,"
          "decoder_first_pipeline_num_layers,decoder_last_pipeline_num_layers,pipeline_bubble_s,exposed_communication_s,"
-         "cpu_offloading_num_layers,cp_comm_type";
+         "cpu_offloading_num_layers,cp_comm_type,hierarchical_context_parallel_sizes";
   if (!report.plans.empty()) {
     for (const auto& [kind, v] : report.plans.front().exposed_by_kind) out << ",exposed_" << kind << "_s";
   }
@@ -197,7 +215,11 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
         << (p.decoder_first_pipeline_num_layers ? std::to_string(*p.decoder_first_pipeline_num_layers) : "") << ','
         << (p.decoder_last_pipeline_num_layers ? std::to_string(*p.decoder_last_pipeline_num_layers) : "") << ','
         << fmt("%.6g", r.pipeline_bubble_s) << ',' << fmt("%.6g", r.exposed_communication_s) << ','
-        << r.training.cpu_offload_layers << ',' << models::to_string(p.cp_comm_type);
+        << r.training.cpu_offload_layers << ',' << models::to_string(p.cp_comm_type) << ',';
+    // "A B" (a2a+p2p's all-to-all group and ring sizes), else empty.
+    if (!p.hierarchical_context_parallel_sizes.empty()) {
+      out << p.hierarchical_context_parallel_sizes[0] << ' ' << p.hierarchical_context_parallel_sizes[1];
+    }
     for (const auto& [kind, v] : r.exposed_by_kind) out << ',' << fmt("%.6g", v);
     out << "\n";
   }
@@ -222,6 +244,9 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
                                {"use_distributed_optimizer", p.use_distributed_optimizer},
                                {"zero_stage", p.zero_stage}};
     if (p.context_parallel_size > 1) plan["parallelism"]["cp_comm_type"] = models::to_string(p.cp_comm_type);
+    if (!p.hierarchical_context_parallel_sizes.empty()) {
+      plan["parallelism"]["hierarchical_context_parallel_sizes"] = p.hierarchical_context_parallel_sizes;
+    }
     if (p.account_for_embedding_in_pipeline_split) plan["parallelism"]["account_for_embedding_in_pipeline_split"] = true;
     if (p.account_for_loss_in_pipeline_split) plan["parallelism"]["account_for_loss_in_pipeline_split"] = true;
     if (p.decoder_first_pipeline_num_layers) plan["parallelism"]["decoder_first_pipeline_num_layers"] = *p.decoder_first_pipeline_num_layers;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <utility>
@@ -154,6 +155,9 @@ std::string describe_combination(std::int64_t gpus, const models::ParallelSpec& 
   if (p.context_parallel_size > 1) {
     out += " CP " + std::to_string(p.context_parallel_size);
     if (p.cp_comm_type != models::CpCommType::kP2p) out += std::string(" ") + models::to_string(p.cp_comm_type);
+    if (!p.hierarchical_context_parallel_sizes.empty()) {
+      out += " [" + std::to_string(p.hierarchical_context_parallel_sizes[0]) + ", " + std::to_string(p.hierarchical_context_parallel_sizes[1]) + "]";
+    }
   }
   if (p.expert_model_parallel_size > 1) out += " EP " + std::to_string(p.expert_model_parallel_size);
   return out + " mbs " + std::to_string(t.micro_batch_size);
@@ -273,6 +277,15 @@ void Searcher::enumerate(std::int64_t gpus) {
 
   for (std::int64_t tp : tps) {
     for (const auto& [cp, cp_comm_type] : contexts) {
+      // a2a+p2p: the all-to-alls among the CP ranks of one node (the largest group of consecutive
+      // CP ranks whose TP x A GPUs a node holds), the ring across nodes; where that group is one
+      // rank or all of CP the plan is the ring's or the all-to-alls', searched as such.
+      std::vector<std::int64_t> hierarchical;
+      if (cp_comm_type == models::CpCommType::kA2aP2p) {
+        const std::int64_t a2a = std::gcd(cp, std::max<std::int64_t>(1, gpn / tp));
+        if (a2a <= 1 || a2a >= cp) continue;
+        hierarchical = {a2a, cp / a2a};
+      }
       for (std::int64_t pp : pps) {
         const bool accounted = accounts_in_split(m, pp);
         const std::int64_t units = m.num_layers + (accounted ? 2 : 0);
@@ -302,6 +315,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                 p.virtual_pipeline_model_parallel_size = vp;
                 p.context_parallel_size = cp;
                 p.cp_comm_type = cp_comm_type;
+                p.hierarchical_context_parallel_sizes = hierarchical;
                 p.expert_model_parallel_size = ep;
                 p.sequence_parallel = tp > 1 && sp.sequence_parallel;
                 p.use_distributed_optimizer = sharding == 1;

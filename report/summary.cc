@@ -115,6 +115,9 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
   if (s.parallel.account_for_embedding_in_pipeline_split) j["parallelism"]["account_for_embedding_in_pipeline_split"] = true;
   if (s.parallel.account_for_loss_in_pipeline_split) j["parallelism"]["account_for_loss_in_pipeline_split"] = true;
   if (s.parallel.context_parallel_size > 1) j["parallelism"]["cp_comm_type"] = models::to_string(s.parallel.cp_comm_type);
+  if (!s.parallel.hierarchical_context_parallel_sizes.empty()) {
+    j["parallelism"]["hierarchical_context_parallel_sizes"] = s.parallel.hierarchical_context_parallel_sizes;
+  }
   if (s.parallel.num_distributed_optimizer_instances > 1) {
     j["parallelism"]["num_distributed_optimizer_instances"] = s.parallel.num_distributed_optimizer_instances;
   }
@@ -211,7 +214,7 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
   if (s.parallel.accounts_in_split()) o << " (" << s.parallel.counted_in_split() << " counted as layers)";
   if (s.parallel.context_parallel_size > 1) {
     o << " CP " << s.parallel.context_parallel_size;
-    if (s.parallel.cp_comm_type != models::CpCommType::kP2p) o << " (" << models::cp_comm_label(s.parallel.cp_comm_type) << ")";
+    if (s.parallel.cp_comm_type != models::CpCommType::kP2p) o << " (" << models::cp_comm_label(s.parallel) << ")";
   }
   if (s.parallel.expert_model_parallel_size > 1) {
     o << " EP " << s.parallel.expert_model_parallel_size;

@@ -114,7 +114,7 @@ std::string plan_summary(const RunResult& r) {
   if (s.parallel.accounts_in_split()) out += " (embedding/loss as layers)";
   if (s.parallel.context_parallel_size > 1) {
     out += " CP " + std::to_string(s.parallel.context_parallel_size);
-    if (s.parallel.cp_comm_type != models::CpCommType::kP2p) out += std::string(" (") + models::cp_comm_label(s.parallel.cp_comm_type) + ")";
+    if (s.parallel.cp_comm_type != models::CpCommType::kP2p) out += std::string(" (") + models::cp_comm_label(s.parallel) + ")";
   }
   if (s.parallel.expert_model_parallel_size > 1) {
     out += " EP " + std::to_string(s.parallel.expert_model_parallel_size);

@@ -112,7 +112,7 @@ TEST_CASE("cli: plan --cp-comm-type tries the named context-parallel exchanges, 
   for (const auto& p : scenario_plans) CHECK(p["parallelism"]["cp_comm_type"] == "a2a");
   const Outcome bad = trainsim(args + " --cp-comm-type ring");
   CHECK(bad.code == 2);
-  CHECK(bad.output.find("--cp-comm-type: ring: expected p2p, a2a or allgather") != std::string::npos);
+  CHECK(bad.output.find("--cp-comm-type: ring: expected p2p, a2a, allgather or a2a+p2p") != std::string::npos);
 }
 
 TEST_CASE("cli: plan --ep-overlap gives MoE plans Megatron-Core's EP all-to-all overlap where they admit it") {

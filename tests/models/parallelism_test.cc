@@ -326,6 +326,26 @@ TEST_CASE("models/parallelism: context parallelism is Transformer Engine's load-
 
 namespace {
 
+// Per layer (of `layers` on stage 0) and micro-batch, the all-to-alls of the attention under
+// context parallelism: Q, K, V to head groups and the output back; in the backward the output
+// gradient to head groups and the gradients of Q, K, V back; with their bytes, on `slot`.
+void check_cp_all_to_alls(const models::Workload& w, std::int64_t layers, models::CommSlot slot) {
+  const models::LayerDims& d = w.dims;
+  const auto qkv = tasks_named(w, 0, "cp_qkv_all_to_all"), out = tasks_named(w, 0, "cp_out_all_to_all");
+  const auto dout = tasks_named(w, 0, "cp_dout_all_to_all"), dqkv = tasks_named(w, 0, "cp_dqkv_all_to_all");
+  REQUIRE(static_cast<std::int64_t>(qkv.size()) == layers * w.microbatches);
+  CHECK(out.size() == qkv.size());
+  CHECK(dout.size() == qkv.size());
+  CHECK(dqkv.size() == qkv.size());
+  const std::int64_t out_bytes = 2 * d.tokens() * d.a * d.d, qkv_bytes = 2 * d.tokens() * (d.a + 2 * d.g) * d.d;  // bf16
+  CHECK(collective_bytes(w, 0, *qkv.front()) == qkv_bytes);
+  CHECK(collective_bytes(w, 0, *out.front()) == out_bytes);
+  CHECK(collective_bytes(w, 0, *dout.front()) == out_bytes);
+  CHECK(collective_bytes(w, 0, *dqkv.front()) == qkv_bytes);
+  CHECK(qkv.front()->slot == slot);
+  CHECK(qkv.front()->category == models::kCpComm);
+}
+
 // The Llama golden with context parallelism 4 by the exchange `type`, one model chunk per stage,
 // on 4 nodes.
 std::vector<std::string> cp4(const std::string& type) {
@@ -345,21 +365,8 @@ TEST_CASE("models/parallelism: cp_comm_type a2a exchanges Q, K, V and the output
   const std::int64_t layers = 16, mbs = w.microbatches;
   CHECK(tasks_named(w, 0, "cp_kv_exchange").empty());
   CHECK(tasks_named(w, 0, "flash_attention_fwd_step").empty());
-  // Per layer and micro-batch: Q, K, V to head groups and the output back; in the backward the
-  // output gradient to head groups and the gradients of Q, K, V back. All on the CP group.
-  const auto qkv = tasks_named(w, 0, "cp_qkv_all_to_all"), out = tasks_named(w, 0, "cp_out_all_to_all");
-  const auto dout = tasks_named(w, 0, "cp_dout_all_to_all"), dqkv = tasks_named(w, 0, "cp_dqkv_all_to_all");
-  REQUIRE(static_cast<std::int64_t>(qkv.size()) == layers * mbs);
-  CHECK(out.size() == qkv.size());
-  CHECK(dout.size() == qkv.size());
-  CHECK(dqkv.size() == qkv.size());
-  const std::int64_t out_bytes = 2 * d.tokens() * d.a * d.d, qkv_bytes = 2 * d.tokens() * (d.a + 2 * d.g) * d.d;  // bf16
-  CHECK(collective_bytes(w, 0, *qkv.front()) == qkv_bytes);
-  CHECK(collective_bytes(w, 0, *out.front()) == out_bytes);
-  CHECK(collective_bytes(w, 0, *dout.front()) == out_bytes);
-  CHECK(collective_bytes(w, 0, *dqkv.front()) == qkv_bytes);
-  CHECK(qkv.front()->slot == models::kCpSlot);
-  CHECK(qkv.front()->category == models::kCpComm);
+  // All on the CP group.
+  check_cp_all_to_alls(w, layers, models::kCpSlot);
   CHECK(w.graph.communicator(w.graph.comm(sim::RankId{0}, models::kCpSlot)).members.size() == 4);
   // One attention over the whole 8,192 tokens with a quarter of the heads: the causal work of the
   // ring's steps summed, in one kernel.
@@ -389,9 +396,78 @@ TEST_CASE("models/parallelism: cp_comm_type a2a exchanges Q, K, V and the output
   // Bad input: heads that do not split over the CP ranks; Megatron's exchanges not modelled.
   CHECK(load_error(kLlama, with(a2a, {"parallelism.context_parallel_size=8", "cluster.num_nodes=8"}))
             .find("key/value heads (4) of each tensor-parallel rank divisible by context_parallel_size (8)") != std::string::npos);
-  CHECK(load_error(kLlama, {"parallelism.cp_comm_type=\"a2a+p2p\""}).find("\"a2a+p2p\" (hierarchical context parallelism) is not modelled") !=
-        std::string::npos);
   CHECK(load_error(kLlama, {"parallelism.cp_comm_type=\"ring\""}).find("parallelism/cp_comm_type") != std::string::npos);
+}
+
+TEST_CASE("models/parallelism: cp_comm_type a2a+p2p runs all-to-alls within groups of consecutive CP ranks and the ring across them") {
+  const auto hcp = [](const std::string& sizes) { return with(cp4("a2a+p2p"), {"parallelism.hierarchical_context_parallel_sizes=" + sizes}); };
+  const std::vector<std::string> h = hcp("[2, 2]");
+  const config::Scenario s = config::load_scenario(kLlama, h);
+  CHECK(s.parallel.cp_comm_type == models::CpCommType::kA2aP2p);
+  CHECK(s.parallel.cp_a2a_size() == 2);
+  const models::Workload w = models::lower(s.model, s.parallel, s.training, s.num_gpus());
+  const models::LayerDims& d = w.dims;
+  REQUIRE(d.cp_inner == 2);
+  CHECK_FALSE(d.cp_a2a);
+  const std::int64_t layers = 16, mbs = w.microbatches;
+  // The all-to-all group: CP ranks 0 and 1 of rank 0's CP group; the ring's next rank is CP rank 2.
+  const sim::CommId group = w.graph.comm(sim::RankId{0}, models::kCpA2aSlot);
+  const std::vector<sim::RankId>& members = w.graph.communicator(group).members;
+  REQUIRE(members.size() == 2);
+  CHECK(w.layout.coord(sim::index(members[0])).cp == 0);
+  CHECK(w.layout.coord(sim::index(members[1])).cp == 1);
+  CHECK(w.layout.coord(sim::index(members[1])).tp == w.layout.coord(0).tp);
+  CHECK(w.layout.coord(sim::index(w.graph.peer(sim::RankId{0}, models::kCpNext))).cp == 2);
+  CHECK(w.layout.coord(sim::index(w.graph.peer(sim::RankId{0}, models::kCpPrev))).cp == 2);
+  // The four all-to-alls of cp_comm_type a2a, with its bytes, over the group of 2; per layer and
+  // micro-batch the ring's two steps and one K/V exchange forward (two exchanges backward).
+  check_cp_all_to_alls(w, layers, models::kCpA2aSlot);
+  CHECK(static_cast<std::int64_t>(tasks_named(w, 0, "cp_kv_exchange").size()) == layers * mbs);
+  CHECK(static_cast<std::int64_t>(tasks_named(w, 0, "cp_kv_dkv_exchange").size()) == 2 * layers * mbs);
+  const auto steps = tasks_named(w, 0, "flash_attention_fwd_step");
+  REQUIRE(static_cast<std::int64_t>(steps.size()) == 2 * layers * mbs);
+  // Each step over half the heads and twice the rank's sequence: the diagonal, then half blocks.
+  const sim::Kernel& diagonal = w.graph.rank_class(0).kernels[steps[0]->payload];
+  const sim::Kernel& half = w.graph.rank_class(0).kernels[steps[1]->payload];
+  CHECK(diagonal.causal);
+  CHECK(diagonal.m == 2 * d.s);
+  CHECK(diagonal.batch == d.b * d.a / 2);
+  CHECK_FALSE(half.causal);
+  CHECK(half.n == d.s);
+  // The causal work of the rank's share of the sequence, as in the ring and the all-to-alls.
+  const double full_causal = 4.0 * static_cast<double>(d.b * d.a) * 8192.0 * 8192.0 * static_cast<double>(d.d) * 0.5;
+  CHECK(diagonal.flops.count() + half.flops.count() == doctest::Approx(full_causal / 4));
+  // Each layer keeps the attention output twice, as under the all-to-alls; the same model FLOPs
+  // as the ring in a different time; both fidelities agree.
+  const auto r_h = tests::simulate_file(kLlama, h), r_ring = tests::simulate_file(kLlama, cp4("p2p"));
+  const auto r_a2a = tests::simulate_file(kLlama, cp4("a2a"));
+  CHECK(models::layer_activation_bytes(d, false) == models::layer_activation_bytes(r_a2a.workload->dims, false));
+  CHECK(r_h.model_tflops_per_gpu * r_h.iteration_time_s == doctest::Approx(r_ring.model_tflops_per_gpu * r_ring.iteration_time_s));
+  CHECK(r_h.iteration_time_s != r_ring.iteration_time_s);
+  CHECK(r_h.iteration_time_s != r_a2a.iteration_time_s);
+  check_fidelities_agree(kLlama, h);
+  CHECK(report::summary_json(r_h)["parallelism"]["cp_comm_type"] == "a2a+p2p");
+  CHECK(report::summary_json(r_h)["parallelism"]["hierarchical_context_parallel_sizes"].get<std::vector<std::int64_t>>() ==
+        std::vector<std::int64_t>{2, 2});
+  CHECK(report::summary_text(r_h).find("CP 4 (all-to-all 2 x ring 2)") != std::string::npos);
+  // A level of one rank is what Transformer Engine then runs: the all-to-alls, or the ring.
+  const auto r_a2a_only = tests::simulate_file(kLlama, hcp("[4, 1]")), r_ring_only = tests::simulate_file(kLlama, hcp("[1, 4]"));
+  CHECK(r_a2a_only.iteration_time_s == r_a2a.iteration_time_s);
+  CHECK(r_a2a_only.peak_bytes_per_gpu == r_a2a.peak_bytes_per_gpu);
+  CHECK(r_ring_only.iteration_time_s == r_ring.iteration_time_s);
+  CHECK(r_ring_only.peak_bytes_per_gpu == r_ring.peak_bytes_per_gpu);
+  // A sliding window only without a ring.
+  CHECK(load_error(kLlama, with(h, {"model.window_size=[1024, 0]"})).find("a ring (cp_comm_type \"a2a+p2p\"") != std::string::npos);
+  CHECK(load_error(kLlama, with(hcp("[4, 1]"), {"model.window_size=[1024, 0]"})).empty());
+  // Bad input.
+  CHECK(load_error(kLlama, cp4("a2a+p2p")).find("needs hierarchical_context_parallel_sizes") != std::string::npos);
+  CHECK(load_error(kLlama, hcp("[2, 4]")).find("product is context_parallel_size (4), got [2, 4]") != std::string::npos);
+  CHECK(load_error(kLlama, hcp("[4]")).find("parallelism/hierarchical_context_parallel_sizes") != std::string::npos);
+  CHECK(load_error(kLlama, hcp("[0, 4]")).find("parallelism/hierarchical_context_parallel_sizes/0") != std::string::npos);
+  CHECK(load_error(kLlama, with(cp4("p2p"), {"parallelism.hierarchical_context_parallel_sizes=[2, 2]"}))
+            .find("only applies with cp_comm_type \"a2a+p2p\" (got \"p2p\")") != std::string::npos);
+  CHECK(load_error(kLlama, with(hcp("[8, 1]"), {"parallelism.context_parallel_size=8", "cluster.num_nodes=8"}))
+            .find("divisible by the all-to-all group size (8)") != std::string::npos);
 }
 
 TEST_CASE("models/parallelism: cp_comm_type allgather gathers K and V, and reduce-scatters their gradients") {

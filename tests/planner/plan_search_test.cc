@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 #include <tuple>
+#include <vector>
 
 #include "config/scenario.h"
 #include "models/lowering.h"
@@ -164,6 +165,37 @@ TEST_CASE("planner/search: each context-parallel plan is tried with each exchang
   // By default only the ring.
   r.space.cp_comm_types = {models::CpCommType::kP2p};
   for (const planner::PlanResult& p : planner::search(r).plans) CHECK(p.parallel.cp_comm_type == models::CpCommType::kP2p);
+}
+
+TEST_CASE("planner/search: a2a+p2p plans run the all-to-alls among a node's CP ranks and the ring across nodes") {
+  // Llama-3.1 8B at 128K tokens on 32 H100 (8 per node): with TP 2 a node holds 4 CP ranks, with
+  // TP 4 two; CP 2 fits in a node either way, which is the plain all-to-alls, not searched here.
+  planner::PlanRequest r = request("llama3.1-8b", "dgx-h100", 32, 8);
+  r.model.seq_length = 131072;
+  r.space.tensor = {2, 4};
+  r.space.pipeline = {1};
+  r.space.context = {2, 8, 16};
+  r.space.micro_batch = {1};
+  r.space.optimizer_sharding = {1};
+  r.space.cp_comm_types = {models::CpCommType::kA2aP2p};
+  const planner::PlanReport rep = planner::search(r);
+  std::set<std::tuple<std::int64_t, std::int64_t, std::vector<std::int64_t>>> seen;
+  for (const planner::PlanResult& p : rep.plans) {
+    CHECK(p.parallel.cp_comm_type == models::CpCommType::kA2aP2p);
+    seen.emplace(p.parallel.tensor_model_parallel_size, p.parallel.context_parallel_size, p.parallel.hierarchical_context_parallel_sizes);
+  }
+  using Sizes = std::vector<std::int64_t>;
+  CHECK(seen == std::set<std::tuple<std::int64_t, std::int64_t, Sizes>>{{2, 8, Sizes{4, 2}}, {2, 16, Sizes{4, 4}}, {4, 8, Sizes{2, 4}}});
+  const auto json = planner::plan_json(r, rep, rep.plans.size());
+  REQUIRE(!json["plans"].empty());
+  CHECK(json["plans"][0]["parallelism"]["cp_comm_type"] == "a2a+p2p");
+  CHECK(json["plans"][0]["parallelism"]["hierarchical_context_parallel_sizes"].size() == 2);
+  const std::string table = planner::plan_table(r, rep, rep.plans.size());
+  CHECK(table.find("CPh: all-to-alls among the CP ranks of a node, the ring across nodes") != std::string::npos);
+  std::ostringstream csv;
+  planner::write_plan_csv(rep, csv);
+  CHECK(csv.str().find("cp_comm_type,hierarchical_context_parallel_sizes") != std::string::npos);
+  CHECK(csv.str().find(",a2a+p2p,4 4") != std::string::npos);
 }
 
 TEST_CASE("planner/search: a recipe with TP communication overlap keeps the plans that cannot use it") {
