@@ -127,27 +127,35 @@ Duration ComputeModel::gemm_time(const sim::Kernel& k) const {
   return Duration::from_seconds(std::max(best, mem) + cal.launch_overhead.seconds());
 }
 
+double attention_tile_pairs(std::int64_t q_len, std::int64_t kv_len, std::int64_t tile, bool causal, std::int64_t window) {
+  tile = std::max<std::int64_t>(1, tile);
+  const std::int64_t q_tiles = static_cast<std::int64_t>(ceil_div(q_len, tile));
+  const std::int64_t k_tiles = static_cast<std::int64_t>(ceil_div(kv_len, tile));
+  if (causal && window > 0) {
+    // A sliding window: query tile i sees the key tiles from the one holding position
+    // i * tile - window to the diagonal (self-attention).
+    const std::int64_t back = (window + tile - 1) / tile;
+    double pairs = 0;
+    for (std::int64_t i = 0; i < q_tiles; ++i) pairs += static_cast<double>(std::min(i, back) + 1);
+    return pairs;
+  }
+  if (causal) {
+    // Query tile i (bottom-right aligned when the key sequence is longer) sees the key tiles up
+    // to and including the diagonal: min(k_tiles, i + 1 + ceil(offset / tile)) of them.
+    const double q = static_cast<double>(q_tiles), kt = static_cast<double>(k_tiles);
+    const double shift = ceil_div(std::max<std::int64_t>(0, kv_len - q_len), tile);
+    const double rising = std::clamp(kt - shift, 0.0, q);  // tiles whose row is not yet full
+    return rising * (1.0 + shift + shift + rising) / 2.0 + (q - rising) * kt;
+  }
+  return static_cast<double>(q_tiles) * static_cast<double>(k_tiles);
+}
+
 Duration ComputeModel::attention_time(const sim::Kernel& k) const {
   const ComputeCalibration& cal = gpu_.calibration;
   const AttentionCalibration& a = cal.attention;
   const std::int64_t tile = std::max<std::int64_t>(1, a.tile);
   const std::int64_t q_tiles = static_cast<std::int64_t>(ceil_div(k.m, tile));
-  const std::int64_t k_tiles = static_cast<std::int64_t>(ceil_div(k.n, tile));
-  double pairs = static_cast<double>(q_tiles) * static_cast<double>(k_tiles);
-  if (k.causal && k.window > 0) {
-    // A sliding window: query tile i sees the key tiles from the one holding position
-    // i * tile - window to the diagonal (self-attention).
-    const std::int64_t back = (k.window + tile - 1) / tile;
-    pairs = 0;
-    for (std::int64_t i = 0; i < q_tiles; ++i) pairs += static_cast<double>(std::min(i, back) + 1);
-  } else if (k.causal) {
-    // Query tile i (bottom-right aligned when the key sequence is longer) sees the key tiles up
-    // to and including the diagonal: min(k_tiles, i + 1 + ceil(offset / tile)) of them.
-    const double q = static_cast<double>(q_tiles), kt = static_cast<double>(k_tiles);
-    const double shift = ceil_div(std::max<std::int64_t>(0, k.n - k.m), tile);
-    const double rising = std::clamp(kt - shift, 0.0, q);  // tiles whose row is not yet full
-    pairs = rising * (1.0 + shift + shift + rising) / 2.0 + (q - rising) * kt;
-  }
+  const double pairs = attention_tile_pairs(k.m, k.n, tile, k.causal, k.window);
   const AttentionPassCalibration& pass = k.backward ? a.backward : a.forward;
   // Forward: Q K^T and P V, 2 x 2 tile^2 d FLOPs per pair; backward 2.5x that.
   const double pair_flops = 4.0 * static_cast<double>(tile * tile) * static_cast<double>(k.k) * (k.backward ? 2.5 : 1.0);

@@ -35,6 +35,12 @@ double expected_max_of_normals(std::int64_t n);
 // work: speed_spread x E[max of job_gpus standard normals] (0 with no spread or one GPU).
 double slowest_gpu_slowdown(const GpuSpec& gpu, std::int64_t job_gpus);
 
+// The tile pairs (query tile x key tile) a fused attention kernel computes over q_len queries and
+// kv_len keys in tiles of `tile`: all of them, the causal ones (the diagonal bottom-right aligned
+// when the keys are longer), or under a sliding window of `window` keys before each query (self-
+// attention, causal) those from the tile holding position i * tile - window to the diagonal.
+double attention_tile_pairs(std::int64_t q_len, std::int64_t kv_len, std::int64_t tile, bool causal, std::int64_t window);
+
 class ComputeModel {
  public:
   // `job_gpus`: the GPUs that synchronise every iteration (in training only).

@@ -5,8 +5,14 @@
 namespace trainsim::validate {
 
 double AttentionPoint::flops() const {
-  const double forward = 4.0 * static_cast<double>(batch) * static_cast<double>(heads) * static_cast<double>(seq_len) *
-                         static_cast<double>(seq_len) * static_cast<double>(head_dim) * (causal ? 0.5 : 1.0);
+  const double n = static_cast<double>(seq_len);
+  double share = causal ? 0.5 : 1.0;  // of the n x n score matrix
+  if (causal && window > 0 && window + 1 < seq_len) {
+    // Query i sees min(i + 1, window + 1) keys (models/stage_builder.cc's flash()).
+    const double w = static_cast<double>(window + 1);
+    share = (w * (w + 1) / 2 + (n - w) * w) / (n * n);
+  }
+  const double forward = 4.0 * static_cast<double>(batch) * static_cast<double>(heads) * n * n * static_cast<double>(head_dim) * share;
   return backward ? 2.5 * forward : forward;
 }
 
@@ -48,6 +54,8 @@ std::vector<AttentionTable> read_attention_sweep(const std::string& file) {
       p.head_dim = row.require_int("head_dim", 1, 4096);
       p.seq_len = row.require_int("seq_len", 1, std::int64_t{1} << 30);
       p.tflops = row.require_double("tflops", 1e-6, 1e6);
+      p.window = row.get_int("window", 0, 1, p.seq_len);
+      if (p.window > 0 && !p.causal) row.fail("window", "a sliding window needs a causal row (\"causal\": true)");
       if (row.has("batch") || tokens == 0) {
         p.batch = row.require_int("batch", 1, std::int64_t{1} << 30);
       } else {

@@ -2,8 +2,11 @@
 // AttentionSweep: fused-attention kernel benchmarks, as validate/data/attention_measurements.json
 // holds them: {"tables": [{"id", "source", "gpu" (trainsim preset), "implementation",
 // "rows": [{"pass": "forward"|"backward", "causal", "head_dim", "seq_len", "tflops",
-// "batch"?, "heads"?}]}]}. Throughput follows the flash-attention benchmark convention: forward
-// FLOPs 4 x batch x heads x seq^2 x head_dim, halved with a causal mask; backward 2.5x forward.
+// "batch"?, "heads"?, "window"?}]}]}. Throughput follows the flash-attention benchmark convention:
+// forward FLOPs 4 x batch x heads x seq^2 x head_dim, halved with a causal mask; backward 2.5x
+// forward. "window" (causal rows only): a sliding window of that many keys before each query
+// (Megatron-Core's window_size left; cuDNN's and FlashAttention's window of W keys is W - 1 here),
+// the FLOPs those of the keys each query sees, as trainsim counts them.
 // Without batch and heads, a table's "tokens" and "hidden" give them (batch = tokens / seq,
 // heads = hidden / head_dim).
 
@@ -20,6 +23,7 @@ struct AttentionPoint {
   bool backward = false;
   bool causal = false;
   std::int64_t batch = 1, heads = 1, seq_len = 0, head_dim = 0;
+  std::int64_t window = 0;  // sliding window: keys before each query (0: none)
   double tflops = 0;
   double flops() const;  // by the convention above
 };

@@ -156,6 +156,7 @@ sim::Kernel attention_kernel(const AttentionPoint& p) {
   k.dtype = DataType::kBf16;
   k.backward = p.backward;
   k.causal = p.causal;
+  k.window = p.window;
   k.m = p.seq_len;
   k.n = p.seq_len;
   k.k = p.head_dim;
@@ -275,7 +276,7 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
     const AttentionPoint& p = points[i];
     measured[i] = p.flops() / (p.tflops * 1e12);
     const double q = std::ceil(static_cast<double>(p.seq_len) / static_cast<double>(tile));
-    const double pairs = p.causal ? q * (q + 1) / 2 : q * q;
+    const double pairs = topo::attention_tile_pairs(p.seq_len, p.seq_len, tile, p.causal, p.window);
     const double pair_flops = 4.0 * static_cast<double>(tile * tile) * static_cast<double>(p.head_dim) * (backward ? 2.5 : 1.0);
     const double bh = static_cast<double>(p.batch * p.heads);
     mm[i] = bh * pairs * pair_flops / peak;
@@ -371,9 +372,11 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
   (backward ? fitted.calibration.attention.backward : fitted.calibration.attention.forward) = fit.calibration;
   const topo::ComputeModel model(fitted, /*in_training=*/false);
   for (const AttentionPoint& p : points) {
-    char label[160];
-    std::snprintf(label, sizeof label, "%s %s d%lld s%lld%s (%s)", p.implementation.c_str(), backward ? "bwd" : "fwd",
-                  static_cast<long long>(p.head_dim), static_cast<long long>(p.seq_len), p.causal ? " causal" : "", p.table.c_str());
+    char label[200];
+    const std::string window = p.window > 0 ? " window " + std::to_string(p.window) : "";
+    std::snprintf(label, sizeof label, "%s %s d%lld s%lld%s%s (%s)", p.implementation.c_str(), backward ? "bwd" : "fwd",
+                  static_cast<long long>(p.head_dim), static_cast<long long>(p.seq_len), p.causal ? " causal" : "", window.c_str(),
+                  p.table.c_str());
     const double predicted = model.tflops(attention_kernel(p));
     fit.report.residuals.push_back(KernelResidual{label, p.tflops, predicted, relative_error(predicted, p.tflops)});
   }
