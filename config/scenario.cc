@@ -1036,6 +1036,9 @@ void validate_plan(const Scenario& s, const Origins& o) {
   if (hierarchical) {
     // parallel_state.py: assert np.prod(hierarchical_context_parallel_sizes) == context_parallel_size.
     const std::vector<std::int64_t>& sizes = p.hierarchical_context_parallel_sizes;
+    if (sizes.size() != 2) {
+      o.fail("parallelism.hierarchical_context_parallel_sizes", "expected [all-to-all group size, ring size] with cp_comm_type \"a2a+p2p\"");
+    }
     if (sizes[0] * sizes[1] != cp) {
       o.fail("parallelism.hierarchical_context_parallel_sizes",
              "expected sizes whose product is context_parallel_size (" + std::to_string(cp) + "), got [" + std::to_string(sizes[0]) +
