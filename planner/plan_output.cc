@@ -66,13 +66,7 @@ std::string describe_plan(const PlanResult& r) {
   std::ostringstream o;
   o << "TP " << p.tensor_model_parallel_size << " PP " << p.pipeline_model_parallel_size << split_mark(p);
   if (p.virtual_pipeline_model_parallel_size > 1) o << " (x" << p.virtual_pipeline_model_parallel_size << ")";
-  if (p.context_parallel_size > 1) {
-    o << " CP " << p.context_parallel_size;
-    if (p.cp_comm_type != models::CpCommType::kP2p) o << " " << models::to_string(p.cp_comm_type);
-    if (!p.hierarchical_context_parallel_sizes.empty()) {
-      o << " [" << p.hierarchical_context_parallel_sizes[0] << ", " << p.hierarchical_context_parallel_sizes[1] << "]";
-    }
-  }
+  o << describe_context_parallel(p);
   if (p.expert_model_parallel_size > 1) o << " EP " << p.expert_model_parallel_size;
   o << " DP " << dp_of(r) << " mbs " << r.training.micro_batch_size << " "
     << models::to_string(r.training.recompute_granularity);

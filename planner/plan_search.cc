@@ -152,13 +152,7 @@ std::string describe_combination(std::int64_t gpus, const models::ParallelSpec& 
   std::string out = std::to_string(gpus) + " GPUs, TP " + std::to_string(p.tensor_model_parallel_size) + " PP " +
                     std::to_string(p.pipeline_model_parallel_size);
   if (p.virtual_pipeline_model_parallel_size > 1) out += " (x" + std::to_string(p.virtual_pipeline_model_parallel_size) + ")";
-  if (p.context_parallel_size > 1) {
-    out += " CP " + std::to_string(p.context_parallel_size);
-    if (p.cp_comm_type != models::CpCommType::kP2p) out += std::string(" ") + models::to_string(p.cp_comm_type);
-    if (!p.hierarchical_context_parallel_sizes.empty()) {
-      out += " [" + std::to_string(p.hierarchical_context_parallel_sizes[0]) + ", " + std::to_string(p.hierarchical_context_parallel_sizes[1]) + "]";
-    }
-  }
+  out += describe_context_parallel(p);
   if (p.expert_model_parallel_size > 1) out += " EP " + std::to_string(p.expert_model_parallel_size);
   return out + " mbs " + std::to_string(t.micro_batch_size);
 }
@@ -552,6 +546,16 @@ PlanReport Searcher::run() {
 }
 
 }  // namespace
+
+std::string describe_context_parallel(const models::ParallelSpec& p) {
+  if (p.context_parallel_size <= 1) return "";
+  std::string out = " CP " + std::to_string(p.context_parallel_size);
+  if (p.cp_comm_type != models::CpCommType::kP2p) out += std::string(" ") + models::to_string(p.cp_comm_type);
+  if (!p.hierarchical_context_parallel_sizes.empty()) {
+    out += " [" + std::to_string(p.hierarchical_context_parallel_sizes[0]) + ", " + std::to_string(p.hierarchical_context_parallel_sizes[1]) + "]";
+  }
+  return out;
+}
 
 std::int64_t PlanReport::pruned_total() const {
   std::int64_t n = 0;

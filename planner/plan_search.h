@@ -109,6 +109,10 @@ using Progress = std::function<void(std::size_t done, std::size_t total)>;
 // REQUIRES: gpu_counts non-empty, each a multiple of the cluster's gpus_per_node.
 PlanReport search(const PlanRequest& request, const Progress& progress = {});
 
+// A plan's context parallelism as the table and messages name it: " CP 8", " CP 8 a2a",
+// " CP 8 a2a+p2p [4, 2]" ("" without CP).
+std::string describe_context_parallel(const models::ParallelSpec& p);
+
 // The scenario of one found plan (the request's model and cluster, the plan's parallelism and
 // training), named after describe_plan(): to simulate it whole, trace it or ask what-ifs of it.
 config::Scenario scenario_of(const PlanRequest& request, const PlanResult& plan);
