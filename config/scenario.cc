@@ -1045,10 +1045,8 @@ void validate_plan(const Scenario& s, const Origins& o) {
                  ", " + std::to_string(sizes[1]) + "]");
     }
   }
-  // What the attention runs as: a2a+p2p with a ring of 1 is the all-to-alls, with an all-to-all
-  // group of 1 the ring (attn_forward_func_with_cp).
   const std::int64_t a2a_ranks = p.cp_a2a_size();
-  const bool a2a = p.cp_comm_type == models::CpCommType::kA2a || (hierarchical && a2a_ranks == cp);
+  const bool a2a = p.cp_runs_all_to_all();
   if (cp > 1 && !a2a && m.window_size > 0 && m.window_size + 1 < m.seq_length) {
     o.fail("parallelism.context_parallel_size", std::string("context parallelism over ") +
                                                     (p.cp_comm_type == models::CpCommType::kAllGather

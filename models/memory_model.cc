@@ -34,11 +34,8 @@ LayerDims layer_dims(const ModelSpec& m, const ParallelSpec& p, const TrainingSp
   d.v = m.padded_vocab(tp) / tp;
   d.t = tp;
   d.cp = p.context_parallel_size;
-  // a2a+p2p with one of its levels of 1 is what Transformer Engine runs then: the plain ring
-  // (all-to-all group of 1) or the plain all-to-alls (ring of 1; attn_forward_func_with_cp).
-  const std::int64_t a2a_ranks = p.cp_a2a_size();
-  d.cp_a2a = p.cp_comm_type == CpCommType::kA2a || (p.cp_comm_type == CpCommType::kA2aP2p && a2a_ranks == d.cp);
-  d.cp_inner = p.cp_comm_type == CpCommType::kA2aP2p && a2a_ranks > 1 && a2a_ranks < d.cp ? a2a_ranks : 1;
+  d.cp_a2a = p.cp_runs_all_to_all();
+  d.cp_inner = p.cp_hierarchical_a2a_size();
   d.cp_all_gather = p.cp_comm_type == CpCommType::kAllGather;
   d.te_cross_entropy = t.te_cross_entropy();
   d.sp = p.sequence_parallel && tp > 1;

@@ -44,6 +44,16 @@ struct ParallelSpec {
     if (cp_comm_type == CpCommType::kA2aP2p && !hierarchical_context_parallel_sizes.empty()) return hierarchical_context_parallel_sizes.front();
     return 1;
   }
+  // What Transformer Engine runs (attn_forward_func_with_cp): the all-to-alls alone under a2a, or
+  // a2a+p2p with a ring of one rank; a2a+p2p with an all-to-all group of one rank is the ring.
+  bool cp_runs_all_to_all() const {
+    return cp_comm_type == CpCommType::kA2a || (cp_comm_type == CpCommType::kA2aP2p && cp_a2a_size() == context_parallel_size);
+  }
+  // a2a+p2p with both levels longer than one rank: its all-to-all group's size; 1 otherwise.
+  std::int64_t cp_hierarchical_a2a_size() const {
+    const std::int64_t a = cp_a2a_size();
+    return cp_comm_type == CpCommType::kA2aP2p && a > 1 && a < context_parallel_size ? a : 1;
+  }
   // Interleaved schedule: micro-batches run per model chunk before switching chunks; 0 = the
   // pipeline size (Megatron-Core's default).
   std::int64_t microbatch_group_size_per_vp_stage = 0;
