@@ -46,6 +46,20 @@ inline std::int64_t gathered_quantized_param_bytes(std::int64_t elements, QuantR
   return (r == QuantRecipe::kMxfp8 ? 2 : 1) * quantized_bytes(elements, r);
 }
 
+// A sliding window of `window` keys before each query applies to a fused attention kernel only
+// under a causal mask, in self-attention (q == kv), and when it is shorter than the sequence.
+inline bool sliding_window_applies(std::int64_t q, std::int64_t kv, bool causal, std::int64_t window) {
+  return causal && window > 0 && window + 1 < q && q == kv;
+}
+
+// The share of the q x kv score matrix such a kernel computes: all of it, half under a causal
+// mask, or, under a sliding window, the keys each query sees (query i: min(i + 1, window + 1)).
+inline double attention_score_share(std::int64_t q, std::int64_t kv, bool causal, std::int64_t window) {
+  if (!sliding_window_applies(q, kv, causal, window)) return causal ? 0.5 : 1.0;
+  const double n = static_cast<double>(q), w = static_cast<double>(window + 1);
+  return (w * (w + 1) / 2 + (n - w) * w) / (n * n);
+}
+
 struct LayerDims {
   std::int64_t b = 1;   // micro-batch size
   std::int64_t s = 1;   // sequence length per context-parallel rank

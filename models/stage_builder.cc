@@ -99,13 +99,8 @@ Kernel flash(std::int64_t b_heads, std::int64_t q, std::int64_t kv, std::int64_t
   k.batch = b_heads;
   // Q K^T and P V: 2 x 2 q kv d FLOPs per head, half of them under a causal mask; the backward
   // recomputes the scores and forms dV, dP, dQ, dK (2.5x the forward, Dao 2023, FlashAttention-2).
-  double share = causal ? 0.5 : 1.0;  // of the q x kv score matrix
-  if (causal && window > 0 && window + 1 < q && q == kv) {
-    // Query i sees min(i + 1, window + 1) keys.
-    const double n = static_cast<double>(q), w = static_cast<double>(window + 1);
-    share = (w * (w + 1) / 2 + (n - w) * w) / (n * n);
-    k.window = window;
-  }
+  const double share = attention_score_share(q, kv, causal, window);
+  if (sliding_window_applies(q, kv, causal, window)) k.window = window;
   const double fwd = 4.0 * static_cast<double>(b_heads) * static_cast<double>(q) * static_cast<double>(kv) *
                      static_cast<double>(head_dim) * share;
   k.flops = Flops(backward ? 2.5 * fwd : fwd);
@@ -286,6 +281,8 @@ class StageBuilder {
   std::int64_t sharded_hidden_bytes() const { return dt() * d_.sharded_tokens() * d_.h; }
   // This rank's K and V of one micro-batch (what context parallelism exchanges).
   std::int64_t kv_bytes() const { return 2 * dt() * d_.tokens() * d_.g * d_.d; }
+  // The attention output O of this rank's tokens (what the context-parallel all-to-alls send back).
+  std::int64_t attention_out_bytes() const { return dt() * d_.tokens() * d_.a * d_.dv; }
   DataType gather_dtype() const { return d_.quantized() ? d_.gemm : d_.act; }
   // The low-precision format in the names of the weight casts: "fp8", or "fp4" under NVFP4.
   std::string quant_format() const { return d_.nvfp4() ? "fp4" : "fp8"; }
@@ -812,7 +809,7 @@ void StageBuilder::attention_core_forward(std::uint8_t cat) {
     // All-to-alls: Q, K and V trade sequence shards for head groups; the attention runs over the
     // whole sequence with 1/CP of the heads (the sliding window, if any, applies as without CP);
     // the output goes back to sequence shards.
-    const std::int64_t out_bytes = dt() * T * d_.a * d_.dv, S = d_.s * d_.cp;
+    const std::int64_t out_bytes = attention_out_bytes(), S = d_.s * d_.cp;
     cp_all_to_all("cp_qkv_all_to_all", qkvo_bytes - out_bytes, cat);
     compute("flash_attention_fwd", flash(bh / d_.cp, S, S, d_.d, qkvo_bytes, true, false, d_.act, m_.window_of(layer_)), cat);
     cp_all_to_all("cp_out_all_to_all", out_bytes, cat);
@@ -826,8 +823,7 @@ void StageBuilder::attention_core_forward(std::uint8_t cat) {
   const std::int64_t kv_bytes = this->kv_bytes();
   const std::int64_t out_bytes = 3 * dt() * T * d_.a * d_.d + 8 * bh * d_.s;
   const std::int64_t A = d_.cp_inner, ring = d_.cp / A, heads = bh / A, s = d_.s * A;
-  const std::int64_t o_bytes = dt() * T * d_.a * d_.dv;
-  if (A > 1) cp_all_to_all("cp_qkv_all_to_all", qkvo_bytes - o_bytes, cat, kCpA2aSlot);
+  if (A > 1) cp_all_to_all("cp_qkv_all_to_all", qkvo_bytes - attention_out_bytes(), cat, kCpA2aSlot);
   std::vector<TaskIndex> exchanges, steps;
   for (std::int64_t i = 0; i < ring; ++i) {
     if (i + 1 < ring) {
@@ -845,7 +841,7 @@ void StageBuilder::attention_core_forward(std::uint8_t cat) {
     steps.push_back(compute("flash_attention_fwd_step", k, cat));
     if (i > 0) compute("attention_out_correction", memory_op(out_bytes), cat);
   }
-  if (A > 1) cp_all_to_all("cp_out_all_to_all", o_bytes, cat, kCpA2aSlot);
+  if (A > 1) cp_all_to_all("cp_out_all_to_all", attention_out_bytes(), cat, kCpA2aSlot);
 }
 
 // Core attention backward; under context parallelism the ring carries K/V and the partial
@@ -873,7 +869,7 @@ void StageBuilder::attention_core_backward() {
   if (d_.cp_a2a) {
     // The output gradient to head groups (Q, K, V and the output were saved so, after the
     // forward all-to-alls); the gradients of Q, K and V back to sequence shards.
-    const std::int64_t out_bytes = dt() * T * d_.a * d_.dv, S = d_.s * d_.cp;
+    const std::int64_t out_bytes = attention_out_bytes(), S = d_.s * d_.cp;
     cp_all_to_all("cp_dout_all_to_all", out_bytes, kBackward);
     compute("flash_attention_bwd", flash(bh / d_.cp, S, S, d_.d, io_bytes, true, true, d_.act, m_.window_of(layer_)), kBackward);
     cp_all_to_all("cp_dqkv_all_to_all", io_bytes / 2 - out_bytes, kBackward);
@@ -892,8 +888,7 @@ void StageBuilder::attention_core_backward() {
   }
   const std::int64_t kv_bytes = this->kv_bytes();
   const std::int64_t A = d_.cp_inner, ring = d_.cp / A, heads = bh / A, s = d_.s * A;
-  const std::int64_t o_bytes = dt() * T * d_.a * d_.dv;
-  if (A > 1) cp_all_to_all("cp_dout_all_to_all", o_bytes, kBackward, kCpA2aSlot);
+  if (A > 1) cp_all_to_all("cp_dout_all_to_all", attention_out_bytes(), kBackward, kCpA2aSlot);
   TaskIndex previous = kNoTask;
   for (std::int64_t i = 0; i < ring; ++i) {
     const std::int64_t bytes = (i == 0 || i + 1 == ring) ? kv_bytes : 2 * kv_bytes;
@@ -906,7 +901,7 @@ void StageBuilder::attention_core_backward() {
     compute("attention_dkv_update", memory_op(3 * kv_bytes), kBackward);
     previous = exchanged;
   }
-  if (A > 1) cp_all_to_all("cp_dqkv_all_to_all", io_bytes / 2 - o_bytes, kBackward, kCpA2aSlot);
+  if (A > 1) cp_all_to_all("cp_dqkv_all_to_all", io_bytes / 2 - attention_out_bytes(), kBackward, kCpA2aSlot);
 }
 
 // One of Transformer Engine's context-parallel all-to-alls (flash_attn_a2a_communicate) over

@@ -1,17 +1,14 @@
 #include "validate/attention_sweep.h"
 
 #include "config/json_reader.h"
+#include "models/layer_dims.h"
 
 namespace trainsim::validate {
 
 double AttentionPoint::flops() const {
   const double n = static_cast<double>(seq_len);
-  double share = causal ? 0.5 : 1.0;  // of the n x n score matrix
-  if (causal && window > 0 && window + 1 < seq_len) {
-    // Query i sees min(i + 1, window + 1) keys (models/stage_builder.cc's flash()).
-    const double w = static_cast<double>(window + 1);
-    share = (w * (w + 1) / 2 + (n - w) * w) / (n * n);
-  }
+  // The share of the score matrix the lowering's attention kernels count.
+  const double share = models::attention_score_share(seq_len, seq_len, causal, window);
   const double forward = 4.0 * static_cast<double>(batch) * static_cast<double>(heads) * n * n * static_cast<double>(head_dim) * share;
   return backward ? 2.5 * forward : forward;
 }
