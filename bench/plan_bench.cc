@@ -16,7 +16,7 @@ namespace {
 using namespace trainsim;
 
 struct Published {
-  std::int64_t tp, pp, vp, mbs, cp = 1;
+  std::int64_t tp, pp, vp, mbs, cp = 1, ep = 1;
 };
 
 // Today's Megatron-Core recipe: overlapped gradient reduction and parameter gather.
@@ -53,6 +53,8 @@ void megatron_2021(planner::PlanRequest& r) {
   r.space.sequence_parallel = false;
 }
 
+void search_case(const char* label, const planner::PlanRequest& r, const Published& pub);
+
 void case_of(const char* label, const char* model, const char* cluster, std::int64_t gpus, std::int64_t batch,
              const Published& pub, void (*recipe)(planner::PlanRequest&)) {
   planner::PlanRequest r;
@@ -61,6 +63,15 @@ void case_of(const char* label, const char* model, const char* cluster, std::int
   r.gpu_counts = {gpus};
   r.training.global_batch_size = batch;
   recipe(r);
+  search_case(label, r, pub);
+}
+
+// The full search on a scenario's GPU count with its model, cluster and recipe (plan --scenario).
+void scenario_case(const char* label, const char* file, const Published& pub) {
+  search_case(label, planner::request_of(config::load_scenario(std::string(TRAINSIM_SOURCE_DIR) + "/" + file)), pub);
+}
+
+void search_case(const char* label, const planner::PlanRequest& r, const Published& pub) {
   const auto t0 = std::chrono::steady_clock::now();
   const planner::PlanReport rep = planner::search(r);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -74,10 +85,11 @@ void case_of(const char* label, const char* model, const char* cluster, std::int
     const planner::PlanResult& p = rep.plans[i];
     if (p.parallel.tensor_model_parallel_size == pub.tp && p.parallel.pipeline_model_parallel_size == pub.pp &&
         p.parallel.virtual_pipeline_model_parallel_size == pub.vp && p.training.micro_batch_size == pub.mbs &&
-        p.parallel.context_parallel_size == pub.cp) {
-      std::printf("  published plan (TP %lld PP %lld x%lld%s mbs %lld): rank %zu of %zu (top %.1f%%), %.3f s/iteration, best is %.1f%% faster\n",
+        p.parallel.context_parallel_size == pub.cp && p.parallel.expert_model_parallel_size == pub.ep) {
+      std::printf("  published plan (TP %lld PP %lld x%lld%s%s mbs %lld): rank %zu of %zu (top %.1f%%), %.3f s/iteration, best is %.1f%% faster\n",
                   static_cast<long long>(pub.tp), static_cast<long long>(pub.pp), static_cast<long long>(pub.vp),
-                  pub.cp > 1 ? (" CP " + std::to_string(pub.cp)).c_str() : "", static_cast<long long>(pub.mbs), i + 1, rep.plans.size(),
+                  pub.cp > 1 ? (" CP " + std::to_string(pub.cp)).c_str() : "",
+                  pub.ep > 1 ? (" EP " + std::to_string(pub.ep)).c_str() : "", static_cast<long long>(pub.mbs), i + 1, rep.plans.size(),
                   100.0 * static_cast<double>(i + 1) / static_cast<double>(rep.plans.size()), p.iteration_time_s,
                   100 * (p.iteration_time_s / rep.plans.front().iteration_time_s - 1));
       return;
@@ -103,6 +115,12 @@ int main() {
   // GPUs, measured 9.508 s per iteration in BF16.
   case_of("Llama-3.1 405B on 512 GB200 (GB200 NVL72), global batch 256, sequence 8192, bf16, NeMo's recipe",
           "llama3.1-405b", "gb200-nvl72", 512, 256, {4, 8, 8, 1, 2}, nemo_dgxc);
+
+  // DeepSeek-V3's 61 layers over Megatron-Bridge's pipeline layout (scenarios/examples/
+  // deepseek-v3-mxfp8-256xgb200.json, validate/suites/megatron_bridge_moe.json): PP 4 x4 EP 64,
+  // measured 15.40 s per iteration in MXFP8.
+  scenario_case("DeepSeek-V3 on 256 GB200 (GB200 NVL72), global batch 4096 x 4K, MXFP8, Megatron-Bridge's recipe",
+                "scenarios/examples/deepseek-v3-mxfp8-256xgb200.json", {1, 4, 4, 1, 1, 64});
 
   // Llama-3.1 70B on 512 H100 with a 15T-token budget, then the deadline search.
   planner::PlanRequest r;

@@ -140,11 +140,7 @@ int run(const PlanArgs& a) {
   std::int64_t default_gpus = 0;
   if (!a.scenario.empty()) {
     const config::Scenario s = config::load_scenario(a.scenario);
-    req.model = s.model;
-    req.cluster = s.cluster;
-    req.training = s.training;
-    req.max_events = s.simulation.max_events;
-    req.space.cp_comm_types = {s.parallel.cp_comm_type};  // the scenario's exchange, unless --cp-comm-type names others
+    req = planner::request_of(s);  // the scenario's exchange, unless --cp-comm-type names others
     default_gpus = s.num_gpus();
   } else {
     if (a.model.empty() || a.cluster.empty()) {
@@ -238,6 +234,7 @@ int run(const PlanArgs& a) {
     report = planner::search_deadline(req, lo, hi, progress);
   } else {
     // One count, or a doubling grid of node counts over the range.
+    req.gpu_counts.clear();
     for (std::int64_t g = lo; g < hi; g *= 2) req.gpu_counts.push_back(g);
     req.gpu_counts.push_back(hi);
     report = planner::search(req, progress);
@@ -293,7 +290,7 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--svg", a->svg, "Plot time to train against GPUs to FILE");
   cmd->add_option("--tp", a->tp, "Tensor-parallel sizes to try (default: powers of two up to a node)")->delimiter(',');
   cmd->add_option("--pp", a->pp, "Pipeline-parallel sizes to try (default: divisors of the layer count, or of the layer count + 2 with the embedding and the loss counted as layers, and powers of two with uneven first and last stages)")->delimiter(',');
-  cmd->add_option("--vp", a->vp, "Virtual stages to try (default: all that split the layers)")->delimiter(',');
+  cmd->add_option("--vp", a->vp, "Virtual stages to try (default: all that split the layers evenly; where the layers split unevenly over PP, all that a layout of ceil(layers / (PP x V)) layers per virtual stage fills)")->delimiter(',');
   cmd->add_option("--cp", a->cp, "Context-parallel sizes to try")->delimiter(',');
   cmd->add_option("--cp-comm-type", a->cp_comm_types,
                   "Context-parallel exchanges to try where CP > 1: p2p (Transformer Engine's ring), a2a (all-to-alls of Q, K, "

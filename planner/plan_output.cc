@@ -28,7 +28,7 @@ const char* sharding_name(const models::ParallelSpec& p) {
 }
 
 bool uneven_split(const models::ParallelSpec& p) {
-  return p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers;
+  return p.decoder_first_pipeline_num_layers || p.decoder_last_pipeline_num_layers || !p.pipeline_model_parallel_layout.empty();
 }
 
 // The PP column's mark: * embedding and loss counted in the split, ~ an uneven split.
@@ -151,8 +151,10 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   }
   if (all_to_all || all_gather || hierarchical) o << "       (a CP size without a mark: Transformer Engine's ring, p2p)\n";
   if (uneven) {
-    o << "  PP~: the layers do not split evenly: the middle stages hold ceil(layers / PP), the first and last\n"
-         "       share the rest (decoder_first/last_pipeline_num_layers; --json gives them per plan)\n";
+    o << "  PP~: the layers do not split evenly. Without virtual stages the middle stages hold ceil(layers / PP),\n"
+         "       the first and last share the rest (decoder_first/last_pipeline_num_layers); with V of them each\n"
+         "       of the PP x V virtual stages holds ceil(layers / (PP x V)), the last the rest with the loss\n"
+         "       (pipeline_model_parallel_layout); --json gives them per plan\n";
   }
   if (accounted) {
     o << "  PP*: the embedding and the loss count as one layer each in the pipeline split, the first and last\n"
@@ -188,7 +190,7 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
          "use_distributed_optimizer,zero_stage,iteration_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,time_to_train_days,"
          "gpu_hours,cost,account_for_embedding_in_pipeline_split,account_for_loss_in_pipeline_split,"
          "decoder_first_pipeline_num_layers,decoder_last_pipeline_num_layers,pipeline_bubble_s,exposed_communication_s,"
-         "cpu_offloading_num_layers,cp_comm_type,hierarchical_context_parallel_sizes";
+         "cpu_offloading_num_layers,cp_comm_type,hierarchical_context_parallel_sizes,pipeline_model_parallel_layout";
   if (!report.plans.empty()) {
     for (const auto& [kind, v] : report.plans.front().exposed_by_kind) out << ",exposed_" << kind << "_s";
   }
@@ -214,6 +216,7 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
     if (!p.hierarchical_context_parallel_sizes.empty()) {
       out << p.hierarchical_context_parallel_sizes[0] << ' ' << p.hierarchical_context_parallel_sizes[1];
     }
+    out << ',' << p.pipeline_model_parallel_layout;  // the planner's layouts hold no comma
     for (const auto& [kind, v] : r.exposed_by_kind) out << ',' << fmt("%.6g", v);
     out << "\n";
   }
@@ -245,6 +248,7 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
     if (p.account_for_loss_in_pipeline_split) plan["parallelism"]["account_for_loss_in_pipeline_split"] = true;
     if (p.decoder_first_pipeline_num_layers) plan["parallelism"]["decoder_first_pipeline_num_layers"] = *p.decoder_first_pipeline_num_layers;
     if (p.decoder_last_pipeline_num_layers) plan["parallelism"]["decoder_last_pipeline_num_layers"] = *p.decoder_last_pipeline_num_layers;
+    if (!p.pipeline_model_parallel_layout.empty()) plan["parallelism"]["pipeline_model_parallel_layout"] = p.pipeline_model_parallel_layout;
     plan["training"] = Json{{"micro_batch_size", r.training.micro_batch_size},
                             {"global_batch_size", r.training.global_batch_size},
                             {"recompute_granularity", models::to_string(r.training.recompute_granularity)},

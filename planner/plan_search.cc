@@ -10,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "config/pipeline_layout.h"
 #include "config/scenario.h"
 #include "models/flop_count.h"
 #include "models/lowering.h"
@@ -58,16 +59,63 @@ std::optional<std::pair<std::int64_t, std::int64_t>> uneven_split(const models::
   return std::make_pair(first, last);
 }
 
-// A plan's pipeline split for `pp` stages: even, with the embedding and loss counted, or uneven.
-void set_pipeline(models::ParallelSpec& p, const models::ModelSpec& m, std::int64_t pp) {
+// Whether the layers split evenly over `pp` stages, alone or with the embedding and the loss.
+bool splits_evenly(const models::ModelSpec& m, std::int64_t pp) {
+  return m.num_layers % pp == 0 || accounts_in_split(m, pp);
+}
+
+// "t" repeated n times in Megatron-Core's layout notation ("" for none).
+std::string layers_text(std::int64_t n) {
+  if (n <= 0) return "";
+  return n == 1 ? std::string("t") : "t*" + std::to_string(n);
+}
+
+// Virtual stages over layers that split evenly over neither the pipeline stages nor them with the
+// embedding and the loss: a pipeline_model_parallel_layout as Megatron-Bridge writes DeepSeek-V3's
+// 61 layers for (PP, VP) = (4, 2), (8, 2) and (4, 4) (recipes/deepseek/deepseek_v3.py,
+// set_deepseek_v3_pipeline_model_parallel_layout: "Et*4|(t*4|)*14,tmL" over 16 virtual stages).
+// Each of the pp x vp virtual stages holds ceil(L / (pp x vp)) layers, the first with the
+// embedding, and the last the layers left with the multi-token-prediction layers and the loss.
+// None when the stages before the last already need more layers than the model has.
+std::optional<std::string> filled_layout(const models::ModelSpec& m, std::int64_t pp, std::int64_t vp) {
+  const std::int64_t stages = pp * vp;
+  if (vp < 2 || stages > m.num_layers) return std::nullopt;
+  const std::int64_t each = (m.num_layers + stages - 1) / stages;
+  const std::int64_t last = m.num_layers - (stages - 1) * each;
+  if (last < 0) return std::nullopt;
+  std::string text = "E" + layers_text(each) + "|";
+  if (stages > 2) text += "(" + layers_text(each) + "|)*" + std::to_string(stages - 2);
+  text += layers_text(last) + std::string(static_cast<std::size_t>(m.mtp_num_layers), 'm') + "L";
+  return text;
+}
+
+// A plan's pipeline split for `pp` stages of `vp` model chunks: even, with the embedding and
+// loss counted, uneven (one chunk), or a filled layout (several chunks). False when there is
+// none: virtual stages the layers cannot fill.
+bool set_pipeline(models::ParallelSpec& p, const models::ModelSpec& m, std::int64_t pp, std::int64_t vp = 1) {
   p.pipeline_model_parallel_size = pp;
+  p.virtual_pipeline_model_parallel_size = vp;
   p.account_for_embedding_in_pipeline_split = p.account_for_loss_in_pipeline_split = accounts_in_split(m, pp);
   p.decoder_first_pipeline_num_layers.reset();
   p.decoder_last_pipeline_num_layers.reset();
+  p.pipeline_model_parallel_layout.clear();
+  p.layout_layers.clear();
+  p.layout_mtp_layers = 0;
+  if (vp > 1 && !splits_evenly(m, pp)) {
+    const std::optional<std::string> text = filled_layout(m, pp, vp);
+    if (!text) return false;
+    config::PipelineLayout layout = config::parse_pipeline_layout(*text);
+    TRAINSIM_CHECK(layout.error.empty(), "the planner's pipeline layout does not parse");
+    p.pipeline_model_parallel_layout = *text;
+    p.layout_layers = std::move(layout.layers);
+    p.layout_mtp_layers = layout.mtp_layers;
+    return true;
+  }
   if (const auto split = uneven_split(m, pp)) {
     p.decoder_first_pipeline_num_layers = split->first;
     p.decoder_last_pipeline_num_layers = split->second;
   }
+  return true;
 }
 
 struct Candidate {
@@ -290,6 +338,11 @@ void Searcher::enumerate(std::int64_t gpus) {
             for (std::int64_t v : divisors(units / pp, 16)) {
               if (v > 1) vps.push_back(v);
             }
+          } else if (pp > 1) {
+            // Layers that split evenly neither way: the virtual stages a filled layout admits.
+            for (std::int64_t v = 2; v <= 16; ++v) {
+              if (filled_layout(m, pp, v)) vps.push_back(v);
+            }
           }
         }
         for (std::int64_t vp : vps) {
@@ -305,8 +358,14 @@ void Searcher::enumerate(std::int64_t gpus) {
                 config::Scenario& s = c.scenario;
                 models::ParallelSpec& p = s.parallel;
                 p.tensor_model_parallel_size = tp;
-                set_pipeline(p, m, pp);
-                p.virtual_pipeline_model_parallel_size = vp;
+                if (!set_pipeline(p, m, pp, vp)) {
+                  pruned_[kReasonInvalid] += modes;
+                  if (first_invalid_.empty()) {
+                    first_invalid_ = describe_combination(gpus, p, s.training) + ": " + std::to_string(m.num_layers) +
+                                     " layers do not fill " + std::to_string(pp * vp) + " virtual stages";
+                  }
+                  continue;
+                }
                 p.context_parallel_size = cp;
                 p.cp_comm_type = cp_comm_type;
                 p.hierarchical_context_parallel_sizes = hierarchical;
@@ -576,6 +635,17 @@ std::int64_t PlanReport::pruned_for_memory() const {
     if (reason == kReasonMemoryEstimate || reason == kReasonMemorySimulated || reason == kReasonOffloadEstimate) n += count;
   }
   return n;
+}
+
+PlanRequest request_of(const config::Scenario& scenario) {
+  PlanRequest r;
+  r.model = scenario.model;
+  r.cluster = scenario.cluster;
+  r.training = scenario.training;
+  r.max_events = scenario.simulation.max_events;
+  r.space.cp_comm_types = {scenario.parallel.cp_comm_type};  // the scenario's exchange
+  r.gpu_counts = {scenario.num_gpus()};
+  return r;
 }
 
 config::Scenario scenario_of(const PlanRequest& request, const PlanResult& plan) {

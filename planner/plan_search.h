@@ -113,6 +113,10 @@ PlanReport search(const PlanRequest& request, const Progress& progress = {});
 // " CP 8 a2a+p2p [4, 2]" ("" without CP).
 std::string describe_context_parallel(const models::ParallelSpec& p);
 
+// A search for a scenario's model, cluster and recipe (training, its context-parallel exchange
+// and simulation limit) on the scenario's GPU count (`trainsim plan --scenario`).
+PlanRequest request_of(const config::Scenario& scenario);
+
 // The scenario of one found plan (the request's model and cluster, the plan's parallelism and
 // training), named after describe_plan(): to simulate it whole, trace it or ask what-ifs of it.
 config::Scenario scenario_of(const PlanRequest& request, const PlanResult& plan);

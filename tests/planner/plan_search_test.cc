@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include "config/pipeline_layout.h"
 #include "config/scenario.h"
 #include "models/lowering.h"
 #include "planner/plan_output.h"
@@ -82,7 +83,7 @@ TEST_CASE("planner/search: layer counts that split neither way get NeMo's uneven
       CHECK(p.parallel.decoder_last_pipeline_num_layers == 2);
       CHECK(p.parallel.virtual_pipeline_model_parallel_size == 1);
     }
-    if (pp == 8) CHECK(p.parallel.decoder_first_pipeline_num_layers == 7);
+    if (pp == 8 && p.parallel.virtual_pipeline_model_parallel_size == 1) CHECK(p.parallel.decoder_first_pipeline_num_layers == 7);
   }
   CHECK(stages.count(16) == 1);
   CHECK(stages.count(8) == 1);
@@ -93,6 +94,81 @@ TEST_CASE("planner/search: layer counts that split neither way get NeMo's uneven
   bool listed = false;
   for (const auto& p : json["plans"]) listed = listed || p["parallelism"].contains("decoder_first_pipeline_num_layers");
   CHECK(listed);
+}
+
+TEST_CASE("planner/search: virtual stages over layers that split neither way get Megatron-Bridge's filled layout") {
+  // DeepSeek-V3's 61 layers and its multi-token-prediction layer: Megatron-Bridge's layouts
+  // (recipes/deepseek/deepseek_v3.py) hold 4 layers in each of 16 virtual stages, the embedding in
+  // the first, 1 layer with the MTP layer and the loss in the last, for (PP, VP) = (4, 4) and
+  // (8, 2); 8 layers in each of 8 with 5 in the last for (4, 2).
+  planner::PlanRequest r = request("deepseek-v3", "dgx-h100", 1024, 8192);
+  r.space.tensor = {2};
+  r.space.pipeline = {4, 8};
+  r.space.expert = {32};
+  r.space.micro_batch = {1};
+  r.space.recompute = {models::RecomputeGranularity::kFull};
+  const planner::PlanReport rep = planner::search(r);
+  const std::vector<std::int64_t> bridge = config::parse_pipeline_layout("Et*4|(t*4|)*14,tmL").layers;
+  std::set<std::pair<std::int64_t, std::int64_t>> seen;
+  for (const planner::PlanResult& p : rep.plans) {
+    const std::int64_t pp = p.parallel.pipeline_model_parallel_size, vp = p.parallel.virtual_pipeline_model_parallel_size;
+    CAPTURE(pp);
+    CAPTURE(vp);
+    seen.insert({pp, vp});
+    if (vp == 1) {
+      CHECK(p.parallel.pipeline_model_parallel_layout.empty());
+      continue;
+    }
+    CHECK(!p.parallel.decoder_first_pipeline_num_layers);
+    CHECK(!p.parallel.accounts_in_split());
+    CHECK(p.training.pipeline_schedule == models::PipelineSchedule::kInterleaved);
+    CHECK(p.parallel.layout_mtp_layers == 1);
+    REQUIRE(static_cast<std::int64_t>(p.parallel.layout_layers.size()) == pp * vp);
+    std::int64_t placed = 0;
+    for (std::int64_t n : p.parallel.layout_layers) placed += n;
+    CHECK(placed == 61);
+    if (pp * vp == 16) {
+      CHECK(p.parallel.layout_layers == bridge);
+      CHECK(p.parallel.pipeline_model_parallel_layout == "Et*4|(t*4|)*14tmL");
+    } else {
+      CHECK(p.parallel.pipeline_model_parallel_layout == "Et*8|(t*8|)*6t*5mL");
+    }
+    // The plan is a scenario Megatron's rules accept, and simulates as the search ranked it.
+    const config::Scenario s = planner::scenario_of(r, p);
+    CHECK(s.parallel.pipeline_model_parallel_layout == p.parallel.pipeline_model_parallel_layout);
+  }
+  // 61 layers fill 8 and 16 virtual stages, not 12 (4 x 3: 11 of 6 are 66) or 32.
+  CHECK(seen.count({4, 2}) == 1);
+  CHECK(seen.count({4, 4}) == 1);
+  CHECK(seen.count({8, 2}) == 1);
+  CHECK(seen.count({4, 3}) == 0);
+  CHECK(seen.count({8, 4}) == 0);
+  const auto json = planner::plan_json(r, rep, rep.plans.size());
+  bool listed = false;
+  for (const auto& p : json["plans"]) listed = listed || p["parallelism"].value("pipeline_model_parallel_layout", "") == "Et*4|(t*4|)*14tmL";
+  CHECK(listed);
+  std::ostringstream csv;
+  planner::write_plan_csv(rep, csv);
+  CHECK(csv.str().find(",Et*8|(t*8|)*6t*5mL") != std::string::npos);
+  CHECK(planner::plan_table(r, rep, rep.plans.size()).find("(pipeline_model_parallel_layout)") != std::string::npos);
+
+  // Without multi-token prediction the last virtual stage holds its layers and the loss; virtual
+  // stages asked for that the layers cannot fill are pruned with the reason.
+  planner::PlanRequest plain = r;
+  plain.model.mtp_num_layers = 0;
+  plain.space.pipeline = {8, 16};
+  plain.space.virtual_stages = {2};
+  const planner::PlanReport rest = planner::search(plain);
+  REQUIRE(!rest.plans.empty());
+  for (const planner::PlanResult& p : rest.plans) {
+    CHECK(p.parallel.pipeline_model_parallel_size == 8);
+    CHECK(p.parallel.pipeline_model_parallel_layout == "Et*4|(t*4|)*14tL");
+  }
+  planner::PlanRequest unfilled = plain;
+  unfilled.space.pipeline = {16};
+  const planner::PlanReport none = planner::search(unfilled);
+  CHECK(none.plans.empty());
+  CHECK(none.first_invalid.find("61 layers do not fill 32 virtual stages") != std::string::npos);
 }
 
 TEST_CASE("planner/search: layer counts that do not split evenly get the embedding and the loss counted as layers") {
