@@ -28,7 +28,7 @@ struct PlanArgs {
   std::optional<double> train_tokens, deadline_days, price;
   std::int64_t top = 10;  // signed, so that a negative count is an error rather than a huge size_t
   std::string json, csv, svg;
-  std::vector<std::int64_t> tp, pp, vp, cp, ep, mbs;
+  std::vector<std::int64_t> tp, pp, vp, cp, ep, etp, mbs;
   std::vector<int> sharding;
   std::vector<std::string> recompute;
   std::vector<std::string> cp_comm_types;
@@ -113,6 +113,7 @@ void check_options(const PlanArgs& a) {
   check_sizes("--vp", a.vp, config::kMaxParallelSize);
   check_sizes("--cp", a.cp, config::kMaxParallelSize);
   check_sizes("--ep", a.ep, config::kMaxParallelSize);
+  check_sizes("--etp", a.etp, config::kMaxParallelSize);
   check_sizes("--micro-batch-sizes", a.mbs, config::kMaxMicroBatchSize);
   if (a.train_tokens && !(*a.train_tokens >= 1 && *a.train_tokens <= config::kMaxTrainTokens)) {
     throw InputError("command line", "--train-tokens",
@@ -193,6 +194,7 @@ int run(const PlanArgs& a) {
     }
   }
   req.space.expert = a.ep;
+  req.space.expert_tensor = a.etp;
   req.space.micro_batch = a.mbs;
   if (!a.sharding.empty()) {
     for (int z : a.sharding) {
@@ -298,6 +300,7 @@ void add_plan_command(CLI::App& app, Registry& registry) {
                   "nodes) (default: p2p)")
       ->delimiter(',');
   cmd->add_option("--ep", a->ep, "Expert-parallel sizes to try (MoE)")->delimiter(',');
+  cmd->add_option("--etp", a->etp, "Expert tensor-parallel sizes to try (MoE; default: each plan's TP, and 1 where TP > 1)")->delimiter(',');
   cmd->add_option("--micro-batch-sizes", a->mbs, "Micro-batch sizes to try (default: 1,2,4,8)")->delimiter(',');
   cmd->add_option("--optimizer-sharding", a->sharding,
                   "Optimizer sharding to try: 0 none, 1 distributed optimizer, 3 ZeRO-3 (default: 1,0)")

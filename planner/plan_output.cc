@@ -37,6 +37,12 @@ const char* split_mark(const models::ParallelSpec& p) {
   return uneven_split(p) ? "~" : "";
 }
 
+// Whether a plan's experts run another tensor-parallel size than its attention (the table's EP
+// mark "e").
+bool own_expert_tensor(const models::ParallelSpec& p) {
+  return p.expert_tensor_parallel_size > 0 && p.etp() != p.tensor_model_parallel_size;
+}
+
 // The table's mark of a context-parallel exchange other than the ring: "a" all-to-all, "g"
 // all-gather, "h" all-to-alls within a node and the ring across ("" for the ring or without CP).
 const char* cp_mark(const models::ParallelSpec& p) {
@@ -66,8 +72,7 @@ std::string describe_plan(const PlanResult& r) {
   std::ostringstream o;
   o << "TP " << p.tensor_model_parallel_size << " PP " << p.pipeline_model_parallel_size << split_mark(p);
   if (p.virtual_pipeline_model_parallel_size > 1) o << " (x" << p.virtual_pipeline_model_parallel_size << ")";
-  o << describe_context_parallel(p);
-  if (p.expert_model_parallel_size > 1) o << " EP " << p.expert_model_parallel_size;
+  o << describe_context_parallel(p) << describe_expert_parallel(p);
   o << " DP " << dp_of(r) << " mbs " << r.training.micro_batch_size << " "
     << models::to_string(r.training.recompute_granularity);
   if (r.training.cpu_offload_layers > 0) o << " offload " << r.training.cpu_offload_layers;
@@ -99,13 +104,14 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     char line[256];
     const std::string pp = std::to_string(p.pipeline_model_parallel_size) + split_mark(p);
     const std::string cp = std::to_string(p.context_parallel_size) + cp_mark(p);
+    const std::string ep = std::to_string(p.expert_model_parallel_size) + (own_expert_tensor(p) ? "e" : "");
     // An offloading plan recomputes nothing: its column gives the layers offloaded instead.
     const std::string recompute = r.training.cpu_offload_layers > 0 ? "offload " + std::to_string(r.training.cpu_offload_layers)
                                                                      : models::to_string(r.training.recompute_granularity);
-    std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3s %3lld %3s %3lld %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %6.1f%% %7.1f%% %8.1f", i + 1,
+    std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3s %3lld %3s %3s %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %6.1f%% %7.1f%% %8.1f", i + 1,
                   static_cast<long long>(r.gpus), static_cast<long long>(p.tensor_model_parallel_size), pp.c_str(),
                   static_cast<long long>(p.virtual_pipeline_model_parallel_size),
-                  cp.c_str(), static_cast<long long>(p.expert_model_parallel_size), static_cast<long long>(dp_of(r)), static_cast<long long>(r.training.micro_batch_size),
+                  cp.c_str(), ep.c_str(), static_cast<long long>(dp_of(r)), static_cast<long long>(r.training.micro_batch_size),
                   recompute.c_str(), sharding_name(p), r.iteration_time_s, r.tokens_per_s, 100 * r.mfu, 100 * r.pipeline_bubble_s / r.iteration_time_s, 100 * r.exposed_communication_s / r.iteration_time_s,
                   static_cast<double>(r.peak_bytes_per_gpu) / 1073741824.0);
     o << line;
@@ -132,7 +138,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     o << "  bubble, exposed: shares of the iteration the critical rank spent in the pipeline bubble and waiting for\n"
          "       communication it could not hide (--json gives the exposed time by kind)\n";
   }
-  bool accounted = false, uneven = false, all_to_all = false, all_gather = false, hierarchical = false;
+  bool accounted = false, uneven = false, all_to_all = false, all_gather = false, hierarchical = false, expert_tensor = false;
   for (std::size_t i = 0; i < n; ++i) {
     accounted = accounted || report.plans[i].parallel.accounts_in_split();
     uneven = uneven || uneven_split(report.plans[i].parallel);
@@ -140,6 +146,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     all_to_all = all_to_all || (p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kA2a);
     all_gather = all_gather || (p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kAllGather);
     hierarchical = hierarchical || (p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kA2aP2p);
+    expert_tensor = expert_tensor || own_expert_tensor(p);
   }
   if (all_to_all) {
     o << "  CPa: context parallelism by all-to-alls of Q, K, V and the output (cp_comm_type a2a)\n";
@@ -150,6 +157,10 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
          "       gives hierarchical_context_parallel_sizes)\n";
   }
   if (all_to_all || all_gather || hierarchical) o << "       (a CP size without a mark: Transformer Engine's ring, p2p)\n";
+  if (expert_tensor) {
+    o << "  EPe: the experts run another tensor-parallel size than attention (expert_tensor_parallel_size; the JSON\n"
+         "       and the CSV give it); without the mark they follow TP\n";
+  }
   if (uneven) {
     o << "  PP~: the layers do not split evenly. Without virtual stages the middle stages hold ceil(layers / PP),\n"
          "       the first and last share the rest (decoder_first/last_pipeline_num_layers); with V of them each\n"
@@ -190,7 +201,8 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
          "use_distributed_optimizer,zero_stage,iteration_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,time_to_train_days,"
          "gpu_hours,cost,account_for_embedding_in_pipeline_split,account_for_loss_in_pipeline_split,"
          "decoder_first_pipeline_num_layers,decoder_last_pipeline_num_layers,pipeline_bubble_s,exposed_communication_s,"
-         "cpu_offloading_num_layers,cp_comm_type,hierarchical_context_parallel_sizes,pipeline_model_parallel_layout";
+         "cpu_offloading_num_layers,cp_comm_type,hierarchical_context_parallel_sizes,pipeline_model_parallel_layout,"
+         "expert_tensor_parallel_size";
   if (!report.plans.empty()) {
     for (const auto& [kind, v] : report.plans.front().exposed_by_kind) out << ",exposed_" << kind << "_s";
   }
@@ -217,6 +229,8 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
       out << p.hierarchical_context_parallel_sizes[0] << ' ' << p.hierarchical_context_parallel_sizes[1];
     }
     out << ',' << p.pipeline_model_parallel_layout;  // the planner's layouts hold no comma
+    out << ',';  // the expert tensor-parallel size where set (empty: the experts follow TP)
+    if (p.expert_tensor_parallel_size > 0) out << p.expert_tensor_parallel_size;
     for (const auto& [kind, v] : r.exposed_by_kind) out << ',' << fmt("%.6g", v);
     out << "\n";
   }
@@ -240,6 +254,7 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
                                {"sequence_parallel", p.sequence_parallel},
                                {"use_distributed_optimizer", p.use_distributed_optimizer},
                                {"zero_stage", p.zero_stage}};
+    if (request.model.is_moe()) plan["parallelism"]["expert_tensor_parallel_size"] = p.etp();
     if (p.context_parallel_size > 1) plan["parallelism"]["cp_comm_type"] = models::to_string(p.cp_comm_type);
     if (!p.hierarchical_context_parallel_sizes.empty()) {
       plan["parallelism"]["hierarchical_context_parallel_sizes"] = p.hierarchical_context_parallel_sizes;

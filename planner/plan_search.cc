@@ -195,13 +195,21 @@ config::Scenario plan_scenario(const PlanRequest& req, std::int64_t gpus) {
   return s;
 }
 
+// The expert tensor-parallel sizes plans of `tp` try (0: TP itself, Megatron's default; dense
+// models: {0}).
+std::vector<std::int64_t> expert_tensor_sizes(const PlanRequest& req, std::int64_t tp) {
+  if (!req.model.is_moe()) return {0};
+  if (!req.space.expert_tensor.empty()) return req.space.expert_tensor;
+  return tp > 1 ? std::vector<std::int64_t>{0, 1} : std::vector<std::int64_t>{0};
+}
+
 // A combination the search enumerates, before it is known to be valid (so no data-parallel size).
 std::string describe_combination(std::int64_t gpus, const models::ParallelSpec& p, const models::TrainingSpec& t) {
   std::string out = std::to_string(gpus) + " GPUs, TP " + std::to_string(p.tensor_model_parallel_size) + " PP " +
                     std::to_string(p.pipeline_model_parallel_size);
   if (p.virtual_pipeline_model_parallel_size > 1) out += " (x" + std::to_string(p.virtual_pipeline_model_parallel_size) + ")";
   out += describe_context_parallel(p);
-  if (p.expert_model_parallel_size > 1) out += " EP " + std::to_string(p.expert_model_parallel_size);
+  out += describe_expert_parallel(p);
   return out + " mbs " + std::to_string(t.micro_batch_size);
 }
 
@@ -217,19 +225,22 @@ bool admits_plan(const PlanRequest& req, std::int64_t gpus) {
       for (std::int64_t pp : ax.pipeline) {
         for (std::int64_t ep : ax.expert) {
           for (std::int64_t mbs : ax.micro_batch) {
-            s.parallel = models::ParallelSpec{};
-            s.parallel.tensor_model_parallel_size = tp;
-            set_pipeline(s.parallel, req.model, pp);
-            s.parallel.context_parallel_size = cp;
-            s.parallel.expert_model_parallel_size = ep;
-            s.parallel.sequence_parallel = tp > 1 && req.space.sequence_parallel;
-            s.parallel.use_distributed_optimizer = true;
-            s.training.micro_batch_size = mbs;
-            s.training.pipeline_schedule = PipelineSchedule::k1F1B;
-            try {
-              config::validate(s);
-              return true;
-            } catch (const InputError&) {
+            for (std::int64_t etp : expert_tensor_sizes(req, tp)) {
+              s.parallel = models::ParallelSpec{};
+              s.parallel.tensor_model_parallel_size = tp;
+              set_pipeline(s.parallel, req.model, pp);
+              s.parallel.context_parallel_size = cp;
+              s.parallel.expert_model_parallel_size = ep;
+              s.parallel.expert_tensor_parallel_size = etp;
+              s.parallel.sequence_parallel = tp > 1 && req.space.sequence_parallel;
+              s.parallel.use_distributed_optimizer = true;
+              s.training.micro_batch_size = mbs;
+              s.training.pipeline_schedule = PipelineSchedule::k1F1B;
+              try {
+                config::validate(s);
+                return true;
+              } catch (const InputError&) {
+              }
             }
           }
         }
@@ -318,6 +329,11 @@ void Searcher::enumerate(std::int64_t gpus) {
   }
 
   for (std::int64_t tp : tps) {
+    // Each expert-parallel size with each expert tensor-parallel size to try (0: the plan's TP).
+    std::vector<std::pair<std::int64_t, std::int64_t>> experts;
+    for (std::int64_t ep : eps) {
+      for (std::int64_t etp : expert_tensor_sizes(req_, tp)) experts.emplace_back(ep, etp);
+    }
     for (const auto& [cp, cp_comm_type] : contexts) {
       // a2a+p2p: the all-to-alls among the CP ranks of one node (the largest group of consecutive
       // CP ranks whose TP x A GPUs a node holds), the ring across nodes; where that group is one
@@ -346,7 +362,7 @@ void Searcher::enumerate(std::int64_t gpus) {
           }
         }
         for (std::int64_t vp : vps) {
-          for (std::int64_t ep : eps) {
+          for (const auto& [ep, etp] : experts) {
             for (std::int64_t mbs : mbss) {
               for (int sharding : sp.optimizer_sharding) {
                 // Each recomputation mode of a plan is a plan of its own.
@@ -370,6 +386,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                 p.cp_comm_type = cp_comm_type;
                 p.hierarchical_context_parallel_sizes = hierarchical;
                 p.expert_model_parallel_size = ep;
+                p.expert_tensor_parallel_size = etp;
                 p.sequence_parallel = tp > 1 && sp.sequence_parallel;
                 p.use_distributed_optimizer = sharding == 1;
                 p.zero_stage = sharding == 3 ? 3 : 0;
@@ -605,6 +622,13 @@ PlanReport Searcher::run() {
 }
 
 }  // namespace
+
+std::string describe_expert_parallel(const models::ParallelSpec& p) {
+  std::string out;
+  if (p.expert_model_parallel_size > 1) out = " EP " + std::to_string(p.expert_model_parallel_size);
+  if (p.expert_tensor_parallel_size > 0 && p.etp() != p.tensor_model_parallel_size) out += " ETP " + std::to_string(p.etp());
+  return out;
+}
 
 std::string describe_context_parallel(const models::ParallelSpec& p) {
   if (p.context_parallel_size <= 1) return "";

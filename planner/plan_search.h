@@ -28,6 +28,10 @@ namespace trainsim::planner {
 struct SearchSpace {
   // Empty lists mean "every sensible value" (derived from the model and the cluster).
   std::vector<std::int64_t> tensor, pipeline, virtual_stages, context, expert, micro_batch;
+  // Expert tensor-parallel sizes (Megatron-Core's expert_tensor_parallel_size) of mixture-of-
+  // experts plans; empty: the plan's TP (Megatron's default) and 1 (the experts whole on each
+  // rank, as Megatron-Bridge's MoE recipes run them).
+  std::vector<std::int64_t> expert_tensor;
   // Tried in this order; the first that fits in memory is kept.
   std::vector<models::RecomputeGranularity> recompute{models::RecomputeGranularity::kNone,
                                                       models::RecomputeGranularity::kSelective,
@@ -108,6 +112,10 @@ using Progress = std::function<void(std::size_t done, std::size_t total)>;
 
 // REQUIRES: gpu_counts non-empty, each a multiple of the cluster's gpus_per_node.
 PlanReport search(const PlanRequest& request, const Progress& progress = {});
+
+// A plan's expert parallelism as the table and messages name it: " EP 32", " EP 32 ETP 1" (its
+// expert tensor-parallel size where it is not TP), "" without either.
+std::string describe_expert_parallel(const models::ParallelSpec& p);
 
 // A plan's context parallelism as the table and messages name it: " CP 8", " CP 8 a2a",
 // " CP 8 a2a+p2p [4, 2]" ("" without CP).

@@ -171,6 +171,63 @@ TEST_CASE("planner/search: virtual stages over layers that split neither way get
   CHECK(none.first_invalid.find("61 layers do not fill 32 virtual stages") != std::string::npos);
 }
 
+TEST_CASE("planner/search: mixture-of-experts plans with TP > 1 also run their experts without tensor parallelism") {
+  // Megatron's default expert_tensor_parallel_size is TP; Megatron-Bridge's MoE recipes set 1
+  // (Qwen3-235B-A22B on H100: TP 2, EP 32, ETP 1), and its flex dispatcher runs only with 1.
+  planner::PlanRequest r = request("mixtral-8x7b", "dgx-h100", 16, 64);
+  r.space.tensor = {1, 2};
+  r.space.pipeline = {1};
+  r.space.expert = {8};
+  r.space.micro_batch = {1};
+  const planner::PlanReport rep = planner::search(r);
+  std::set<std::pair<std::int64_t, std::int64_t>> seen;  // (TP, expert TP)
+  for (const planner::PlanResult& p : rep.plans) {
+    seen.insert({p.parallel.tensor_model_parallel_size, p.parallel.etp()});
+    // Only TP > 1 plans get an explicit size, and only the one that differs from TP.
+    if (p.parallel.expert_tensor_parallel_size > 0) {
+      CHECK(p.parallel.tensor_model_parallel_size == 2);
+      CHECK(p.parallel.expert_tensor_parallel_size == 1);
+      CHECK(planner::describe_plan(p).find("EP 8 ETP 1") != std::string::npos);
+    } else {
+      CHECK(planner::describe_plan(p).find("ETP") == std::string::npos);
+    }
+  }
+  CHECK(seen == std::set<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {2, 2}, {2, 1}});
+  const std::string table = planner::plan_table(r, rep, rep.plans.size());
+  CHECK(table.find("8e ") != std::string::npos);
+  CHECK(table.find("EPe: the experts run another tensor-parallel size than attention") != std::string::npos);
+  std::set<std::int64_t> listed;
+  const auto json = planner::plan_json(r, rep, rep.plans.size());
+  for (const auto& p : json["plans"]) {
+    listed.insert(p["parallelism"]["expert_tensor_parallel_size"].get<std::int64_t>());
+  }
+  CHECK(listed == std::set<std::int64_t>{1, 2});
+  std::ostringstream csv;
+  planner::write_plan_csv(rep, csv);
+  CHECK(csv.str().find("pipeline_model_parallel_layout,expert_tensor_parallel_size") != std::string::npos);
+
+  // --etp narrows it; a dense model's plans never set it.
+  planner::PlanRequest two = r;
+  two.space.expert_tensor = {2};
+  two.space.tensor = {2};
+  const planner::PlanReport only = planner::search(two);
+  REQUIRE(!only.plans.empty());
+  for (const planner::PlanResult& p : only.plans) CHECK(p.parallel.expert_tensor_parallel_size == 2);
+  planner::PlanRequest dense = request("gpt3-7.5b", "dgx-a100-80gb", 64, 256);
+  dense.space.pipeline = {4};
+  const planner::PlanReport plain = planner::search(dense);
+  for (const planner::PlanResult& p : plain.plans) CHECK(p.parallel.expert_tensor_parallel_size == 0);
+  CHECK(planner::plan_json(dense, plain, 1)["plans"][0]["parallelism"].contains("expert_tensor_parallel_size") == false);
+
+  // The flex dispatcher runs only with expert TP 1: before, its TP 2 plans were all invalid.
+  planner::PlanRequest flex = r;
+  flex.space.tensor = {2};
+  flex.training.moe_token_dispatcher_type = models::TokenDispatcher::kFlex;
+  const planner::PlanReport deep = planner::search(flex);
+  REQUIRE(!deep.plans.empty());
+  for (const planner::PlanResult& p : deep.plans) CHECK(p.parallel.etp() == 1);
+}
+
 TEST_CASE("planner/search: layer counts that do not split evenly get the embedding and the loss counted as layers") {
   // Llama-3.1 405B: 126 layers divide over no power-of-two stage count above 2; with the
   // embedding and the loss counted, 128 split over 8 or 16 stages (Megatron-Core's
