@@ -24,6 +24,7 @@ namespace {
 
 struct PlanArgs {
   std::string scenario, model, cluster, gpus, precision, quant_recipe;
+  std::vector<std::string> dispatchers;
   std::optional<std::int64_t> global_batch_size, seq_length;
   std::optional<double> train_tokens, deadline_days, price;
   std::int64_t top = 10;  // signed, so that a negative count is an error rather than a huge size_t
@@ -195,6 +196,13 @@ int run(const PlanArgs& a) {
   }
   req.space.expert = a.ep;
   req.space.expert_tensor = a.etp;
+  for (const std::string& d : a.dispatchers) {
+    const auto type = static_cast<models::TokenDispatcher>(choice_of("--moe-dispatcher", d, {"alltoall", "flex"}));
+    if (!req.model.is_moe()) throw InputError("--moe-dispatcher", d, "dispatches tokens to experts: it needs a mixture-of-experts model");
+    if (std::find(req.space.dispatchers.begin(), req.space.dispatchers.end(), type) == req.space.dispatchers.end()) {
+      req.space.dispatchers.push_back(type);
+    }
+  }
   req.space.micro_batch = a.mbs;
   if (!a.sharding.empty()) {
     for (int z : a.sharding) {
@@ -300,6 +308,10 @@ void add_plan_command(CLI::App& app, Registry& registry) {
                   "nodes) (default: p2p)")
       ->delimiter(',');
   cmd->add_option("--ep", a->ep, "Expert-parallel sizes to try (MoE)")->delimiter(',');
+  cmd->add_option("--moe-dispatcher", a->dispatchers,
+                  "Token dispatchers to try where EP > 1 (MoE): alltoall (Megatron-Core's all-to-all dispatcher), flex (DeepEP or "
+                  "HybridEP) (default: alltoall, or a --scenario's)")
+      ->delimiter(',');
   cmd->add_option("--etp", a->etp, "Expert tensor-parallel sizes to try (MoE; default: each plan's TP, and 1 where TP > 1)")->delimiter(',');
   cmd->add_option("--micro-batch-sizes", a->mbs, "Micro-batch sizes to try (default: 1,2,4,8)")->delimiter(',');
   cmd->add_option("--optimizer-sharding", a->sharding,

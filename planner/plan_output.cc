@@ -43,6 +43,12 @@ bool own_expert_tensor(const models::ParallelSpec& p) {
   return p.expert_tensor_parallel_size > 0 && p.etp() != p.tensor_model_parallel_size;
 }
 
+// Whether a mixture-of-experts plan dispatches its tokens with the flex dispatcher (the table's
+// EP mark "f").
+bool flex_dispatch(const PlanResult& r) {
+  return r.parallel.expert_model_parallel_size > 1 && r.training.moe_token_dispatcher_type == models::TokenDispatcher::kFlex;
+}
+
 // The table's mark of a context-parallel exchange other than the ring: "a" all-to-all, "g"
 // all-gather, "h" all-to-alls within a node and the ring across ("" for the ring or without CP).
 const char* cp_mark(const models::ParallelSpec& p) {
@@ -73,6 +79,7 @@ std::string describe_plan(const PlanResult& r) {
   o << "TP " << p.tensor_model_parallel_size << " PP " << p.pipeline_model_parallel_size << split_mark(p);
   if (p.virtual_pipeline_model_parallel_size > 1) o << " (x" << p.virtual_pipeline_model_parallel_size << ")";
   o << describe_context_parallel(p) << describe_expert_parallel(p);
+  if (flex_dispatch(r)) o << " flex";
   o << " DP " << dp_of(r) << " mbs " << r.training.micro_batch_size << " "
     << models::to_string(r.training.recompute_granularity);
   if (r.training.cpu_offload_layers > 0) o << " offload " << r.training.cpu_offload_layers;
@@ -93,7 +100,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   o << "  considered " << report.considered << ", simulated " << report.simulated << ", feasible " << report.plans.size()
     << ", pruned " << report.pruned_total() << ":\n";
   for (const auto& [reason, n] : report.pruned) o << "    " << n << "  " << reason << "\n";
-  o << "\n  rank  GPUs   TP  PP   V  CP  EP    DP  mbs  recompute  optimizer   iter_s   tokens/s    MFU  bubble  exposed  mem_GiB";
+  o << "\n  rank  GPUs   TP  PP   V  CP   EP    DP  mbs  recompute  optimizer   iter_s   tokens/s    MFU  bubble  exposed  mem_GiB";
   if (train) o << "    days   GPU-hours";
   if (request.price_per_gpu_hour) o << "        cost";
   o << "\n";
@@ -104,11 +111,12 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     char line[256];
     const std::string pp = std::to_string(p.pipeline_model_parallel_size) + split_mark(p);
     const std::string cp = std::to_string(p.context_parallel_size) + cp_mark(p);
-    const std::string ep = std::to_string(p.expert_model_parallel_size) + (own_expert_tensor(p) ? "e" : "");
+    const std::string ep =
+        std::to_string(p.expert_model_parallel_size) + (own_expert_tensor(p) ? "e" : "") + (flex_dispatch(r) ? "f" : "");
     // An offloading plan recomputes nothing: its column gives the layers offloaded instead.
     const std::string recompute = r.training.cpu_offload_layers > 0 ? "offload " + std::to_string(r.training.cpu_offload_layers)
                                                                      : models::to_string(r.training.recompute_granularity);
-    std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3s %3lld %3s %3s %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %6.1f%% %7.1f%% %8.1f", i + 1,
+    std::snprintf(line, sizeof line, "  %4zu %5lld %4lld %3s %3lld %3s %4s %5lld %4lld  %-9s  %-9s %8.3f %10.0f %5.1f%% %6.1f%% %7.1f%% %8.1f", i + 1,
                   static_cast<long long>(r.gpus), static_cast<long long>(p.tensor_model_parallel_size), pp.c_str(),
                   static_cast<long long>(p.virtual_pipeline_model_parallel_size),
                   cp.c_str(), ep.c_str(), static_cast<long long>(dp_of(r)), static_cast<long long>(r.training.micro_batch_size),
@@ -138,7 +146,8 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     o << "  bubble, exposed: shares of the iteration the critical rank spent in the pipeline bubble and waiting for\n"
          "       communication it could not hide (--json gives the exposed time by kind)\n";
   }
-  bool accounted = false, uneven = false, all_to_all = false, all_gather = false, hierarchical = false, expert_tensor = false;
+  bool accounted = false, uneven = false, all_to_all = false, all_gather = false, hierarchical = false, expert_tensor = false,
+       flex = false;
   for (std::size_t i = 0; i < n; ++i) {
     accounted = accounted || report.plans[i].parallel.accounts_in_split();
     uneven = uneven || uneven_split(report.plans[i].parallel);
@@ -147,6 +156,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     all_gather = all_gather || (p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kAllGather);
     hierarchical = hierarchical || (p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kA2aP2p);
     expert_tensor = expert_tensor || own_expert_tensor(p);
+    flex = flex || flex_dispatch(report.plans[i]);
   }
   if (all_to_all) {
     o << "  CPa: context parallelism by all-to-alls of Q, K, V and the output (cp_comm_type a2a)\n";
@@ -160,6 +170,10 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   if (expert_tensor) {
     o << "  EPe: the experts run another tensor-parallel size than attention (expert_tensor_parallel_size; the JSON\n"
          "       and the CSV give it); without the mark they follow TP\n";
+  }
+  if (flex) {
+    o << "  EPf: tokens dispatched by the flex dispatcher (DeepEP or HybridEP; moe_token_dispatcher_type flex), the\n"
+         "       others by the alltoall one\n";
   }
   if (uneven) {
     o << "  PP~: the layers do not split evenly. Without virtual stages the middle stages hold ceil(layers / PP),\n"
@@ -202,7 +216,7 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
          "gpu_hours,cost,account_for_embedding_in_pipeline_split,account_for_loss_in_pipeline_split,"
          "decoder_first_pipeline_num_layers,decoder_last_pipeline_num_layers,pipeline_bubble_s,exposed_communication_s,"
          "cpu_offloading_num_layers,cp_comm_type,hierarchical_context_parallel_sizes,pipeline_model_parallel_layout,"
-         "expert_tensor_parallel_size";
+         "expert_tensor_parallel_size,moe_token_dispatcher_type";
   if (!report.plans.empty()) {
     for (const auto& [kind, v] : report.plans.front().exposed_by_kind) out << ",exposed_" << kind << "_s";
   }
@@ -231,6 +245,8 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
     out << ',' << p.pipeline_model_parallel_layout;  // the planner's layouts hold no comma
     out << ',';  // the expert tensor-parallel size where set (empty: the experts follow TP)
     if (p.expert_tensor_parallel_size > 0) out << p.expert_tensor_parallel_size;
+    out << ',';  // the token dispatcher of plans with EP > 1
+    if (p.expert_model_parallel_size > 1) out << (flex_dispatch(r) ? "flex" : "alltoall");
     for (const auto& [kind, v] : r.exposed_by_kind) out << ',' << fmt("%.6g", v);
     out << "\n";
   }
@@ -275,6 +291,9 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
     } else if (r.training.precision == models::Precision::kFp4) {
       plan["training"]["fp4_recipe"] = models::to_string(r.training.quant_recipe);
       plan["training"]["fp4_param_gather"] = r.training.fp8_param_gather;
+    }
+    if (request.model.is_moe()) {
+      plan["training"]["moe_token_dispatcher_type"] = r.training.moe_token_dispatcher_type == models::TokenDispatcher::kFlex ? "flex" : "alltoall";
     }
     if (r.training.overlap_moe_expert_parallel_comm) {
       plan["training"]["overlap_moe_expert_parallel_comm"] = true;

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "config/pipeline_layout.h"
@@ -210,6 +211,7 @@ std::string describe_combination(std::int64_t gpus, const models::ParallelSpec& 
   if (p.virtual_pipeline_model_parallel_size > 1) out += " (x" + std::to_string(p.virtual_pipeline_model_parallel_size) + ")";
   out += describe_context_parallel(p);
   out += describe_expert_parallel(p);
+  if (p.expert_model_parallel_size > 1 && t.moe_token_dispatcher_type == models::TokenDispatcher::kFlex) out += " flex";
   return out + " mbs " + std::to_string(t.micro_batch_size);
 }
 
@@ -329,10 +331,17 @@ void Searcher::enumerate(std::int64_t gpus) {
   }
 
   for (std::int64_t tp : tps) {
-    // Each expert-parallel size with each expert tensor-parallel size to try (0: the plan's TP).
-    std::vector<std::pair<std::int64_t, std::int64_t>> experts;
+    // Each expert-parallel size with each expert tensor-parallel size (0: the plan's TP) and, where
+    // EP > 1, each token dispatcher to try.
+    std::vector<std::tuple<std::int64_t, std::int64_t, models::TokenDispatcher>> experts;
     for (std::int64_t ep : eps) {
-      for (std::int64_t etp : expert_tensor_sizes(req_, tp)) experts.emplace_back(ep, etp);
+      for (std::int64_t etp : expert_tensor_sizes(req_, tp)) {
+        if (ep == 1 || sp.dispatchers.empty()) {
+          experts.emplace_back(ep, etp, req_.training.moe_token_dispatcher_type);
+          continue;
+        }
+        for (models::TokenDispatcher d : sp.dispatchers) experts.emplace_back(ep, etp, d);
+      }
     }
     for (const auto& [cp, cp_comm_type] : contexts) {
       // a2a+p2p: the all-to-alls among the CP ranks of one node (the largest group of consecutive
@@ -362,7 +371,7 @@ void Searcher::enumerate(std::int64_t gpus) {
           }
         }
         for (std::int64_t vp : vps) {
-          for (const auto& [ep, etp] : experts) {
+          for (const auto& [ep, etp, dispatcher] : experts) {
             for (std::int64_t mbs : mbss) {
               for (int sharding : sp.optimizer_sharding) {
                 // Each recomputation mode of a plan is a plan of its own.
@@ -392,6 +401,7 @@ void Searcher::enumerate(std::int64_t gpus) {
                 p.zero_stage = sharding == 3 ? 3 : 0;
                 models::TrainingSpec& t = s.training;
                 t.cpu_offload_layers = 0;  // the search decides (add_offload_variant)
+                t.moe_token_dispatcher_type = dispatcher;
                 t.micro_batch_size = mbs;
                 t.pipeline_schedule = vp > 1 ? PipelineSchedule::kInterleaved : PipelineSchedule::k1F1B;
                 t.overlap_param_gather = sharding == 1 && req_.training.overlap_param_gather;

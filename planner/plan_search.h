@@ -32,6 +32,9 @@ struct SearchSpace {
   // experts plans; empty: the plan's TP (Megatron's default) and 1 (the experts whole on each
   // rank, as Megatron-Bridge's MoE recipes run them).
   std::vector<std::int64_t> expert_tensor;
+  // Token dispatchers of mixture-of-experts plans with EP > 1 (Megatron-Core's
+  // moe_token_dispatcher_type); empty: the recipe's.
+  std::vector<models::TokenDispatcher> dispatchers;
   // Tried in this order; the first that fits in memory is kept.
   std::vector<models::RecomputeGranularity> recompute{models::RecomputeGranularity::kNone,
                                                       models::RecomputeGranularity::kSelective,

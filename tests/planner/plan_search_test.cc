@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 #include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -226,6 +227,47 @@ TEST_CASE("planner/search: mixture-of-experts plans with TP > 1 also run their e
   const planner::PlanReport deep = planner::search(flex);
   REQUIRE(!deep.plans.empty());
   for (const planner::PlanResult& p : deep.plans) CHECK(p.parallel.etp() == 1);
+}
+
+TEST_CASE("planner/search: each plan with EP > 1 is tried with each token dispatcher asked for") {
+  planner::PlanRequest r = request("mixtral-8x7b", "dgx-h100", 16, 64);
+  r.space.tensor = {4};
+  r.space.pipeline = {4};
+  r.space.expert = {1, 4};
+  r.space.expert_tensor = {1};
+  r.space.micro_batch = {1};
+  r.space.optimizer_sharding = {1};
+  r.space.dispatchers = {models::TokenDispatcher::kAllToAll, models::TokenDispatcher::kFlex};
+  const planner::PlanReport rep = planner::search(r);
+  std::map<std::int64_t, std::set<models::TokenDispatcher>> tried;  // by EP
+  for (const planner::PlanResult& p : rep.plans) {
+    tried[p.parallel.expert_model_parallel_size].insert(p.training.moe_token_dispatcher_type);
+    const bool flex = p.training.moe_token_dispatcher_type == models::TokenDispatcher::kFlex;
+    CHECK((planner::describe_plan(p).find(" flex") != std::string::npos) == flex);
+  }
+  // EP 1 dispatches nothing across ranks: tried once, with the recipe's dispatcher (its plans do
+  // not fit here, replicating the experts over 4 GPUs, but are counted): EP 1 once and EP 4 twice,
+  // each with 4 virtual-stage counts (32 layers over 4 stages: 1, 2, 4, 8) and 3 recomputations.
+  CHECK(tried[1].count(models::TokenDispatcher::kFlex) == 0);
+  CHECK(rep.considered == (1 + 2) * 4 * 3);
+  CHECK(tried[4] == std::set<models::TokenDispatcher>{models::TokenDispatcher::kAllToAll, models::TokenDispatcher::kFlex});
+  const std::string table = planner::plan_table(r, rep, rep.plans.size());
+  CHECK(table.find(" 4ef ") != std::string::npos);
+  CHECK(table.find("  4e ") != std::string::npos);
+  CHECK(table.find("EPf: tokens dispatched by the flex dispatcher") != std::string::npos);
+  const auto json = planner::plan_json(r, rep, rep.plans.size());
+  std::set<std::string> named;
+  for (const auto& p : json["plans"]) named.insert(p["training"]["moe_token_dispatcher_type"].get<std::string>());
+  CHECK(named == std::set<std::string>{"alltoall", "flex"});
+  std::ostringstream csv;
+  planner::write_plan_csv(rep, csv);
+  CHECK(csv.str().find(",flex") != std::string::npos);
+  // Without the list, the recipe's dispatcher alone.
+  planner::PlanRequest recipe = r;
+  recipe.space.dispatchers.clear();
+  for (const planner::PlanResult& p : planner::search(recipe).plans) {
+    CHECK(p.training.moe_token_dispatcher_type == models::TokenDispatcher::kAllToAll);
+  }
 }
 
 TEST_CASE("planner/search: layer counts that do not split evenly get the embedding and the loss counted as layers") {
