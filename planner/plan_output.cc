@@ -43,12 +43,6 @@ bool own_expert_tensor(const models::ParallelSpec& p) {
   return p.expert_tensor_parallel_size > 0 && p.etp() != p.tensor_model_parallel_size;
 }
 
-// Whether a mixture-of-experts plan dispatches its tokens with the flex dispatcher (the table's
-// EP mark "f").
-bool flex_dispatch(const PlanResult& r) {
-  return r.parallel.expert_model_parallel_size > 1 && r.training.moe_token_dispatcher_type == models::TokenDispatcher::kFlex;
-}
-
 // The table's mark of a context-parallel exchange other than the ring: "a" all-to-all, "g"
 // all-gather, "h" all-to-alls within a node and the ring across ("" for the ring or without CP).
 const char* cp_mark(const models::ParallelSpec& p) {
@@ -78,8 +72,7 @@ std::string describe_plan(const PlanResult& r) {
   std::ostringstream o;
   o << "TP " << p.tensor_model_parallel_size << " PP " << p.pipeline_model_parallel_size << split_mark(p);
   if (p.virtual_pipeline_model_parallel_size > 1) o << " (x" << p.virtual_pipeline_model_parallel_size << ")";
-  o << describe_context_parallel(p) << describe_expert_parallel(p);
-  if (flex_dispatch(r)) o << " flex";
+  o << describe_context_parallel(p) << describe_expert_parallel(p, r.training);
   o << " DP " << dp_of(r) << " mbs " << r.training.micro_batch_size << " "
     << models::to_string(r.training.recompute_granularity);
   if (r.training.cpu_offload_layers > 0) o << " offload " << r.training.cpu_offload_layers;
@@ -112,7 +105,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     const std::string pp = std::to_string(p.pipeline_model_parallel_size) + split_mark(p);
     const std::string cp = std::to_string(p.context_parallel_size) + cp_mark(p);
     const std::string ep =
-        std::to_string(p.expert_model_parallel_size) + (own_expert_tensor(p) ? "e" : "") + (flex_dispatch(r) ? "f" : "");
+        std::to_string(p.expert_model_parallel_size) + (own_expert_tensor(p) ? "e" : "") + (flex_dispatch(p, r.training) ? "f" : "");
     // An offloading plan recomputes nothing: its column gives the layers offloaded instead.
     const std::string recompute = r.training.cpu_offload_layers > 0 ? "offload " + std::to_string(r.training.cpu_offload_layers)
                                                                      : models::to_string(r.training.recompute_granularity);
@@ -156,7 +149,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     all_gather = all_gather || (p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kAllGather);
     hierarchical = hierarchical || (p.context_parallel_size > 1 && p.cp_comm_type == models::CpCommType::kA2aP2p);
     expert_tensor = expert_tensor || own_expert_tensor(p);
-    flex = flex || flex_dispatch(report.plans[i]);
+    flex = flex || flex_dispatch(p, report.plans[i].training);
   }
   if (all_to_all) {
     o << "  CPa: context parallelism by all-to-alls of Q, K, V and the output (cp_comm_type a2a)\n";
@@ -246,7 +239,7 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
     out << ',';  // the expert tensor-parallel size where set (empty: the experts follow TP)
     if (p.expert_tensor_parallel_size > 0) out << p.expert_tensor_parallel_size;
     out << ',';  // the token dispatcher of plans with EP > 1
-    if (p.expert_model_parallel_size > 1) out << (flex_dispatch(r) ? "flex" : "alltoall");
+    if (p.expert_model_parallel_size > 1) out << (flex_dispatch(p, r.training) ? "flex" : "alltoall");
     for (const auto& [kind, v] : r.exposed_by_kind) out << ',' << fmt("%.6g", v);
     out << "\n";
   }

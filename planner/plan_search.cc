@@ -210,8 +210,7 @@ std::string describe_combination(std::int64_t gpus, const models::ParallelSpec& 
                     std::to_string(p.pipeline_model_parallel_size);
   if (p.virtual_pipeline_model_parallel_size > 1) out += " (x" + std::to_string(p.virtual_pipeline_model_parallel_size) + ")";
   out += describe_context_parallel(p);
-  out += describe_expert_parallel(p);
-  if (p.expert_model_parallel_size > 1 && t.moe_token_dispatcher_type == models::TokenDispatcher::kFlex) out += " flex";
+  out += describe_expert_parallel(p, t);
   return out + " mbs " + std::to_string(t.micro_batch_size);
 }
 
@@ -633,10 +632,15 @@ PlanReport Searcher::run() {
 
 }  // namespace
 
-std::string describe_expert_parallel(const models::ParallelSpec& p) {
+bool flex_dispatch(const models::ParallelSpec& p, const models::TrainingSpec& t) {
+  return p.expert_model_parallel_size > 1 && t.moe_token_dispatcher_type == models::TokenDispatcher::kFlex;
+}
+
+std::string describe_expert_parallel(const models::ParallelSpec& p, const models::TrainingSpec& t) {
   std::string out;
   if (p.expert_model_parallel_size > 1) out = " EP " + std::to_string(p.expert_model_parallel_size);
   if (p.expert_tensor_parallel_size > 0 && p.etp() != p.tensor_model_parallel_size) out += " ETP " + std::to_string(p.etp());
+  if (flex_dispatch(p, t)) out += " flex";
   return out;
 }
 

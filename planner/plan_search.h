@@ -116,9 +116,13 @@ using Progress = std::function<void(std::size_t done, std::size_t total)>;
 // REQUIRES: gpu_counts non-empty, each a multiple of the cluster's gpus_per_node.
 PlanReport search(const PlanRequest& request, const Progress& progress = {});
 
+// Whether a plan dispatches tokens across expert-parallel ranks with the flex dispatcher.
+bool flex_dispatch(const models::ParallelSpec& p, const models::TrainingSpec& t);
+
 // A plan's expert parallelism as the table and messages name it: " EP 32", " EP 32 ETP 1" (its
-// expert tensor-parallel size where it is not TP), "" without either.
-std::string describe_expert_parallel(const models::ParallelSpec& p);
+// expert tensor-parallel size where it is not TP), " EP 32 flex" (the flex dispatcher), "" without
+// expert parallelism.
+std::string describe_expert_parallel(const models::ParallelSpec& p, const models::TrainingSpec& t);
 
 // A plan's context parallelism as the table and messages name it: " CP 8", " CP 8 a2a",
 // " CP 8 a2a+p2p [4, 2]" ("" without CP).
