@@ -37,12 +37,6 @@ const char* split_mark(const models::ParallelSpec& p) {
   return uneven_split(p) ? "~" : "";
 }
 
-// Whether a plan's experts run another tensor-parallel size than its attention (the table's EP
-// mark "e").
-bool own_expert_tensor(const models::ParallelSpec& p) {
-  return p.expert_tensor_parallel_size > 0 && p.etp() != p.tensor_model_parallel_size;
-}
-
 // The table's mark of a context-parallel exchange other than the ring: "a" all-to-all, "g"
 // all-gather, "h" all-to-alls within a node and the ring across ("" for the ring or without CP).
 const char* cp_mark(const models::ParallelSpec& p) {

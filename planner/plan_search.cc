@@ -632,6 +632,10 @@ PlanReport Searcher::run() {
 
 }  // namespace
 
+bool own_expert_tensor(const models::ParallelSpec& p) {
+  return p.expert_tensor_parallel_size > 0 && p.etp() != p.tensor_model_parallel_size;
+}
+
 bool flex_dispatch(const models::ParallelSpec& p, const models::TrainingSpec& t) {
   return p.expert_model_parallel_size > 1 && t.moe_token_dispatcher_type == models::TokenDispatcher::kFlex;
 }
@@ -639,7 +643,7 @@ bool flex_dispatch(const models::ParallelSpec& p, const models::TrainingSpec& t)
 std::string describe_expert_parallel(const models::ParallelSpec& p, const models::TrainingSpec& t) {
   std::string out;
   if (p.expert_model_parallel_size > 1) out = " EP " + std::to_string(p.expert_model_parallel_size);
-  if (p.expert_tensor_parallel_size > 0 && p.etp() != p.tensor_model_parallel_size) out += " ETP " + std::to_string(p.etp());
+  if (own_expert_tensor(p)) out += " ETP " + std::to_string(p.etp());
   if (flex_dispatch(p, t)) out += " flex";
   return out;
 }

@@ -116,6 +116,9 @@ using Progress = std::function<void(std::size_t done, std::size_t total)>;
 // REQUIRES: gpu_counts non-empty, each a multiple of the cluster's gpus_per_node.
 PlanReport search(const PlanRequest& request, const Progress& progress = {});
 
+// Whether a plan's experts run another tensor-parallel size than its attention.
+bool own_expert_tensor(const models::ParallelSpec& p);
+
 // Whether a plan dispatches tokens across expert-parallel ranks with the flex dispatcher.
 bool flex_dispatch(const models::ParallelSpec& p, const models::TrainingSpec& t);
 
