@@ -26,7 +26,7 @@ struct PlanArgs {
   std::string scenario, model, cluster, gpus, precision, quant_recipe;
   std::vector<std::string> dispatchers;
   std::optional<std::int64_t> global_batch_size, seq_length;
-  std::optional<double> train_tokens, deadline_days, price;
+  std::optional<double> train_tokens, deadline_days, price, headroom_gib;
   std::int64_t top = 10;  // signed, so that a negative count is an error rather than a huge size_t
   std::string json, csv, svg;
   std::vector<std::int64_t> tp, pp, vp, cp, ep, etp, mbs;
@@ -123,6 +123,7 @@ void check_options(const PlanArgs& a) {
   }
   check_amount("--deadline-days", a.deadline_days, false, "a number of days");
   check_amount("--price-per-gpu-hour", a.price, true, "a price");
+  check_amount("--memory-headroom", a.headroom_gib, true, "an amount of GiB");
   check_jobs("--threads", a.threads);
   if (a.top < 0) throw InputError("command line", "--top", "expected a number of plans of at least 0, got " + std::to_string(a.top));
 }
@@ -181,6 +182,15 @@ int run(const PlanArgs& a) {
   }
   req.deadline_days = a.deadline_days;
   req.price_per_gpu_hour = a.price;
+  if (a.headroom_gib) {
+    const double capacity_gib = static_cast<double>(req.cluster.gpu.memory.count()) / 1073741824.0;
+    if (*a.headroom_gib >= capacity_gib) {
+      throw InputError("command line", "--memory-headroom",
+                       "expected less than the " + req.cluster.gpu.name + "'s " + report::fmt("%g", capacity_gib) + " GiB, got " +
+                           report::fmt("%g", *a.headroom_gib));
+    }
+    req.memory_headroom_bytes = static_cast<std::int64_t>(std::llround(*a.headroom_gib * 1073741824.0));
+  }
   req.space.tensor = a.tp;
   req.space.pipeline = a.pp;
   req.space.virtual_stages = a.vp;
@@ -294,6 +304,9 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--train-tokens", a->train_tokens, "Token budget: report time to train and GPU-hours");
   cmd->add_option("--deadline-days", a->deadline_days, "With a GPU range: the smallest GPU count that trains in time");
   cmd->add_option("--price-per-gpu-hour", a->price, "Report the cost of training");
+  cmd->add_option("--memory-headroom", a->headroom_gib,
+                  "GiB of GPU memory each plan must leave free beside its predicted peak (the CUDA context, NCCL's buffers, "
+                  "allocator fragmentation: not modelled) (default: 0)");
   cmd->add_option("--top", a->top, "Plans to show")->capture_default_str();
   cmd->add_option("--json", a->json, "Write the ranked plans as JSON to FILE ('-' for stdout)");
   cmd->add_option("--csv", a->csv, "Write every feasible plan as CSV to FILE");

@@ -84,6 +84,11 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
             ? std::string(" (") + models::to_string(request.training.quant_recipe) + ")"
             : std::string())
     << "\n";
+  if (request.memory_headroom_bytes > 0) {
+    o << "  plans fit in " << fmt("%.2f", static_cast<double>(request.usable_memory_bytes()) / 1073741824.0) << " GiB per GPU: "
+      << fmt("%.2f", static_cast<double>(request.cluster.gpu.memory.count()) / 1073741824.0) << " GiB less a headroom of "
+      << fmt("%.2f", static_cast<double>(request.memory_headroom_bytes) / 1073741824.0) << " GiB\n";
+  }
   o << "  considered " << report.considered << ", simulated " << report.simulated << ", feasible " << report.plans.size()
     << ", pruned " << report.pruned_total() << ":\n";
   for (const auto& [reason, n] : report.pruned) o << "    " << n << "  " << reason << "\n";
@@ -313,6 +318,7 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
   j["pruned"] = report.pruned_total();
   j["simulated"] = report.simulated;
   j["feasible"] = report.plans.size();
+  j["memory_headroom_bytes"] = request.memory_headroom_bytes;
   Json reasons = Json::object();
   for (const auto& [reason, count] : report.pruned) reasons[reason] = count;
   j["pruned_reasons"] = reasons;

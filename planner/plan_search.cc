@@ -313,7 +313,7 @@ void Searcher::enumerate(std::int64_t gpus) {
   topo::ClusterSpec cluster = req_.cluster;
   cluster.num_nodes = static_cast<int>(gpus / gpn);
   clusters_[gpus] = std::make_shared<const topo::Cluster>(cluster);
-  const std::int64_t capacity = cluster.gpu.memory.count();
+  const std::int64_t capacity = req_.usable_memory_bytes();
 
   const Axes ax = axes_of(req_);
   const std::vector<std::int64_t>&tps = ax.tensor, &cps = ax.context, &pps = ax.pipeline, &eps = ax.expert,
@@ -505,7 +505,7 @@ PlanResult Searcher::to_result(const config::Scenario& s, double iteration_s, st
 
 Outcome Searcher::evaluate(const Candidate& c) const {
   Outcome out;
-  const std::int64_t capacity = c.scenario.cluster.gpu.memory.count();
+  const std::int64_t capacity = req_.usable_memory_bytes();
   config::Scenario s = c.scenario;
   // An offloading variant keeps its mode (no recomputation) and, while the simulated peak does not
   // fit, offloads as many more layers as the excess holds layers' activations (each offloaded

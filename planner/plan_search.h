@@ -58,6 +58,13 @@ struct PlanRequest {
   models::TrainingSpec training;          // batch, precision, overlaps, train_tokens
   std::optional<double> deadline_days;    // with several GPU counts: the smallest that meets it
   std::optional<double> price_per_gpu_hour;
+  // GPU memory a plan must leave free, beside the peak trainsim predicts (the bytes PyTorch's
+  // allocator hands out): what the CUDA context, NCCL's buffers and the allocator's cached,
+  // fragmented blocks take on the user's stack, which trainsim does not model. 0: plans may use
+  // the whole capacity.
+  std::int64_t memory_headroom_bytes = 0;
+  // The memory a plan may use per GPU: the cluster's capacity less the headroom.
+  std::int64_t usable_memory_bytes() const { return cluster.gpu.memory.count() - memory_headroom_bytes; }
   SearchSpace space;
   // simulation.max_events of every plan (config/simulation_cost.h): `plan --scenario` takes the
   // scenario's, so a search over huge clusters can raise it as a scenario does.

@@ -65,6 +65,28 @@ TEST_CASE("planner/search: every considered plan is pruned (with a reason) or ra
   }
 }
 
+TEST_CASE("planner/search: a memory headroom keeps the plans that leave it free") {
+  planner::PlanRequest r = request("gpt3-7.5b", "dgx-a100-80gb", 64, 256);
+  r.space.pipeline = {1, 2};
+  r.space.recompute = {models::RecomputeGranularity::kNone};
+  const planner::PlanReport all = planner::search(r);
+  REQUIRE(all.plans.size() > 2);
+  std::int64_t largest = 0;
+  for (const planner::PlanResult& p : all.plans) largest = std::max(largest, p.peak_bytes_per_gpu);
+  // A headroom that leaves less than the largest peak: the plans that need more go.
+  planner::PlanRequest spare = r;
+  spare.memory_headroom_bytes = r.cluster.gpu.memory.count() - largest + 1;
+  CHECK(spare.usable_memory_bytes() == largest - 1);
+  const planner::PlanReport kept = planner::search(spare);
+  REQUIRE(!kept.plans.empty());
+  CHECK(kept.plans.size() < all.plans.size());
+  for (const planner::PlanResult& p : kept.plans) CHECK(p.peak_bytes_per_gpu < largest);
+  CHECK(kept.pruned_for_memory() > all.pruned_for_memory());
+  CHECK(planner::plan_table(spare, kept, 3).find("GiB less a headroom of") != std::string::npos);
+  CHECK(planner::plan_table(r, all, 3).find("headroom") == std::string::npos);
+  CHECK(planner::plan_json(spare, kept, 1)["memory_headroom_bytes"] == spare.memory_headroom_bytes);
+}
+
 TEST_CASE("planner/search: layer counts that split neither way get NeMo's uneven first and last stages") {
   // DeepSeek-V3's 61 layers: 16 stages of 4 with 3 on the first and 2 on the last, 8 of 8 with 7
   // and 6 (NeMo's performance recipe for it).
