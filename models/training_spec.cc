@@ -71,6 +71,16 @@ const char* to_string(CpCommType c) {
   return "?";
 }
 
+const char* to_string(TokenDispatcher d) {
+  switch (d) {
+    case TokenDispatcher::kAllToAll:
+      return "alltoall";
+    case TokenDispatcher::kFlex:
+      return "flex";
+  }
+  return "?";
+}
+
 std::string cp_comm_label(const ParallelSpec& p) {
   switch (p.cp_comm_type) {
     case CpCommType::kA2a:

@@ -142,6 +142,7 @@ const char* to_string(RecomputeMethod m);
 const char* to_string(AttentionKernel k);
 const char* to_string(PipelineSchedule s);
 const char* to_string(CpCommType c);
+const char* to_string(TokenDispatcher d);  // Megatron's names: "alltoall", "flex"
 
 
 // How reports name a context-parallel exchange other than the ring: "all-to-all", "all-gather",

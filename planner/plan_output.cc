@@ -238,7 +238,7 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
     out << ',';  // the expert tensor-parallel size where set (empty: the experts follow TP)
     if (p.expert_tensor_parallel_size > 0) out << p.expert_tensor_parallel_size;
     out << ',';  // the token dispatcher of plans with EP > 1
-    if (p.expert_model_parallel_size > 1) out << (flex_dispatch(p, r.training) ? "flex" : "alltoall");
+    if (p.expert_model_parallel_size > 1) out << models::to_string(r.training.moe_token_dispatcher_type);
     for (const auto& [kind, v] : r.exposed_by_kind) out << ',' << fmt("%.6g", v);
     out << "\n";
   }
@@ -285,7 +285,7 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
       plan["training"]["fp4_param_gather"] = r.training.fp8_param_gather;
     }
     if (request.model.is_moe()) {
-      plan["training"]["moe_token_dispatcher_type"] = r.training.moe_token_dispatcher_type == models::TokenDispatcher::kFlex ? "flex" : "alltoall";
+      plan["training"]["moe_token_dispatcher_type"] = models::to_string(r.training.moe_token_dispatcher_type);
     }
     if (r.training.overlap_moe_expert_parallel_comm) {
       plan["training"]["overlap_moe_expert_parallel_comm"] = true;
