@@ -92,9 +92,12 @@ TEST_CASE("planner/search: layer counts that split neither way get NeMo's uneven
   // and 6 (NeMo's performance recipe for it).
   planner::PlanRequest r = request("deepseek-v3", "dgx-h100", 1024, 8192);
   r.space.tensor = {2};
-  r.space.expert = {32};  // expert TP follows TP: 2 x 32 must divide TP x DP (64 on 16 stages)
+  r.space.pipeline = {8, 16};
+  r.space.expert = {32};
+  r.space.expert_tensor = {2};  // expert TP follows TP: 2 x 32 must divide TP x DP (64 on 16 stages)
   r.space.micro_batch = {1};
   r.space.recompute = {models::RecomputeGranularity::kFull};
+  r.space.optimizer_sharding = {1};  // the split, not the sharding, is under test
   const planner::PlanReport rep = planner::search(r);
   REQUIRE(!rep.plans.empty());
   std::set<std::int64_t> stages;
@@ -130,6 +133,7 @@ TEST_CASE("planner/search: virtual stages over layers that split neither way get
   r.space.expert = {32};
   r.space.micro_batch = {1};
   r.space.recompute = {models::RecomputeGranularity::kFull};
+  r.space.optimizer_sharding = {1};  // the layout, not the sharding, is under test
   const planner::PlanReport rep = planner::search(r);
   const std::vector<std::int64_t> bridge = config::parse_pipeline_layout("Et*4|(t*4|)*14,tmL").layers;
   std::set<std::pair<std::int64_t, std::int64_t>> seen;
@@ -301,6 +305,7 @@ TEST_CASE("planner/search: layer counts that do not split evenly get the embeddi
   r.space.pipeline = {16};
   r.space.context = {2};
   r.space.micro_batch = {1};
+  r.space.optimizer_sharding = {1};
   const planner::PlanReport rep = planner::search(r);
   REQUIRE(!rep.plans.empty());
   std::set<std::int64_t> virtual_stages;
@@ -522,6 +527,7 @@ TEST_CASE("planner/search: same inputs, same output bytes, whatever the thread c
 TEST_CASE("planner/deadline: the smallest GPU count that trains in time, and its curve") {
   planner::PlanRequest r = request("gpt3-1.7b", "dgx-a100-80gb", 8, 512);
   r.space.micro_batch = {1, 4};
+  r.space.optimizer_sharding = {1};
   r.training.train_tokens = 3e11;
   // Find the time at 64 GPUs and ask for a bit less than the time at 32.
   planner::PlanRequest at32 = r;
