@@ -237,6 +237,8 @@ def nemo_common(r, notes, tp_comm_overlap_default=True):
         "overlap_p2p_comm": bool(overlap_p2p and vp > 1),
         "grad_reduce_in_fp32": False,
     }
+    if p.get("overlap_param_gather_with_optimizer_step"):
+        training["overlap_param_gather_with_optimizer_step"] = True
     return parallelism, training
 
 
@@ -293,6 +295,14 @@ def dgxc(r):
             notes.append("FP8 parameters gathered: NeMo's performance scripts (scripts/performance/utils.py @2b03b748, "
                          "v2.3.0, the 25.04 container) use bf16_with_fp8_mixed (delayed scaling), whose "
                          "fp8_param_gather is on (off only under Megatron FSDP)")
+        elif release == "24.11.1" and sharded:
+            # The 24.11.1 recipes run NeMo 1's launcher configs, and every one of them asks for
+            # FP8 parameters in its FP8 runs.
+            training["fp8_param_gather"] = True
+            notes.append("FP8 parameters gathered: the v24.11.1 recipes set NeMo's fp8_params for their FP8 runs "
+                         "(dgxc-benchmarking @35a9aecc: nemo_megatron/gpt3_175b_hydra.yaml 'fp8_params: true'; "
+                         "'+model.fp8_params' or 'model.fp8_params' = the FP8 switch in llama3.1/, nemotron/ and "
+                         "grok1/configure.sh)")
     if preset == "gb200-nvl72":
         notes.append("GB200 NVL72 racks as 64-GPU NVLink domains (the 16-tray segment NVIDIA recommends for jobs of 128+ GPUs; "
                      "the source does not state the placement), one 400 Gb/s NIC per GPU between domains; the B200 "
