@@ -703,6 +703,10 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("exp_avg_sq_dtype");
   t.store_param_remainders = r.get_bool("store_param_remainders", true);
   note("store_param_remainders");
+  t.apex_distributed_adam = r.get_choice("optimizer_implementation", 0, {"megatron_core", "apex_distributed_fused_adam"}) == 1;
+  note("optimizer_implementation");
+  t.optimizer_state_16bit = r.get_choice("optimizer_dtype", 0, {"fp32", "bf16"}) == 1;
+  note("optimizer_dtype");
   t.ddp_bucket_size = r.get_int("ddp_bucket_size", 0, 0, kBig);
   t.train_tokens = r.get_optional_double("train_tokens", 1, kMaxTrainTokens);
   r.finish();
@@ -1202,6 +1206,16 @@ void validate_plan(const Scenario& s, const Origins& o) {
     if (low && !t.use_precision_aware_optimizer) {
       o.fail(std::string("training.") + key, std::string(key) + " can only be fp32 without use_precision_aware_optimizer (Megatron-Core refuses it)");
     }
+  }
+  // NeMo 1's distributed_fused_adam is its distributed optimizer (megatron_base_model.py).
+  if (t.apex_distributed_adam && !p.use_distributed_optimizer) {
+    o.fail("training.optimizer_implementation", "apex_distributed_fused_adam shards the optimizer over data parallelism: it needs use_distributed_optimizer");
+  }
+  if (t.apex_distributed_adam && t.use_precision_aware_optimizer) {
+    o.fail("training.optimizer_implementation", "apex_distributed_fused_adam is not Megatron-Core's optimizer: use_precision_aware_optimizer does not apply to it");
+  }
+  if (t.optimizer_state_16bit && !t.apex_distributed_adam) {
+    o.fail("training.optimizer_dtype", "optimizer_dtype is the state dtype of apex_distributed_fused_adam (NeMo's optim.dtype); Megatron-Core's optimizer takes exp_avg_dtype and exp_avg_sq_dtype");
   }
   if (t.moe_shared_expert_overlap) {
     // Megatron-Core: TransformerConfig (alltoall only through core_r0.17; main adds flex) and the

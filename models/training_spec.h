@@ -332,6 +332,16 @@ struct TrainingSpec {
   bool exp_avg_16bit = false;     // exp_avg_dtype: fp32 (false), or bf16 or fp16
   bool exp_avg_sq_16bit = false;  // exp_avg_sq_dtype, the same
   bool store_param_remainders = true;
+  // NeMo 1's distributed_fused_adam (optim.name; NeMo's MegatronDistributedFusedAdam over Apex's
+  // DistributedFusedAdam) instead of Megatron-Core's distributed optimizer, with Adam's state in
+  // optim.dtype (fp32 by default, or bf16). NeMo v2.0.0 (the 24.09 container),
+  // megatron_base_model.py setup_optimization, decides what it keeps beside the moments: with
+  // fp8_params a master copy in that dtype (store_params); with the state in the weights' dtype
+  // none (the bf16 weight is the master); with fp32 state over bf16 weights the 16 bits each bf16
+  // weight lacks (store_param_remainders). Its fused step reads the gradients in their reduced
+  // dtype (grad_sync_dtype): no fp32 copy. The parameter gather is the distributed optimizer's.
+  bool apex_distributed_adam = false;
+  bool optimizer_state_16bit = false;  // optim.dtype bf16 (apex_distributed_adam only)
   bool optimizer_holds_master_weights() const {
     // Megatron-Core asks about FP8 only: NVFP4 leaves fp8_recipe at its default, delayed.
     return use_precision_aware_optimizer && (precision != Precision::kFp8 || quant_recipe == QuantRecipe::kDelayed);
@@ -341,10 +351,19 @@ struct TrainingSpec {
   // 16-bit main gradients are cast to fp32 copies for the optimizer step
   // (MixedPrecisionOptimizer._copy_model_grads_to_main_grads), unless the optimizer reads them as
   // they are.
-  bool copies_grads_to_fp32() const { return !grad_reduce_in_fp32 && !optimizer_holds_master_weights(); }
+  bool copies_grads_to_fp32() const {
+    return !grad_reduce_in_fp32 && !optimizer_holds_master_weights() && !apex_distributed_adam;
+  }
   // Bytes per parameter of the master weight and Adam's two moments.
   std::int64_t optimizer_state_bytes() const {
     const bool bf16_weights = precision == Precision::kBf16 || (quantized() && !fp8_param_gather);
+    if (apex_distributed_adam) {
+      const std::int64_t state = optimizer_state_16bit ? 2 : 4;
+      const bool fp8_params = quantized() && fp8_param_gather;
+      std::int64_t master = state;  // store_params
+      if (!fp8_params && bf16_weights) master = optimizer_state_16bit ? 0 : 2;
+      return master + 2 * state;
+    }
     const bool remainders = optimizer_holds_master_weights() && store_param_remainders && bf16_weights;
     return (remainders ? 2 : 4) + (exp_avg_16bit ? 2 : 4) + (exp_avg_sq_16bit ? 2 : 4);
   }

@@ -254,6 +254,18 @@ def recompute_of(text, notes, default="none"):
     return default
 
 
+# The optimizer each v24.11.1 recipe names (dgxc-benchmarking @35a9aecc, optim.name and optim.dtype
+# of its yaml): NeMo 1's distributed_fused_adam (Apex's DistributedFusedAdam as NeMo v2.0.0's
+# megatron_base_model.py configures it) or Megatron-Core's distributed optimizer.
+OPTIMIZER_2411 = [
+    ("dgxc_gpt3_175b", "apex_distributed_fused_adam", "fp32", "nemo_megatron/gpt3_175b_hydra.yaml"),
+    ("dgxc_llama31", "apex_distributed_fused_adam", "fp32", "llama3.1/llama3.1_{8b,70b,405b}.yaml"),
+    ("dgxc_nemotron4_15b", "apex_distributed_fused_adam", "fp32", "nemotron/nemotron4-15b-synth.yaml"),
+    ("dgxc_nemotron4_340b", "apex_distributed_fused_adam", "bf16", "nemotron/nemotron4-340b-synth.yaml"),
+    ("dgxc_grok1", "megatron_core", "fp32", "grok1/grok1_314b.yaml"),
+]
+
+
 def dgxc(r):
     """NVIDIA DGX Cloud benchmarking recipes (GPT-3 175B, Llama 3.1 8B) on DGX H100 and GB200 NVL72."""
     m, p = r["model"], r["parallel"]
@@ -282,6 +294,17 @@ def dgxc(r):
         add_experts(model, parallelism, m, p, notes)
         if family == "grok":
             notes.append("GEGLU experts priced as SwiGLU: the same two up-projections and down-projection GEMMs, a GeLU gate instead of SiLU")
+    if r["id"].endswith("_v24.11.1"):
+        prefix, impl, dtype, yaml = next(o for o in OPTIMIZER_2411 if r["id"].startswith(o[0]))
+        if impl == "apex_distributed_fused_adam":
+            training["optimizer_implementation"] = impl
+            if dtype != "fp32":
+                training["optimizer_dtype"] = dtype
+            notes.append("optimizer: NeMo 1's distributed_fused_adam (%s: optim.name distributed_fused_adam%s), "
+                         "Apex's DistributedFusedAdam as NeMo v2.0.0 configures it" %
+                         (yaml, ", optim.dtype bf16: Adam's state in bf16" if dtype == "bf16" else ", state in fp32"))
+        else:
+            notes.append("optimizer: Megatron-Core's distributed optimizer (%s: optim.name mcore_distributed_optim)" % yaml)
     preset = cluster_preset(r, "dgx-h100")
     if precision == "fp8":
         notes.append("FP8 (Transformer Engine): linear-layer GEMMs in FP8, attention in BF16" +

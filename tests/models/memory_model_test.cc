@@ -94,3 +94,32 @@ TEST_CASE("models/memory: the precision-aware optimizer keeps 16-bit moments, an
   CHECK(t.optimizer_holds_master_weights());
   CHECK(models::static_memory(params, 1, 1, p, t).optimizer_states == 8'000'000);  // FP8 weights: no remainders
 }
+
+TEST_CASE("models/memory: NeMo 1's distributed_fused_adam keeps what its state dtype and fp8_params call for") {
+  // NeMo v2.0.0 megatron_base_model.py setup_optimization over Apex's DistributedFusedAdam.
+  models::ParallelSpec p;
+  p.use_distributed_optimizer = true;
+  models::TrainingSpec t;
+  t.apex_distributed_adam = true;
+  const models::StageParameters params{1'000'000, 0, 0};
+  const auto states = [&] { return models::static_memory(params, 1, 1, p, t).optimizer_states; };
+  // fp32 state over bf16 weights: the 16-bit remainders and two fp32 moments (store_param_remainders).
+  CHECK(states() == 10'000'000);
+  // bf16 state (optim.dtype bf16, Nemotron-4 340B's recipe): the bf16 weight is the master.
+  t.optimizer_state_16bit = true;
+  CHECK(states() == 4'000'000);
+  // FP8 parameters: a master copy in the state dtype (store_params).
+  t.precision = models::Precision::kFp8;
+  t.fp8_param_gather = true;
+  CHECK(states() == 6'000'000);
+  t.optimizer_state_16bit = false;
+  CHECK(states() == 12'000'000);
+  // FP8 compute over bf16 weights is the bf16 case.
+  t.fp8_param_gather = false;
+  CHECK(states() == 10'000'000);
+  // Its fused step reads the gradients as reduced: no fp32 copy, unlike Megatron-Core's.
+  t.grad_reduce_in_fp32 = false;
+  CHECK_FALSE(t.copies_grads_to_fp32());
+  t.apex_distributed_adam = false;
+  CHECK(t.copies_grads_to_fp32());
+}

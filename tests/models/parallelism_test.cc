@@ -1048,6 +1048,30 @@ TEST_CASE("models/parallelism: the precision-aware optimizer reads 16-bit gradie
   CHECK(error({"training.exp_avg_sq_dtype=\"fp64\""}).find("exp_avg_sq_dtype") != std::string::npos);
 }
 
+TEST_CASE("models/parallelism: NeMo 1's distributed_fused_adam steps 16-bit gradients as reduced, and its state as configured") {
+  const std::vector<std::string> bf16 = {"training.grad_reduce_in_fp32=false"};
+  const std::vector<std::string> apex = with(bf16, {"training.optimizer_implementation=\"apex_distributed_fused_adam\""});
+  const std::vector<std::string> apex16 = with(apex, {"training.optimizer_dtype=\"bf16\""});
+  const models::Workload a = lowered(kLlama, bf16), b = lowered(kLlama, apex), c = lowered(kLlama, apex16);
+  CHECK(!tasks_named(a, 0, "main_grad_to_fp32").empty());
+  CHECK(tasks_named(b, 0, "main_grad_to_fp32").empty());
+  const auto adam_bytes = [](const models::Workload& w) {
+    return w.graph.rank_class(0).kernels[tasks_named(w, 0, "adam_step").front()->payload].bytes.count();
+  };
+  // Per parameter: gradient 4 -> 2 bytes read; master and moments 12 -> 10 (remainders) -> 4 each way.
+  CHECK(adam_bytes(b) * 30 == adam_bytes(a) * 24);
+  CHECK(adam_bytes(c) * 30 == adam_bytes(a) * 12);
+  CHECK(b.stages[0].static_memory.optimizer_states * 12 == a.stages[0].static_memory.optimizer_states * 10);
+  CHECK(c.stages[0].static_memory.optimizer_states * 12 == a.stages[0].static_memory.optimizer_states * 4);
+  CHECK(tests::simulate_file(kLlama, apex16).peak_bytes_per_gpu < tests::simulate_file(kLlama, apex).peak_bytes_per_gpu);
+  auto error = [](const std::vector<std::string>& o) { return load_error(kLlama, o); };
+  CHECK(error({"training.optimizer_dtype=\"bf16\""}).find("apex_distributed_fused_adam") != std::string::npos);
+  CHECK(error(with(apex, {"parallelism.use_distributed_optimizer=false"})).find("needs use_distributed_optimizer") != std::string::npos);
+  CHECK(error(with(apex, {"training.use_precision_aware_optimizer=true"})).find("use_precision_aware_optimizer does not apply") !=
+        std::string::npos);
+  CHECK(error({"training.optimizer_implementation=\"apex\""}).find("optimizer_implementation") != std::string::npos);
+}
+
 TEST_CASE("models/parallelism: moe_layer_freq puts the dense MLP in the layers it names dense") {
   // Layers 0 and 3 dense: stage 0 holds layers 0-3 (two dense), stage 1 layers 4-7 (none).
   const std::vector<std::string> mixed = with(kMoe, {"model.moe_layer_freq=[0, 1, 1, 0, 1, 1, 1, 1]"});
