@@ -120,6 +120,9 @@ int main(int argc, char** argv) {
   const Measurement l_sym = run({"Llama-3.1 405B, 16,384 H100, symmetric", llama, {}});
   Measurement l_full;
   if (!quick) l_full = run({"Llama-3.1 405B, 16,384 H100, full", llama, {full}});
+  // Mixture of experts: EP 32 all-to-alls across 4 nodes, overlapped with the other micro-batch's
+  // compute (many concurrent flows on the same NICs).
+  run({"Qwen3-235B EP 32, 256 H100, symmetric", "scenarios/examples/qwen3-235b-ep-overlap-256xh100.json", {}});
 
   // Scaling in GPUs: 16 micro-batches per data-parallel rank at every size (DP 8, 32, 128).
   std::vector<std::pair<double, Measurement>> gpus;
