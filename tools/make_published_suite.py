@@ -416,6 +416,15 @@ def nemo2407(r):
     add_experts(model, parallelism, m, p, notes)
     if family == "nemotron":
         notes.append("Nemotron: squared-ReLU MLP, LayerNorm (layernorm1p), RoPE, untied embeddings, no biases")
+    # Every training config of the launcher's 24.07 tag names NeMo 1's distributed_fused_adam;
+    # Nemotron-340B's keeps Adam's state in bf16.
+    training["optimizer_implementation"] = "apex_distributed_fused_adam"
+    bf16_state = m["name"].startswith("Nemotron-340B")
+    if bf16_state:
+        training["optimizer_dtype"] = "bf16"
+    notes.append("optimizer: NeMo 1's distributed_fused_adam, Apex's DistributedFusedAdam as NeMo configures it (NVIDIA/NeMo-Framework-Launcher "
+                 "launcher_scripts/conf/training/*.yaml @24.07: optim.name distributed_fused_adam%s)" %
+                 (", optim.dtype bf16 for nemotron_340b: Adam's state in bf16" if bf16_state else ", state in fp32"))
     notes.append("FP8 (Transformer Engine) linear layers, attention in BF16; dropout 0")
     notes.append("DGX H100 nodes with 8 NDR 400 Gb/s NICs, rail-optimized (system not named by the source)")
     gpus = p["num_gpus"]
