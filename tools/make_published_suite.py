@@ -292,6 +292,10 @@ def dgxc(r):
             "hidden_dropout": 0.0, "attention_dropout": 0.0,
         }
         add_experts(model, parallelism, m, p, notes)
+        if p.get("moe_grouped_gemm") is False:
+            training["moe_grouped_gemm"] = False
+            notes.append("experts without grouped GEMM (the recipe's moe_grouped_gemm: false): Megatron-Core's SequentialMLP, "
+                         "one MLP per local expert in turn")
         if family == "grok":
             notes.append("GEGLU experts priced as SwiGLU: the same two up-projections and down-projection GEMMs, a GeLU gate instead of SiLU")
     if r["id"].endswith("_v24.11.1"):
