@@ -301,7 +301,9 @@ class StageBuilder {
   DataType grad_dtype() const { return t_.grad_reduce_in_fp32 ? DataType::kFp32 : d_.act; }
 
   // ---- linear layers (tensor_parallel/layers.py and Transformer Engine's modules) ----
-  void fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat, bool gathered = false);
+  // `experts`: the routed tokens' cast, one kernel per local expert under SequentialMLP (each
+  // expert's own Linear), one multi-tensor kernel under GroupedLinear (fused_multi_quantize).
+  void fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat, bool gathered = false, bool experts = false);
   template <typename ChunkKernel>
   TaskIndex ring_exchange_gemm(const std::string& exchange_name, const std::string& gemm_name, std::int64_t gathered,
                                std::uint8_t cat, ChunkKernel chunk_kernel);
@@ -643,15 +645,16 @@ TaskIndex StageBuilder::ring_exchange_gemm(const std::string& exchange_name, con
 // (compute_amax), and a tensor that is then all-gathered over the tensor-parallel group has its
 // amax all-reduced there first, so every rank casts with one scale (Transformer Engine docs, "FP8
 // Current Scaling", Amax reduction; NVFP4Quantizer's with_amax_reduction).
-void StageBuilder::fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat, bool gathered) {
+void StageBuilder::fp8_cast(const std::string& name, std::int64_t elements, std::uint8_t cat, bool gathered, bool experts) {
   const std::int64_t bytes = d_.quantize_bytes(elements, dt());
+  const auto op = [&](std::int64_t b) { return experts ? per_expert(quantize_op(b)) : quantize_op(b); };
   if (!amax_pass(d_.quant_recipe)) {
-    compute(name, quantize_op(bytes), cat);
+    compute(name, op(bytes), cat);
     return;
   }
-  compute(name + "_amax", quantize_op(dt() * elements), cat);
+  compute(name + "_amax", op(dt() * elements), cat);
   if (gathered && d_.sp) tp_collective(name + "_amax_all_reduce", CollectiveKind::kAllReduce, 4, true, DataType::kFp32);
-  compute(name, quantize_op(bytes - dt() * elements), cat);
+  compute(name, op(bytes - dt() * elements), cat);
 }
 
 // Column-parallel linear forward (QKV, fc1, logits): Y[T, n] = X[T, h] W[h, n]. Under sequence
@@ -754,7 +757,7 @@ void StageBuilder::row_backward(const std::string& name, std::int64_t k, std::in
 // Grouped expert GEMM backward (TE GroupedLinear): per local expert, data and weight gradients
 // over the tokens routed to it. Forward: Y[R/e, n] = X[R/e, k] W[k, n].
 void StageBuilder::expert_backward(const std::string& name, std::int64_t k, std::int64_t n, std::int64_t params, bool wgrad) {
-  if (d_.quantized()) fp8_cast(name + "_grad_cast", d_.routed_tokens() * n, kBackward);
+  if (d_.quantized()) fp8_cast(name + "_grad_cast", d_.routed_tokens() * n, kBackward, false, true);
   compute(name + "_dgrad", expert_gemm(expert_rows(), k, n), kBackward);
   if (wgrad) expert_wgrad(name, k, n, params);
 }
@@ -1151,7 +1154,7 @@ void StageBuilder::moe_dispatch_forward(std::uint8_t cat) {
 void StageBuilder::moe_experts_forward(std::uint8_t cat) {
   const std::int64_t R = d_.routed_tokens(), rows = expert_rows();
   if (d_.local_experts > 1) compute("sort_chunks_by_expert", memory_op(2 * dt() * R * d_.h), cat);
-  if (d_.quantized()) fp8_cast("expert_fc1_input_cast", R * d_.h, cat);
+  if (d_.quantized()) fp8_cast("expert_fc1_input_cast", R * d_.h, cat, false, true);
   compute("expert_fc1", expert_gemm(rows, d_.expert_fc1_width(), d_.h), cat);
   expert_activation(cat);
   compute("expert_fc2", expert_gemm(rows, d_.h, d_.ef), cat);
@@ -1221,7 +1224,7 @@ void StageBuilder::moe_combine_backward() {
 void StageBuilder::expert_activation(std::uint8_t cat) {
   const std::int64_t R = d_.routed_tokens();
   compute(d_.gated ? "expert_swiglu" : "expert_activation", per_expert(memory_op(dt() * R * (d_.expert_fc1_width() + d_.ef))), cat);
-  if (d_.quantized()) fp8_cast("expert_fc2_input_cast", R * d_.ef, cat);
+  if (d_.quantized()) fp8_cast("expert_fc2_input_cast", R * d_.ef, cat, false, true);
 }
 
 void StageBuilder::moe_experts_backward(bool wgrad) {

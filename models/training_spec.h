@@ -306,11 +306,13 @@ struct TrainingSpec {
   // TE b9f4013, 2026-01; needs cuBLAS 13.3+), priced as one kernel whose tiles of every group
   // share the waves. Off: GroupedLinear's one cuBLAS GEMM per expert, one after another.
   bool moe_use_grouped_tensor = false;
-  // Megatron-Core's moe_grouped_gemm. On (every NeMo, Megatron-Bridge and DGX Cloud MoE recipe sets
-  // it, though the dataclass defaults to off): TEGroupedMLP, the local experts' GEMMs through one
-  // GroupedLinear and their activation as one kernel. Off: SequentialMLP (experts.py), a Python
-  // loop over the local experts, each its own MLP (its GEMMs, as GroupedLinear's, one cuBLAS GEMM
-  // per expert; its activation one kernel per expert), the outputs joined by torch.cat.
+  // Megatron-Core's moe_grouped_gemm. On (the NeMo 2, Megatron-Bridge and later DGX Cloud MoE
+  // recipes set it; DGX Cloud's 24.11 Grok-1 yaml sets it off; the dataclass defaults to off):
+  // TEGroupedMLP, the local experts' GEMMs through one GroupedLinear, their activation as one
+  // kernel and, in FP8, their inputs cast by one multi-tensor kernel. Off: SequentialMLP
+  // (experts.py), a Python loop over the local experts, each its own MLP (its GEMMs, as
+  // GroupedLinear's, one cuBLAS GEMM per expert; its activation and its FP8 casts one kernel per
+  // expert), the outputs joined by torch.cat.
   bool moe_grouped_gemm = true;
   // Megatron-LM's --scatter-gather-tensors-in-pipeline (Narayanan et al. 2021, Sec. 4.1, "scatter/
   // gather communication optimization"; on by default from commit 72e4230b, 2021-02-16, until

@@ -632,6 +632,17 @@ TEST_CASE("models/parallelism: moe_grouped_gemm false runs Megatron's Sequential
   CHECK(tasks_named(grouped.workload, 0, "expert_outputs_cat").empty());
   CHECK(tasks_named(sequential.workload, 0, "expert_outputs_cat").size() == tasks_named(sequential.workload, 0, "expert_fc2").size());
   CHECK(grouped.kernel("expert_fc1") == sequential.kernel("expert_fc1"));
+  // In FP8 each expert's Linear casts its own tokens; GroupedLinear casts them all in one kernel.
+  const ManyExperts grouped8({"training.precision=\"fp8\""});
+  const ManyExperts sequential8({"training.moe_grouped_gemm=false", "training.precision=\"fp8\""});
+  for (const char* name : {"expert_fc1_input_cast", "expert_fc2_input_cast", "expert_fc2_grad_cast"}) {
+    CAPTURE(name);
+    CHECK(grouped8.kernel(name).batch == 1);
+    CHECK(sequential8.kernel(name).batch == 16);
+    CHECK(sequential8.kernel(name).grouped);
+    CHECK(sequential8.kernel(name).bytes == grouped8.kernel(name).bytes);
+  }
+  CHECK(grouped8.kernel("qkv_proj_input_cast") == sequential8.kernel("qkv_proj_input_cast"));
   // Megatron-Core refuses the GroupedTensor path and recomputing moe_act without grouped GEMMs.
   CHECK_THROWS_WITH_AS(ManyExperts({"training.moe_grouped_gemm=false", "training.moe_use_grouped_tensor=true"}),
                        doctest::Contains("training/moe_use_grouped_tensor: needs moe_grouped_gemm true"), InputError);
