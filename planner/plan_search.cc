@@ -411,6 +411,10 @@ void Searcher::enumerate(std::int64_t gpus) {
                 // The recipe's FP8 parameter gathers where the plan shards the optimizer (Megatron
                 // requires it); replicated plans gather nothing.
                 t.fp8_param_gather = req_.training.fp8_param_gather && sharding != 0;
+                // NeMo 1's distributed_fused_adam is its distributed optimizer: plans that do not
+                // shard the optimizer that way run the framework's unsharded one.
+                t.apex_distributed_adam = req_.training.apex_distributed_adam && sharding == 1;
+                t.optimizer_state_16bit = req_.training.optimizer_state_16bit && t.apex_distributed_adam;
                 t.overlap_p2p_comm = vp > 1 && req_.training.overlap_p2p_comm;
                 // The recipe's TP communication overlap where the plan admits it (sequence
                 // parallelism, the group inside a node); other plans run without it.

@@ -400,6 +400,18 @@ TEST_CASE("planner/search: a2a+p2p plans run the all-to-alls among a node's CP r
   CHECK(csv.str().find(",a2a+p2p,4 4") != std::string::npos);
 }
 
+TEST_CASE("planner/search: a recipe with NeMo 1's distributed_fused_adam keeps the plans that do not shard the optimizer") {
+  planner::PlanRequest r = request("gpt3-7.5b", "dgx-a100-80gb", 64, 256);
+  r.training.apex_distributed_adam = true;
+  r.training.optimizer_state_16bit = true;
+  r.training.grad_reduce_in_fp32 = false;
+  r.space.pipeline = {1};
+  const planner::PlanReport rep = planner::search(r);
+  check_used_where_admitted(
+      rep, [](const planner::PlanResult& p) { return p.training.apex_distributed_adam && p.training.optimizer_state_16bit; },
+      [](const planner::PlanResult& p) { return p.parallel.use_distributed_optimizer; });
+}
+
 TEST_CASE("planner/search: a recipe with TP communication overlap keeps the plans that cannot use it") {
   // Transformer Engine's overlap needs TP > 1 with sequence parallelism inside a node; plans
   // without TP run without it instead of being refused.
