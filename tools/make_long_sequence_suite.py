@@ -41,6 +41,13 @@ def case(run, sources, common_notes):
         "overlap_grad_reduce": True,
         "overlap_param_gather": True,
     }
+    if run["gpu"] == "H100":
+        # NeMo 24.03.01 (NeMo 1): the launcher's Llama 2 configs of that tag name its
+        # distributed_fused_adam.
+        training["optimizer_implementation"] = "apex_distributed_fused_adam"
+        notes.append("optimizer: NeMo 1's distributed_fused_adam, Apex's DistributedFusedAdam as NeMo configures it, state in fp32 "
+                     "(NVIDIA/NeMo-Framework-Launcher launcher_scripts/conf/training/llama/llama2_7b.yaml @24.03.01: "
+                     "optim.name distributed_fused_adam)")
     notes += [
         "micro-batch 1, no recomputation, distributed optimizer with overlapped gradient reduction and parameter gather, "
         "sequence parallelism with TP > 1 (not stated: NeMo's Llama recipe defaults)",
