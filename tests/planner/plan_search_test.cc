@@ -69,6 +69,7 @@ TEST_CASE("planner/search: a memory headroom keeps the plans that leave it free"
   planner::PlanRequest r = request("gpt3-7.5b", "dgx-a100-80gb", 64, 256);
   r.space.pipeline = {1, 2};
   r.space.recompute = {models::RecomputeGranularity::kNone};
+  r.space.optimizer_sharding = {1};
   const planner::PlanReport all = planner::search(r);
   REQUIRE(all.plans.size() > 2);
   std::int64_t largest = 0;
@@ -546,7 +547,7 @@ TEST_CASE("planner/deadline: the smallest GPU count that trains in time, and its
   at32.gpu_counts = {32};
   const double days32 = *planner::search(at32).plans.front().time_to_train_days;
   r.deadline_days = days32 * 0.8;
-  const planner::PlanReport rep = planner::search_deadline(r, 8, 256);
+  const planner::PlanReport rep = planner::search_deadline(r, 8, 128);
   REQUIRE(rep.deadline_gpus.has_value());
   CHECK(*rep.deadline_gpus > 32);
   CHECK(*rep.deadline_gpus % 8 == 0);
