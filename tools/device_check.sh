@@ -7,6 +7,12 @@
 #   copy.json         trainsim-bench-copy on every GPU at once: the host copy rate (host_copy_GBps)
 #   all_reduce_G.log  trainsim-bench-nccl all_reduce over G = 2, 4, 8 GPUs (as many as there are),
 #                     with NVLink SHARP off, for the measured ring of "Calibration", step 3
+# and, where python3 has PyTorch with a GPU (validate/cuda/*.py, on GPU 0):
+#   gpt1.7b.json, gpt1.7b.pt.trace.json.gz
+#                     trace_gpt.py: GPT 1.7B trained with plain PyTorch, micro-batch 2 x 2, its
+#                     measured iteration time and a Kineto trace of two iterations
+#   attention.json    bench_attention.py: PyTorch's flash and cuDNN attention kernels
+#   torch_gemm.json   torch_gemm_check.py: BF16 torch.matmul over random and constant operands
 #   commands.txt      every command run, with its exit status and wall time
 # Then, on any machine: `trainsim calibrate OUTDIR/gemm.json ...` fits them (README, "Validate on
 # your cluster in three commands").
@@ -91,14 +97,19 @@ case "$name" in
 esac
 
 status=0
-run 300 "$bin/trainsim-bench-gemm" ${preset:+--gpu "$preset"} --sizes 256,512,1024,2048,4096,8192 --batches 1,2,4 \
+run 150 "$bin/trainsim-bench-gemm" ${preset:+--gpu "$preset"} --sizes 256,512,1024,2048,4096,8192 --batches 1,2,4 \
   -o "$out/gemm.json" || status=1
-run 120 "$bin/trainsim-bench-copy" -b 1G -n 20 -o "$out/copy.json" > "$out/copy.txt" || status=1
+run 60 "$bin/trainsim-bench-copy" -b 1G -n 20 -o "$out/copy.json" > "$out/copy.txt" || status=1
 if ((have_nccl && gpus >= 2)); then
   for g in 2 4 8; do
     ((g <= gpus)) || break
     NCCL_NVLS_ENABLE=0 run 120 "$bin/trainsim-bench-nccl" --op all_reduce -g "$g" -b 1M -e 1G -f 2 > "$out/all_reduce_$g.log" ||
       status=1
   done
+fi
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2> /dev/null; then
+  run 180 python3 "$root/validate/cuda/trace_gpt.py" -o "$out/gpt1.7b" || status=1
+  run 120 python3 "$root/validate/cuda/bench_attention.py" ${preset:+--gpu "$preset"} -o "$out/attention.json" || status=1
+  run 60 python3 "$root/validate/cuda/torch_gemm_check.py" -o "$out/torch_gemm.json" || status=1
 fi
 exit $status
