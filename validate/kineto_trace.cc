@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <sstream>
+#include <utility>
 
 #include "config/json_reader.h"
 #include "models/graph_vocabulary.h"
@@ -108,8 +110,13 @@ std::string kernel_category(const std::string& name, const std::string& collecti
   const std::string n = lower(name);
   if (has(n, "nccl") || !collective.empty()) return nccl_category(name, collective);
   if (has(n, "memcpy") || has(n, "memset")) return "memcpy";
-  // Fused attention: FlashAttention 1-3, cuDNN (fmha / sdpa engines), xFormers, Triton flash kernels.
-  if (has(n, "flash") || has(n, "fmha") || has(n, "sdpa") || has(n, "attention") || has(n, "attn")) return "attention";
+  // Fused attention: FlashAttention 1-3, cuDNN (fmha / sdpa engines, and its SDPA backward's
+  // dO.O pre-pass and dQ conversion, "cudnn::fusion::compute_dot_do_o" / "convert_dq_to_16bits"),
+  // xFormers, Triton flash kernels.
+  if (has(n, "flash") || has(n, "fmha") || has(n, "sdpa") || has(n, "attention") || has(n, "attn") || has(n, "dot_do_o") ||
+      has(n, "convert_dq")) {
+    return "attention";
+  }
   // Optimizer: fused/foreach Adam(W), LAMB, multi-tensor-apply kernels (Megatron and Apex run
   // the optimizer step and the gradient norm through them).
   // ("lamb" alone would match every C++ "lambda" in PyTorch's elementwise kernel names.)
@@ -151,6 +158,7 @@ KinetoTrace read_kineto_trace(const std::string& file) {
     throw InputError(file, "/", "expected a Chrome trace: an object with \"traceEvents\" or an array of events");
   }
   std::vector<ProfilerStep> cpu_steps, gpu_steps;
+  std::vector<std::pair<double, double>> gpu_marks;  // the other GPU annotations' spans
   for (std::size_t i = 0; i < events->size(); ++i) {
     const Json& e = (*events)[i];
     const std::string path = config::join_path("/traceEvents", i);
@@ -186,7 +194,13 @@ KinetoTrace read_kineto_trace(const std::string& file) {
       if (const auto c = arg_int("correlation")) t.launches[*c] = number_at(e, "ts", file, path);
     } else if (cat == "user_annotation" || cat == "gpu_user_annotation") {
       const std::optional<std::int64_t> number = step_number(name);
-      if (!number) continue;
+      if (!number) {
+        if (cat == "gpu_user_annotation") {
+          const double start = number_at(e, "ts", file, path);
+          gpu_marks.emplace_back(start, start + number_at(e, "dur", file, path));
+        }
+        continue;
+      }
       const double start = number_at(e, "ts", file, path);
       const ProfilerStep step{*number, start, start + number_at(e, "dur", file, path)};
       (cat == "gpu_user_annotation" ? gpu_steps : cpu_steps).push_back(step);
@@ -201,6 +215,20 @@ KinetoTrace read_kineto_trace(const std::string& file) {
   auto by_start = [](const auto& a, const auto& b) { return a.start_us < b.start_us; };
   std::stable_sort(t.kernels.begin(), t.kernels.end(), by_start);
   std::stable_sort(t.steps.begin(), t.steps.end(), by_start);
+  if (t.gpu_steps) {
+    // Kineto lays the GPU spans of nested annotations side by side, not inside one another: a
+    // record_function inside a step (PyTorch's "Optimizer.step#AdamW.step") ends the step's GPU
+    // span where its own begins. Such spans, from the step's start until the next step's, are the
+    // step's: without them the optimizer's kernels would fall outside every step.
+    std::sort(gpu_marks.begin(), gpu_marks.end());
+    for (std::size_t i = 0; i < t.steps.size(); ++i) {
+      const double next = i + 1 < t.steps.size() ? t.steps[i + 1].start_us : std::numeric_limits<double>::infinity();
+      for (auto m = std::lower_bound(gpu_marks.begin(), gpu_marks.end(), std::make_pair(t.steps[i].start_us, -1e300));
+           m != gpu_marks.end() && m->first < next; ++m) {
+        t.steps[i].end_us = std::max(t.steps[i].end_us, std::min(m->second, next));
+      }
+    }
+  }
   return t;
 }
 
@@ -319,6 +347,7 @@ KinetoComparison compare_kineto(const KinetoTrace& trace, const config::Scenario
   for (const auto& [category, s] : measured) rows[category].measured_s = s;
   for (const auto& [category, s] : predicted) rows[category].predicted_s = s;
   for (auto& [category, row] : rows) {
+    if (row.measured_s == 0 && row.predicted_s == 0) continue;  // e.g. one GPU's empty gradient all-reduce
     row.category = category;
     out.categories.push_back(row);
   }

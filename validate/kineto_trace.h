@@ -7,7 +7,8 @@
 // copies "gpu_memcpy"/"gpu_memset"; iterations are the "ProfilerStep#N" annotations, on the GPU
 // timeline ("gpu_user_annotation") when present, else on the CPU ("user_annotation"), in which
 // case a kernel belongs to the step that launched it (matched through the launch's CUDA
-// correlation id). Kernels are grouped by what they compute: GEMM, attention, each NCCL
+// correlation id). On the GPU timeline a step also spans the annotations nested in it (Kineto
+// cuts the step's span where theirs begin), up to the next step. Kernels are grouped by what they compute: GEMM, attention, each NCCL
 // collective, elementwise/norm, optimizer; copies apart.
 
 #include <cstdint>

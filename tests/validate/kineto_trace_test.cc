@@ -44,6 +44,16 @@ TEST_CASE("validate/kernel_category: kernels grouped by what they compute") {
   CHECK(validate::kernel_category("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>") == "gemm");
   CHECK(validate::kernel_category("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t>, true>(Flash_fwd_params)") == "attention");
   CHECK(validate::kernel_category("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_7_64x128x128_4x1x1_kernel0_0") == "attention");
+  // cuDNN SDPA backward's helpers, as PyTorch 2.11 (cuDNN 9.19) names them on an H100.
+  CHECK(validate::kernel_category("void cudnn::fusion::compute_dot_do_o<true>(void const*, void const*, void*, void*, unsigned int)") ==
+        "attention");
+  CHECK(validate::kernel_category("void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*, unsigned int, float const*)") ==
+        "attention");
+  CHECK(validate::kernel_category("nvjet_sm90_tst_192x192_64x3_2x1_v_bz_coopB_NNN") == "gemm");
+  CHECK(validate::kernel_category("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+                                  "namespace)::FusedOptimizerTensorListMetadata<4>, at::native::(anonymous "
+                                  "namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>, float const*, double, double>") ==
+        "optimizer");
   CHECK(validate::kernel_category("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == "nccl:all_reduce");
   CHECK(validate::kernel_category("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)") == "nccl:all_gather");
   CHECK(validate::kernel_category("ncclDevKernel_ReduceScatter_Sum_f32_RING_SIMPLE(ncclDevKernelArgsStorage<4096ul>)") == "nccl:reduce_scatter");
@@ -96,6 +106,30 @@ TEST_CASE("validate/KinetoTrace: bad traces name the file and the JSON path") {
                  "no GPU kernel events"));
   CHECK(contains(trace_error("{\"traceEvents\": [}"), "invalid JSON"));
   CHECK(contains(trace_error("{\"distributedInfo\": {\"rank\": -1}, \"traceEvents\": []}"), "/distributedInfo/rank"));
+}
+
+TEST_CASE("validate/read_kineto_trace: a real trace's steps include the annotations nested in them") {
+  // Recorded by validate/cuda/trace_gpt.py on an H100 80GB (validate/data/measured/2026-11-27-h100):
+  // GPT 1.7B in plain PyTorch, two profiled iterations. Kineto writes each iteration's GPU span
+  // ("ProfilerStep#N") up to where the optimizer's annotation ("Optimizer.step#AdamW.step") begins;
+  // the step is both. The iterations were timed at 249.2 ms (gpt1.7b.json: mean of 10, stdev 0.9 ms).
+  const validate::KinetoTrace t =
+      validate::read_kineto_trace(testing::source_path("validate/data/measured/2026-11-27-h100/gpt1.7b.pt.trace.json.gz"));
+  CHECK(t.gpu_steps);
+  REQUIRE(t.steps.size() == 2);
+  CHECK(t.steps[0].end_us <= t.steps[1].start_us);
+  const std::vector<validate::StepProfile> steps = validate::profile_steps(t);
+  for (const validate::StepProfile& p : steps) {
+    CHECK(p.duration_s == doctest::Approx(0.2492).epsilon(0.01));
+    // Fused AdamW over 1.65 G FP32 parameters (28 bytes each) cannot take under 13 ms at 3.35 TB/s.
+    CHECK(p.busy_s.at("optimizer") > 0.020);
+    CHECK(p.busy_s.at("gemm") > 0.09);
+    CHECK(p.busy_s.at("attention") > 0.02);
+    double busy = 0;
+    for (const auto& [category, s] : p.busy_s) busy += s;
+    CHECK(busy <= p.duration_s);  // one stream: kernels do not overlap
+    CHECK(busy > 0.95 * p.duration_s);
+  }
 }
 
 TEST_CASE("validate/compare_kineto: measured and simulated time per category for the trace's rank") {
