@@ -236,11 +236,12 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
     }
     if (points.empty()) continue;
     topo::GemmCalibration base = *d.target;
+    const topo::GemmCalibration before = base;
     if (d.dtype == DataType::kFp8) {
       base.wave_overhead = cal.gemm_16bit.wave_overhead;
       base.launch_overhead = cal.gemm_16bit.launch_overhead;
     }
-    GemmFit fit = fit_gemm(out.gpu, d.dtype, points, base);
+    GemmFit fit = fit_gemm(out.gpu, d.dtype, points, base, 1e9, before);
     if (d.dtype == DataType::kFp8 && fit.report.fitted) fp8_points = fit.report.residuals.size();
     if (!fit.report.fitted) {
       out.reports.push_back(std::move(fit.report));
@@ -336,8 +337,15 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
         for (const AttentionPoint& p : attention) {
           if (p.backward == backward) pass.push_back(p);
         }
+        // What the calibration said before this fit, where it priced this implementation.
+        std::optional<topo::AttentionPassCalibration> before;
+        const topo::AttentionCalibration* earlier = base_attention.implementation == name ? &base_attention : nullptr;
+        for (const topo::AttentionCalibration& kept : cal.attention_alternatives) {
+          if (kept.implementation == name) earlier = &kept;
+        }
+        if (earlier != nullptr) before = backward ? earlier->backward : earlier->forward;
         AttentionFit fit = fit_attention(out.gpu, backward, pass, target->tile, backward ? target->backward : target->forward,
-                                         cal.gemm_16bit.max_efficiency);
+                                         cal.gemm_16bit.max_efficiency, before);
         fit.report.notes.insert(fit.report.notes.begin(), notes.begin(), notes.end());
         if (fit.report.fitted) {
           (backward ? target->backward : target->forward) = fit.calibration;
@@ -574,6 +582,16 @@ std::string residuals_text(const CalibrationResult& r, bool all) {
         o << rho;
       }
       o << "\n";
+      if (f.before) {
+        o << "  before this fit (the base calibration): MAPE " << pct(f.before->mape) << ", max |error| "
+          << pct(f.before->max_abs_error);
+        if (f.before->spearman) {
+          char rho[32];
+          std::snprintf(rho, sizeof rho, ", Spearman %.3f", *f.before->spearman);
+          o << rho;
+        }
+        o << "\n";
+      }
     }
     for (const std::string& n : f.notes) o << "  note: " << n << "\n";
     if (!f.fitted) continue;

@@ -168,7 +168,7 @@ sim::Kernel attention_kernel(const AttentionPoint& p) {
 }
 
 GemmFit fit_gemm(const topo::GpuSpec& gpu, DataType dtype, const std::vector<GemmPoint>& all_points,
-                 const topo::GemmCalibration& base, double min_flops) {
+                 const topo::GemmCalibration& base, double min_flops, const std::optional<topo::GemmCalibration>& before) {
   GemmFit fit;
   fit.calibration = base;
   fit.report.part = std::string("gemm ") + sim::to_string(dtype);
@@ -243,21 +243,33 @@ GemmFit fit_gemm(const topo::GpuSpec& gpu, DataType dtype, const std::vector<Gem
       parameter("launch_overhead_us", fit.calibration.launch_overhead.microseconds(), se[2], 1e6);
     }
   }
-  topo::GpuSpec fitted = gpu;
-  (dtype == DataType::kFp8 ? fitted.calibration.gemm_fp8
-                           : (dtype == DataType::kTf32 || dtype == DataType::kFp32 ? fitted.calibration.gemm_tf32
-                                                                                   : fitted.calibration.gemm_16bit)) = fit.calibration;
-  const topo::ComputeModel model(fitted, /*in_training=*/false);
+  auto with_gemm = [&](const topo::GemmCalibration& c) {
+    topo::GpuSpec g = gpu;
+    (dtype == DataType::kFp8 ? g.calibration.gemm_fp8
+                             : (dtype == DataType::kTf32 || dtype == DataType::kFp32 ? g.calibration.gemm_tf32 : g.calibration.gemm_16bit)) = c;
+    return g;
+  };
+  const topo::ComputeModel model(with_gemm(fit.calibration), /*in_training=*/false);
   for (const GemmPoint& p : points) {
     const double predicted = model.tflops(gemm_kernel(p));
     fit.report.residuals.push_back(KernelResidual{shape_label(p), p.tflops, predicted, relative_error(predicted, p.tflops)});
   }
   summarize_residuals(fit.report);
+  if (before) {
+    const topo::ComputeModel old(with_gemm(*before), /*in_training=*/false);
+    std::vector<double> old_predicted, old_measured;
+    for (const GemmPoint& p : points) {
+      old_predicted.push_back(old.tflops(gemm_kernel(p)));
+      old_measured.push_back(p.tflops);
+    }
+    fit.report.before = summarize(old_predicted, old_measured);
+  }
   return fit;
 }
 
 AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::vector<AttentionPoint>& points,
-                           std::int64_t tile, const topo::AttentionPassCalibration& base, double max_efficiency) {
+                           std::int64_t tile, const topo::AttentionPassCalibration& base, double max_efficiency,
+                           const std::optional<topo::AttentionPassCalibration>& before) {
   AttentionFit fit;
   fit.calibration = base;
   fit.report.part = backward ? "attention backward" : "attention forward";
@@ -381,6 +393,16 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
     fit.report.residuals.push_back(KernelResidual{label, p.tflops, predicted, relative_error(predicted, p.tflops)});
   }
   summarize_residuals(fit.report);
+  if (before && !points.empty()) {
+    (backward ? fitted.calibration.attention.backward : fitted.calibration.attention.forward) = *before;
+    const topo::ComputeModel old(fitted, /*in_training=*/false);
+    std::vector<double> old_predicted, old_measured;
+    for (const AttentionPoint& p : points) {
+      old_predicted.push_back(old.tflops(attention_kernel(p)));
+      old_measured.push_back(p.tflops);
+    }
+    fit.report.before = summarize(old_predicted, old_measured);
+  }
   return fit;
 }
 

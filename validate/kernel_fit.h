@@ -55,6 +55,9 @@ struct FitReport {
   std::vector<std::string> notes; // exclusions and fallbacks, one sentence each
   std::vector<KernelResidual> residuals;
   ErrorSummary errors;
+  // The calibration the fit started from, on the same points: how well it predicted them (the
+  // shipped calibration checked on new measurements). None where it has no such part.
+  std::optional<ErrorSummary> before;
   std::vector<FittedParameter> parameters;  // the values this fit set, with their error bars
   std::vector<std::string> checks;          // out-of-sample checks of the fit, one line each
 };
@@ -64,8 +67,11 @@ struct GemmFit {
   FitReport report;
 };
 
+// `before`: the data type's parameters before any fit (FP8's `base` borrows the 16-bit overheads),
+// for FitReport::before.
 GemmFit fit_gemm(const topo::GpuSpec& gpu, sim::DataType dtype, const std::vector<GemmPoint>& points,
-                 const topo::GemmCalibration& base, double min_flops = 1e9);
+                 const topo::GemmCalibration& base, double min_flops = 1e9,
+                 const std::optional<topo::GemmCalibration>& before = std::nullopt);
 
 struct AttentionFit {
   topo::AttentionPassCalibration calibration;
@@ -73,7 +79,8 @@ struct AttentionFit {
 };
 
 AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::vector<AttentionPoint>& points,
-                           std::int64_t tile, const topo::AttentionPassCalibration& base, double max_efficiency);
+                           std::int64_t tile, const topo::AttentionPassCalibration& base, double max_efficiency,
+                           const std::optional<topo::AttentionPassCalibration>& before = std::nullopt);
 
 // The kernel a benchmark point measures (for pricing it with the ComputeModel).
 sim::Kernel gemm_kernel(const GemmPoint& p);
