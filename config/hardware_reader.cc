@@ -44,6 +44,7 @@ topo::AttentionPassCalibration read_attention_pass(ObjectReader r) {
   p.softmax_rate = r.get_double("softmax_Telements_per_s", 0, 0, 1e6) * 1e12;
   p.softmax_overlap = r.get_double("softmax_overlap", 0, 0, 1);
   p.row_overhead = r.get_double("row_overhead", 0, 0, 1e3);
+  p.dropout_rate = r.get_double("dropout_Telements_per_s", 0, 0, 1e6) * 1e12;
   r.finish();
   return p;
 }
@@ -443,8 +444,14 @@ Json to_json(const topo::ComputeCalibration& c) {
   out["source"] = c.source;
   out["gemm"] = Json{{"bf16", gemm_json(c.gemm_16bit)}, {"fp8", gemm_json(c.gemm_fp8)}, {"tf32", gemm_json(c.gemm_tf32)}};
   auto pass = [](const topo::AttentionPassCalibration& p) {
-    return Json{{"efficiency", p.efficiency}, {"softmax_Telements_per_s", p.softmax_rate * 1e-12},
-                {"softmax_overlap", p.softmax_overlap}, {"row_overhead", p.row_overhead}};
+    Json j{{"efficiency", p.efficiency}, {"softmax_Telements_per_s", p.softmax_rate * 1e-12},
+           {"softmax_overlap", p.softmax_overlap}, {"row_overhead", p.row_overhead}};
+    if (p.dropout_rate > 0) {
+      char rate[32];  // as fitted (4 significant digits), without the binary noise of the unit change
+      std::snprintf(rate, sizeof rate, "%.4g", p.dropout_rate * 1e-12);
+      j["dropout_Telements_per_s"] = std::strtod(rate, nullptr);
+    }
+    return j;
   };
   out["flash_attention"] = Json{{"implementation", c.attention.implementation},
                                 {"tile", c.attention.tile},

@@ -187,6 +187,10 @@ class StageBuilder {
       Kernel scaled = k;
       scaled.block_scaled = true;
       task.payload = g_.add_kernel(cls_, scaled);
+    } else if (k.kernel_class == sim::KernelClass::kFlashAttention && d_.attention_dropout) {
+      Kernel with_dropout = k;  // fused attention draws the dropout mask inside the kernel
+      with_dropout.dropout = true;
+      task.payload = g_.add_kernel(cls_, with_dropout);
     } else {
       task.payload = g_.add_kernel(cls_, k);
     }

@@ -57,6 +57,7 @@ struct Kernel {
   // memory-bound kernel with `grouped` stands for `batch` kernels sharing its bytes.
   bool grouped = false;
   std::int64_t window = 0;  // causal flash attention: keys before each query it sees (0: all)
+  bool dropout = false;     // flash attention with dropout on its scores (random numbers drawn per score)
   Flops flops;  // floating-point work the kernel executes
   Bytes bytes;  // bytes it reads and writes in device memory
   bool operator==(const Kernel&) const = default;

@@ -44,6 +44,9 @@ struct AttentionPassCalibration {
   double softmax_rate = 0;  // score elements per second; 0: free
   double softmax_overlap = 0;
   double row_overhead = 0;
+  // Attention dropout inside the kernel: score elements per second of the random numbers and
+  // masking it adds, beside the rest (0: not measured; dropout then costs nothing).
+  double dropout_rate = 0;
   bool operator==(const AttentionPassCalibration&) const = default;
 };
 

@@ -226,3 +226,32 @@ TEST_CASE("models/lowering: activation peaks are Korthikanti's per-layer memory 
     }
   }
 }
+
+TEST_CASE("models/lowering: fused attention carries the model's attention dropout") {
+  // GPT-3's presets keep the published attention dropout of 0.1; fused kernels draw the mask
+  // inside (priced at the calibration's dropout rate), unfused ones as a memory-bound pass.
+  auto flash_kernels = [](double dropout, bool flash) {
+    models::ModelSpec model = uniform_model();
+    model.attention_dropout = dropout;
+    models::ParallelSpec p;
+    models::TrainingSpec t;
+    t.micro_batch_size = 1;
+    t.global_batch_size = 1;
+    t.attention_kernel = flash ? models::AttentionKernel::kFlash : models::AttentionKernel::kUnfused;
+    const models::Workload w = models::lower(model, p, t, 1);
+    std::pair<int, int> with_without{0, 0};
+    for (std::uint32_t c = 0; c < w.graph.num_classes(); ++c) {
+      for (const sim::Kernel& k : w.graph.rank_class(c).kernels) {
+        if (k.kernel_class == sim::KernelClass::kFlashAttention) ++(k.dropout ? with_without.first : with_without.second);
+      }
+    }
+    return with_without;
+  };
+  const auto with = flash_kernels(0.1, true);
+  CHECK(with.first > 0);
+  CHECK(with.second == 0);
+  const auto without = flash_kernels(0.0, true);
+  CHECK(without.first == 0);
+  CHECK(without.second > 0);
+  CHECK(flash_kernels(0.1, false) == std::pair<int, int>{0, 0});
+}
