@@ -52,6 +52,11 @@ std::vector<AttentionTable> read_attention_sweep(const std::string& file) {
       p.seq_len = row.require_int("seq_len", 1, std::int64_t{1} << 30);
       p.tflops = row.require_double("tflops", 1e-6, 1e6);
       p.window = row.get_int("window", 0, 1, p.seq_len);
+      p.dropout = row.get_double("dropout", 0, 0, 0.99);
+      if (row.has("tflops_without_dropout")) {
+        if (p.dropout <= 0) row.fail("tflops_without_dropout", "only beside a \"dropout\" above 0");
+        p.tflops_without_dropout = row.require_double("tflops_without_dropout", 1e-6, 1e6);
+      }
       if (p.window > 0 && !p.causal) row.fail("window", "a sliding window needs a causal row (\"causal\": true)");
       if (row.has("batch") || tokens == 0) {
         p.batch = row.require_int("batch", 1, std::int64_t{1} << 30);

@@ -8,9 +8,12 @@
 // (Megatron-Core's window_size left; cuDNN's and FlashAttention's window of W keys is W - 1 here),
 // the FLOPs those of the keys each query sees, as trainsim counts them.
 // Without batch and heads, a table's "tokens" and "hidden" give them (batch = tokens / seq,
-// heads = hidden / head_dim).
+// heads = hidden / head_dim). "dropout" (0 < p < 1): the kernel ran with attention dropout;
+// "tflops_without_dropout" beside it: the same shape timed without, in the same run (the pair
+// the dropout cost is fitted from).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +27,9 @@ struct AttentionPoint {
   bool causal = false;
   std::int64_t batch = 1, heads = 1, seq_len = 0, head_dim = 0;
   std::int64_t window = 0;  // sliding window: keys before each query (0: none)
+  double dropout = 0;       // attention dropout probability the kernel ran with (0: none)
   double tflops = 0;
+  std::optional<double> tflops_without_dropout;  // the same shape without dropout, same run
   double flops() const;  // by the convention above
 };
 

@@ -157,6 +157,7 @@ sim::Kernel attention_kernel(const AttentionPoint& p) {
   k.backward = p.backward;
   k.causal = p.causal;
   k.window = p.window;
+  k.dropout = p.dropout > 0;
   k.m = p.seq_len;
   k.n = p.seq_len;
   k.k = p.head_dim;
@@ -267,14 +268,19 @@ GemmFit fit_gemm(const topo::GpuSpec& gpu, DataType dtype, const std::vector<Gem
   return fit;
 }
 
-AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::vector<AttentionPoint>& points,
+AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::vector<AttentionPoint>& all_points,
                            std::int64_t tile, const topo::AttentionPassCalibration& base, double max_efficiency,
                            const std::optional<topo::AttentionPassCalibration>& before) {
   AttentionFit fit;
   fit.calibration = base;
   fit.report.part = backward ? "attention backward" : "attention forward";
+  // The kernel's own parameters come from the rows without dropout; dropout's cost from the others.
+  std::vector<AttentionPoint> points, with_dropout;
+  for (const AttentionPoint& p : all_points) (p.dropout > 0 ? with_dropout : points).push_back(p);
   if (points.size() < 3) {
-    fit.report.notes.emplace_back("fewer than 3 points: parameters kept from the base calibration");
+    fit.report.notes.emplace_back(with_dropout.empty() ? "fewer than 3 points: parameters kept from the base calibration"
+                                                       : "fewer than 3 points without dropout: parameters kept from the base "
+                                                         "calibration, the dropout rows unused");
     return fit;
   }
   // time = batch * [pairs * (max(M u, S v) + (1 - o) min(M u, S v)) + q_tiles * M * w] with
@@ -375,13 +381,66 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
     parameter("row_overhead", best.row_overhead, w > 0 ? row_variance : -1.0, at_bound);
   }
   std::vector<std::string> tables;
-  for (const AttentionPoint& p : points) {
+  for (const AttentionPoint& p : all_points) {
     if (std::find(tables.begin(), tables.end(), p.table) == tables.end()) tables.push_back(p.table);
   }
   fit.report.from = tables;
   topo::GpuSpec fitted = gpu;
   fitted.calibration.attention.tile = tile;
-  (backward ? fitted.calibration.attention.backward : fitted.calibration.attention.forward) = fit.calibration;
+  auto& fitted_pass = backward ? fitted.calibration.attention.backward : fitted.calibration.attention.forward;
+  fitted_pass = fit.calibration;
+  if (!with_dropout.empty()) {
+    // time = time without dropout + batch x pairs x tile^2 / dropout_rate. The time without is
+    // the same shape measured in the same run where the row has it (the kernel's own model
+    // otherwise, noted): least squares of the relative residuals in c = 1 / dropout_rate.
+    fitted_pass.dropout_rate = 0;
+    const topo::ComputeModel plain(fitted, /*in_training=*/false);
+    std::vector<double> coef, extra, measured_s;
+    std::size_t modelled = 0;
+    for (const AttentionPoint& p : with_dropout) {
+      const double t = p.flops() / (p.tflops * 1e12);
+      sim::Kernel k = attention_kernel(p);
+      k.dropout = false;
+      const double t0 = p.tflops_without_dropout ? p.flops() / (*p.tflops_without_dropout * 1e12) : plain.kernel_time(k).seconds();
+      if (!p.tflops_without_dropout) ++modelled;
+      coef.push_back(static_cast<double>(p.batch * p.heads) * topo::attention_tile_pairs(p.seq_len, p.seq_len, tile, p.causal, p.window) *
+                     static_cast<double>(tile * tile));
+      extra.push_back(t - t0);
+      measured_s.push_back(t);
+    }
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < coef.size(); ++i) {
+      num += coef[i] * extra[i] / (measured_s[i] * measured_s[i]);
+      den += coef[i] * coef[i] / (measured_s[i] * measured_s[i]);
+    }
+    const double c = den > 0 ? num / den : 0;
+    if (modelled > 0) {
+      fit.report.notes.push_back(std::to_string(modelled) + " dropout rows without a time measured without dropout: the kernel's " +
+                                 "fitted model stands in for it");
+    }
+    if (c > 0) {
+      fit.calibration.dropout_rate = round_significant(1.0 / c * 1e-12) * 1e12;
+      FittedParameter param{"dropout_Telements_per_s", fit.calibration.dropout_rate * 1e-12, std::nullopt, std::nullopt, ""};
+      if (coef.size() >= 2) {
+        double ss = 0;
+        for (std::size_t i = 0; i < coef.size(); ++i) ss += std::pow((extra[i] - coef[i] * c) / measured_s[i], 2);
+        const double se_c = std::sqrt(ss / static_cast<double>(coef.size() - 1) / den);
+        param.standard_error = round_error(se_c / (c * c) * 1e-12);
+        param.note = "from " + std::to_string(coef.size()) + " rows with dropout";
+      }
+      fit.report.parameters.push_back(std::move(param));
+      double paired = 0;
+      for (std::size_t i = 0; i < coef.size(); ++i) paired += std::abs(extra[i] - coef[i] * c) / measured_s[i];
+      char line[200];
+      std::snprintf(line, sizeof line, "%zu rows with dropout: the time they add over the rows without, as fitted, within %.1f%% of "
+                    "their time on average", coef.size(), 100.0 * paired / static_cast<double>(coef.size()));
+      fit.report.notes.emplace_back(line);
+    } else {
+      fit.calibration.dropout_rate = 0;
+      fit.report.notes.emplace_back("the dropout rows are no slower than without dropout: no dropout cost");
+    }
+    fitted_pass = fit.calibration;
+  }
   const topo::ComputeModel model(fitted, /*in_training=*/false);
   for (const AttentionPoint& p : points) {
     char label[200];
@@ -393,11 +452,24 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
     fit.report.residuals.push_back(KernelResidual{label, p.tflops, predicted, relative_error(predicted, p.tflops)});
   }
   summarize_residuals(fit.report);
-  if (before && !points.empty()) {
+  if (!with_dropout.empty()) {
+    // The dropout rows as trainsim prices them: the fitted kernel plus dropout's cost.
+    std::vector<double> predicted, measured_tflops;
+    for (const AttentionPoint& p : with_dropout) {
+      predicted.push_back(model.tflops(attention_kernel(p)));
+      measured_tflops.push_back(p.tflops);
+    }
+    const ErrorSummary e = summarize(predicted, measured_tflops);
+    char line[160];
+    std::snprintf(line, sizeof line, "%zu rows with dropout priced with the fitted kernel and dropout cost: MAPE %.1f%%, max |error| %.1f%%",
+                  e.n, 100.0 * e.mape, 100.0 * e.max_abs_error);
+    fit.report.notes.emplace_back(line);
+  }
+  if (before) {
     (backward ? fitted.calibration.attention.backward : fitted.calibration.attention.forward) = *before;
     const topo::ComputeModel old(fitted, /*in_training=*/false);
     std::vector<double> old_predicted, old_measured;
-    for (const AttentionPoint& p : points) {
+    for (const AttentionPoint& p : all_points) {
       old_predicted.push_back(old.tflops(attention_kernel(p)));
       old_measured.push_back(p.tflops);
     }

@@ -640,6 +640,78 @@ TEST_CASE("validate/fit_attention: standard errors of efficiency, softmax rate a
   }
 }
 
+TEST_CASE("validate/fit_attention: dropout's cost is fitted from rows timed with and without it") {
+  const topo::GpuSpec gpu = h100();
+  const topo::AttentionPassCalibration truth{0.6, 2e12, 0.0, 2.0, 1.1e12};
+  std::vector<validate::AttentionPoint> points = synthetic_attention(gpu, truth);
+  topo::GpuSpec priced = gpu;
+  priced.calibration.attention.forward = truth;
+  priced.calibration.memory_kernel_overhead = sim::Duration::zero();
+  const topo::ComputeModel model(priced, false);
+  // The same shapes with dropout, paired with their time without (a second run of the kernel:
+  // scaled 5% slower, which the pairing must not read as dropout's cost), and unpaired.
+  const std::size_t plain = points.size();
+  for (std::size_t i = 0; i < plain; ++i) {
+    validate::AttentionPoint p = points[i];
+    p.dropout = 0.1;
+    p.tflops = model.tflops(validate::attention_kernel(p));
+    const double without = p.tflops_without_dropout.emplace(points[i].tflops);
+    CHECK(p.tflops < without);
+    const double t = p.flops() / (p.tflops * 1e12), t0 = p.flops() / (without * 1e12);
+    p.tflops_without_dropout = p.flops() / (t0 * 1.05) * 1e-12;
+    p.tflops = p.flops() / ((t - t0) + t0 * 1.05) * 1e-12;
+    points.push_back(p);
+  }
+  const validate::AttentionFit fit = validate::fit_attention(gpu, false, points, 128, topo::AttentionPassCalibration{}, 0.9);
+  REQUIRE(fit.report.fitted);
+  CHECK(fit.calibration.efficiency == doctest::Approx(0.6).epsilon(0.01));  // the dropout rows stay out of the kernel's fit
+  CHECK(fit.calibration.dropout_rate == doctest::Approx(1.1e12).epsilon(0.001));
+  CHECK(fit.report.residuals.size() == plain);
+  REQUIRE(find_parameter(fit.report, "dropout_Telements_per_s") != nullptr);
+
+  // Without the pairs the kernel's fitted model stands in for the time without dropout.
+  for (std::size_t i = plain; i < points.size(); ++i) {
+    points[i].tflops_without_dropout.reset();
+    points[i].tflops = model.tflops(validate::attention_kernel(points[i]));
+  }
+  const validate::AttentionFit modelled = validate::fit_attention(gpu, false, points, 128, topo::AttentionPassCalibration{}, 0.9);
+  CHECK(modelled.calibration.dropout_rate == doctest::Approx(1.1e12).epsilon(0.01));
+  bool noted = false;
+  for (const std::string& n : modelled.report.notes) noted = noted || contains(n, "fitted model stands in");
+  CHECK(noted);
+
+  // A kernel with dropout costs its score tiles at that rate on top; without the flag, nothing.
+  validate::AttentionPoint shape = points.front();
+  shape.dropout = 0.1;
+  const sim::Kernel with = validate::attention_kernel(shape);
+  shape.dropout = 0;
+  const sim::Kernel without = validate::attention_kernel(shape);
+  const double pairs = topo::attention_tile_pairs(shape.seq_len, shape.seq_len, 128, shape.causal, 0);
+  CHECK(model.kernel_time(with).seconds() - model.kernel_time(without).seconds() ==
+        doctest::Approx(static_cast<double>(shape.batch * shape.heads) * pairs * 128 * 128 / 1.1e12).epsilon(1e-6));
+}
+
+TEST_CASE("validate/read_attention_sweep: dropout rows, and a time without dropout only beside one") {
+  auto sweep = [](const std::string& row) {
+    return R"({"tables": [{"id": "t", "source": "s", "gpu": "h100-sxm5-80gb", "implementation": "cudnn", "tokens": 16384,
+               "hidden": 2048, "rows": [)" + row + "]}]}";
+  };
+  const std::vector<validate::AttentionTable> t = validate::read_attention_sweep(testing::temp_file(
+      "attention.json", sweep(R"({"pass": "forward", "head_dim": 128, "seq_len": 2048, "dropout": 0.1, "tflops": 288,
+                                  "tflops_without_dropout": 644})")));
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].points[0].dropout == 0.1);
+  CHECK(*t[0].points[0].tflops_without_dropout == 644);
+  std::string error;
+  try {
+    validate::read_attention_sweep(testing::temp_file(
+        "attention.json", sweep(R"({"pass": "forward", "head_dim": 128, "seq_len": 2048, "tflops": 288, "tflops_without_dropout": 644})")));
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  CHECK(contains(error, "/tables/0/rows/0/tflops_without_dropout: only beside a \"dropout\" above 0"));
+}
+
 TEST_CASE("validate/fit_sustained_fraction: the bootstrap interval holds the fit, collapses on exact data, and is reproducible") {
   const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/published_runs.json"), "nemo2407");
   REQUIRE(suite.cases.size() >= 8);

@@ -4,9 +4,11 @@ table: the format of validate/data/attention_measurements.json, which `trainsim 
 and `trainsim validate` compares with.
 
 The sweep is the FlashAttention papers' benchmark: batch x sequence = 16,384 tokens, hidden 2,048
-(heads = 2048 / head_dim), BF16, no dropout (--dropout P: with it, and the rows carry it), with and
-without the causal mask, forward and backward. TFLOP/s = 4 x batch x heads x seq^2 x head_dim / time, halved with the causal mask;
-the backward counts 2.5x the forward FLOPs (flash-attention's benchmark convention). Q, K and V
+(heads = 2048 / head_dim), BF16, no dropout (--dropout P: with it, each row carrying it and the
+same shape timed without, "tflops_without_dropout", the pair `calibrate` fits dropout's cost
+from), with and without the causal mask, forward and backward. TFLOP/s = 4 x batch x heads x
+seq^2 x head_dim / time, halved with the causal mask; the backward counts 2.5x the forward FLOPs
+(flash-attention's benchmark convention). Q, K and V
 are [batch, seq, heads, head_dim] tensors viewed as [batch, heads, seq, head_dim], the layout
 Megatron and Transformer Engine hand the kernels. The backward is timed through
 torch.autograd.grad (no gradient accumulation), so it includes every kernel of the backward pass
@@ -62,31 +64,37 @@ def sweep(backend, tokens, hidden, head_dims, seq_lens, warmup, iterations, drop
                            .requires_grad_() for _ in range(3))
                 grad = torch.randn((batch, heads, seq, head_dim), device="cuda", dtype=torch.bfloat16, generator=gen)
                 flops = 4.0 * batch * heads * seq * seq * head_dim * (0.5 if causal else 1.0)
-                try:
+                def timings(p):
+                    """Seconds per forward and per backward call at dropout probability p."""
                     with sdpa_kernel([kernel]):
                         def forward():
-                            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal)
+                            return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
                         t_fwd = seconds_per_call(forward, warmup, iterations)
                         out = forward()
 
                         def backward():
                             return torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
-                        t_bwd = seconds_per_call(backward, warmup, iterations)
+                        return t_fwd, seconds_per_call(backward, warmup, iterations)
+                try:
+                    measured = timings(dropout)
+                    plain = timings(0.0) if dropout > 0 else None  # the pair dropout's cost is fitted from
                 except RuntimeError as e:  # the backend refuses this shape
                     print(f"bench_attention: {backend} head_dim {head_dim} seq {seq} causal {causal}: {e}".splitlines()[0],
                           file=sys.stderr)
                     continue
-                for name, t, f in (("forward", t_fwd, flops), ("backward", t_bwd, 2.5 * flops)):
+                for i, (name, f) in enumerate((("forward", flops), ("backward", 2.5 * flops))):
                     row = {"pass": name, "causal": causal, "head_dim": head_dim, "seq_len": seq}
                     if heads * head_dim != hidden:
                         row.update({"batch": batch, "heads": heads})
                     if dropout > 0:
                         row["dropout"] = dropout
-                    row["tflops"] = round(f / t * 1e-12, 1)
+                    row["tflops"] = round(f / measured[i] * 1e-12, 1)
+                    if plain:
+                        row["tflops_without_dropout"] = round(f / plain[i] * 1e-12, 1)
                     rows.append(row)
                 print(f"bench_attention: {backend} d={head_dim} s={seq} causal={causal}: "
-                      f"fwd {flops / t_fwd * 1e-12:.0f}, bwd {2.5 * flops / t_bwd * 1e-12:.0f} TFLOP/s", file=sys.stderr)
-                del q, k, v, grad, out
+                      f"fwd {flops / measured[0] * 1e-12:.0f}, bwd {2.5 * flops / measured[1] * 1e-12:.0f} TFLOP/s", file=sys.stderr)
+                del q, k, v, grad
     return rows
 
 
