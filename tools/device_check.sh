@@ -13,6 +13,9 @@
 #                     measured iteration time and a Kineto trace of two iterations
 #   attention.json    bench_attention.py: PyTorch's flash and cuDNN attention kernels
 #   torch_gemm.json   torch_gemm_check.py: BF16 torch.matmul over random and constant operands
+#   sustained_gemm.json
+#                     sustained_gemm.py: GEMMs back to back for 30 s (then 10 s with memory passes
+#                     between them), the throughput, SM clock, power and clock-event reasons by window
 #   commands.txt      every command run, with its exit status and wall time
 # Then, on any machine: `trainsim calibrate OUTDIR/gemm.json ...` fits them (README, "Validate on
 # your cluster in three commands").
@@ -111,5 +114,6 @@ if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
   run 180 python3 "$root/validate/cuda/trace_gpt.py" -o "$out/gpt1.7b" || status=1
   run 120 python3 "$root/validate/cuda/bench_attention.py" ${preset:+--gpu "$preset"} -o "$out/attention.json" || status=1
   run 60 python3 "$root/validate/cuda/torch_gemm_check.py" -o "$out/torch_gemm.json" || status=1
+  run 90 python3 "$root/validate/cuda/sustained_gemm.py" --seconds 30 --mixed-seconds 10 -o "$out/sustained_gemm.json" || status=1
 fi
 exit $status
