@@ -328,6 +328,7 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
         if (u.table->implementation != name) continue;
         for (AttentionPoint p : u.table->points) {
           p.tflops *= u.scale;
+          if (p.tflops_without_dropout) *p.tflops_without_dropout *= u.scale;  // the pair scales together
           attention.push_back(std::move(p));
         }
         if (!u.note.empty()) notes.push_back(u.note);
