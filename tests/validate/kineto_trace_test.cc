@@ -132,6 +132,30 @@ TEST_CASE("validate/read_kineto_trace: a real trace's steps include the annotati
   }
 }
 
+TEST_CASE("validate/compare_kineto: a real step's GEMMs and attention against the model") {
+  // GPT 1.7B in plain PyTorch on one H100 (validate/data/measured/2026-11-27-h100): its cuBLAS
+  // GEMMs took 106.1 ms per iteration, its cuDNN attention with dropout 0.1 32.7 ms.
+  const std::string dir = "validate/data/measured/2026-11-27-h100/";
+  const validate::KinetoTrace trace = validate::read_kineto_trace(testing::source_path(dir + "gpt1.7b.pt.trace.json.gz"));
+  config::Scenario s = config::load_scenario(testing::source_path(dir + "scenario.json"));
+  auto row = [](const validate::KinetoComparison& c, const std::string& category) {
+    for (const validate::CategoryComparison& r : c.categories) {
+      if (r.category == category) return r;
+    }
+    FAIL("no category " << category);
+    return validate::CategoryComparison{};
+  };
+  // As a training scenario is priced: attention, dropout's cost included, within 5%.
+  const validate::KinetoComparison trained = validate::compare_kineto(trace, s);
+  CHECK(row(trained, "attention").measured_s == doctest::Approx(0.0327).epsilon(0.01));
+  CHECK(row(trained, "attention").predicted_s == doctest::Approx(row(trained, "attention").measured_s).epsilon(0.05));
+  // One GPU alone: its GEMMs at the kernel model's own speed (no in-training share), within 3%.
+  s.cluster.gpu.calibration.sustained_fraction = 1.0;
+  const validate::KinetoComparison alone = validate::compare_kineto(trace, s);
+  CHECK(row(alone, "gemm").measured_s == doctest::Approx(0.1061).epsilon(0.01));
+  CHECK(row(alone, "gemm").predicted_s == doctest::Approx(row(alone, "gemm").measured_s).epsilon(0.03));
+}
+
 TEST_CASE("validate/compare_kineto: measured and simulated time per category for the trace's rank") {
   const config::Scenario s = config::load_scenario(testing::source_path("scenarios/golden/llama3.1-8b-interleaved-h100.json"));
   const validate::KinetoComparison c = validate::compare_kineto(validate::read_kineto_trace(kGpuSteps), s);
