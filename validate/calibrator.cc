@@ -138,6 +138,17 @@ std::string pct(double v) {
   return buf;
 }
 
+// "MAPE a, max |error| b[, Spearman c]".
+std::string errors(const ErrorSummary& e) {
+  std::string text = "MAPE " + pct(e.mape) + ", max |error| " + pct(e.max_abs_error);
+  if (e.spearman) {
+    char rho[32];
+    std::snprintf(rho, sizeof rho, ", Spearman %.3f", *e.spearman);
+    text += rho;
+  }
+  return text;
+}
+
 // "MAPE a, max |error| b (in-sample: c, d)": held-out errors beside the fit's own.
 std::string against_in_sample(const ErrorSummary& held, const ErrorSummary& in_sample) {
   return "MAPE " + pct(held.mape) + ", max |error| " + pct(held.max_abs_error) + " (in-sample: " + pct(in_sample.mape) + ", " +
@@ -576,23 +587,8 @@ std::string residuals_text(const CalibrationResult& r, bool all) {
     if (!f.fitted) {
       o << "not fitted\n";
     } else {
-      o << f.residuals.size() << " points, MAPE " << pct(f.errors.mape) << ", max |error| " << pct(f.errors.max_abs_error);
-      if (f.errors.spearman) {
-        char rho[32];
-        std::snprintf(rho, sizeof rho, ", Spearman %.3f", *f.errors.spearman);
-        o << rho;
-      }
-      o << "\n";
-      if (f.before) {
-        o << "  before this fit (the base calibration): MAPE " << pct(f.before->mape) << ", max |error| "
-          << pct(f.before->max_abs_error);
-        if (f.before->spearman) {
-          char rho[32];
-          std::snprintf(rho, sizeof rho, ", Spearman %.3f", *f.before->spearman);
-          o << rho;
-        }
-        o << "\n";
-      }
+      o << f.residuals.size() << " points, " << errors(f.errors) << "\n";
+      if (f.before) o << "  before this fit (the base calibration): " << errors(*f.before) << "\n";
     }
     for (const std::string& n : f.notes) o << "  note: " << n << "\n";
     if (!f.fitted) continue;

@@ -127,6 +127,18 @@ void summarize_residuals(FitReport& report) {
   report.errors = summarize(predicted, measured);
 }
 
+// How `model` prices benchmark points (GemmPoint or AttentionPoint, `kernel_of` their kernel)
+// against their measured TFLOP/s.
+template <typename Point, typename KernelOf>
+ErrorSummary model_errors(const topo::ComputeModel& model, const std::vector<Point>& points, KernelOf kernel_of) {
+  std::vector<double> predicted, measured;
+  for (const Point& p : points) {
+    predicted.push_back(model.tflops(kernel_of(p)));
+    measured.push_back(p.tflops);
+  }
+  return summarize(predicted, measured);
+}
+
 }  // namespace
 
 double round_significant(double v, int digits) {
@@ -256,15 +268,7 @@ GemmFit fit_gemm(const topo::GpuSpec& gpu, DataType dtype, const std::vector<Gem
     fit.report.residuals.push_back(KernelResidual{shape_label(p), p.tflops, predicted, relative_error(predicted, p.tflops)});
   }
   summarize_residuals(fit.report);
-  if (before) {
-    const topo::ComputeModel old(with_gemm(*before), /*in_training=*/false);
-    std::vector<double> old_predicted, old_measured;
-    for (const GemmPoint& p : points) {
-      old_predicted.push_back(old.tflops(gemm_kernel(p)));
-      old_measured.push_back(p.tflops);
-    }
-    fit.report.before = summarize(old_predicted, old_measured);
-  }
+  if (before) fit.report.before = model_errors(topo::ComputeModel(with_gemm(*before), /*in_training=*/false), points, gemm_kernel);
   return fit;
 }
 
@@ -454,12 +458,7 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
   summarize_residuals(fit.report);
   if (!with_dropout.empty()) {
     // The dropout rows as trainsim prices them: the fitted kernel plus dropout's cost.
-    std::vector<double> predicted, measured_tflops;
-    for (const AttentionPoint& p : with_dropout) {
-      predicted.push_back(model.tflops(attention_kernel(p)));
-      measured_tflops.push_back(p.tflops);
-    }
-    const ErrorSummary e = summarize(predicted, measured_tflops);
+    const ErrorSummary e = model_errors(model, with_dropout, attention_kernel);
     char line[160];
     std::snprintf(line, sizeof line, "%zu rows with dropout priced with the fitted kernel and dropout cost: MAPE %.1f%%, max |error| %.1f%%",
                   e.n, 100.0 * e.mape, 100.0 * e.max_abs_error);
@@ -467,13 +466,7 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
   }
   if (before) {
     (backward ? fitted.calibration.attention.backward : fitted.calibration.attention.forward) = *before;
-    const topo::ComputeModel old(fitted, /*in_training=*/false);
-    std::vector<double> old_predicted, old_measured;
-    for (const AttentionPoint& p : all_points) {
-      old_predicted.push_back(old.tflops(attention_kernel(p)));
-      old_measured.push_back(p.tflops);
-    }
-    fit.report.before = summarize(old_predicted, old_measured);
+    fit.report.before = model_errors(topo::ComputeModel(fitted, /*in_training=*/false), all_points, attention_kernel);
   }
   return fit;
 }
