@@ -26,26 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from measurement_json import write_json
+from measurement import seconds_per_call, write_json
 
 BACKENDS = {
     "flash": (SDPBackend.FLASH_ATTENTION, "flash_attention_2", "PyTorch's flash backend (FlashAttention-2 kernels)"),
     "cudnn": (SDPBackend.CUDNN_ATTENTION, "cudnn", "PyTorch's cuDNN backend (cuDNN fused SDPA)"),
 }
-
-
-def seconds_per_call(fn, warmup, iterations):
-    for _ in range(warmup):
-        fn()
-    start = torch.cuda.Event(enable_timing=True)
-    stop = torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(iterations):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) * 1e-3 / iterations
 
 
 def sweep(backend, tokens, hidden, head_dims, seq_lens, warmup, iterations, dropout):

@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from measurement_json import write_json
+from measurement import write_json
 
 try:
     import pynvml

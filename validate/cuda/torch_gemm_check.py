@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from measurement_json import write_json
+from measurement import seconds_per_call, write_json
 
 # (m, n, k): squares, then GPT-3 175B's layer GEMMs at TP 8, 2,048 tokens x micro-batch 1
 # (QKV, projection, fc1, fc2: hidden 12,288, 96 heads) and Llama-3 8B's at TP 1, 8,192 tokens.
@@ -35,16 +35,7 @@ def main():
             else:
                 x = torch.full((m, k), 0.5, device="cuda", dtype=torch.bfloat16)
                 w = torch.full((k, n), 0.5, device="cuda", dtype=torch.bfloat16)
-            for _ in range(a.warmup):
-                torch.matmul(x, w)
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            start.record()
-            for _ in range(a.iterations):
-                torch.matmul(x, w)
-            stop.record()
-            stop.synchronize()
-            t = start.elapsed_time(stop) * 1e-3 / a.iterations
+            t = seconds_per_call(lambda: torch.matmul(x, w), a.warmup, a.iterations)
             rows.append({"m": m, "n": n, "k": k, "data": data, "tflops": round(2.0 * m * n * k / t * 1e-12, 1)})
             print(f"torch_gemm_check: {m}x{n}x{k} {data}: {rows[-1]['tflops']} TFLOP/s", file=sys.stderr)
     doc = {"source": f"validate/cuda/torch_gemm_check.py on {torch.cuda.get_device_name()} "

@@ -29,6 +29,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from measurement import write_json
+
 
 class Block(nn.Module):
     def __init__(self, hidden, heads, ffn, dropout):
@@ -153,9 +155,7 @@ def main():
         "trace": os.path.basename(trace) + ".gz",
         "profiled_steps": a.profiled_steps,
     }
-    with open(a.output + ".json", "w") as f:
-        json.dump(meta, f, indent=1)
-        f.write("\n")
+    write_json(meta, a.output + ".json")
     print(json.dumps({k: meta[k] for k in ("device", "iteration_time_s", "model_tflops_per_gpu", "peak_memory_allocated_bytes")}))
     return 0
 
