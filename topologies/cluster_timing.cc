@@ -150,13 +150,19 @@ void ClusterTiming::add_collective_load(CollectiveKind kind, Algorithm algorithm
   if (nodes.size() < 2) return;
   // Between nodes: rings cross from each node to the next; trees (and NVLS trees, CollNet) move
   // the buffer once up and once down per node, which this pattern loads the same way. Channels
-  // leave through the NICs of the node's members (one NIC per GPU on DGX systems).
+  // leave through the distinct NICs of the node's members, each from a member local to it (one NIC
+  // per GPU on DGX systems; where GPUs share a NIC, NCCL's search spreads the channels over all
+  // the node's NICs, src/graph/search.cc, rather than over the first GPUs).
+  std::vector<std::vector<int>> heads(nodes.size());  // the first member on each distinct NIC
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const auto& from = nodes[i];
-    const auto& to = nodes[(i + 1) % nodes.size()];
-    std::set<int> nics;
-    for (int g : from) nics.insert(cluster_.nic_of(g));
-    const std::size_t k = std::max<std::size_t>(1, std::min({from.size(), to.size(), nics.size()}));
+    std::set<int> seen;
+    for (int g : nodes[i])
+      if (seen.insert(cluster_.nic_of(g)).second) heads[i].push_back(g);
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const auto& from = heads[i];
+    const auto& to = heads[(i + 1) % nodes.size()];
+    const std::size_t k = std::min(from.size(), to.size());
     for (std::size_t j = 0; j < k; ++j)
       add_route(from[j], to[j], per_edge / static_cast<double>(k));
   }
