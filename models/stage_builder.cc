@@ -187,10 +187,11 @@ class StageBuilder {
       Kernel scaled = k;
       scaled.block_scaled = true;
       task.payload = g_.add_kernel(cls_, scaled);
-    } else if (k.kernel_class == sim::KernelClass::kFlashAttention && d_.attention_dropout) {
-      Kernel with_dropout = k;  // fused attention draws the dropout mask inside the kernel
-      with_dropout.dropout = true;
-      task.payload = g_.add_kernel(cls_, with_dropout);
+    } else if (k.kernel_class == sim::KernelClass::kFlashAttention && (d_.attention_dropout || d_.mla)) {
+      Kernel flagged = k;
+      flagged.dropout = d_.attention_dropout;  // fused attention draws the dropout mask inside the kernel
+      flagged.mixed_head_dims = d_.mla;        // query-key 192 and value 128: k is their mean
+      task.payload = g_.add_kernel(cls_, flagged);
     } else {
       task.payload = g_.add_kernel(cls_, k);
     }

@@ -58,6 +58,9 @@ struct Kernel {
   bool grouped = false;
   std::int64_t window = 0;  // causal flash attention: keys before each query it sees (0: all)
   bool dropout = false;     // flash attention with dropout on its scores (random numbers drawn per score)
+  // Flash attention whose query-key and value head dims differ (multi-head latent attention): `k`
+  // is their mean, priced as it is rather than rounded up to a kernel's head dim.
+  bool mixed_head_dims = false;
   Flops flops;  // floating-point work the kernel executes
   Bytes bytes;  // bytes it reads and writes in device memory
   bool operator==(const Kernel&) const = default;

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numbers>
+#include <string>
+#include <vector>
 
 #include "sim/check.h"
 
@@ -127,6 +130,20 @@ Duration ComputeModel::gemm_time(const sim::Kernel& k) const {
   return Duration::from_seconds(std::max(best, mem) + cal.launch_overhead.seconds());
 }
 
+std::int64_t attention_kernel_head_dim(const std::string& implementation, std::int64_t head_dim) {
+  static const std::map<std::string, std::vector<std::int64_t>> kKernelHeadDims = {
+      {"flash_attention_2", {32, 64, 96, 128, 160, 192, 256}},
+      {"flash_attention_3", {64, 96, 128, 192, 256}},
+      {"cudnn", {64, 128}},
+  };
+  const auto it = kKernelHeadDims.find(implementation);
+  if (it == kKernelHeadDims.end()) return head_dim;
+  for (std::int64_t d : it->second) {
+    if (d >= head_dim) return d;
+  }
+  return head_dim;
+}
+
 double attention_tile_pairs(std::int64_t q_len, std::int64_t kv_len, std::int64_t tile, bool causal, std::int64_t window) {
   tile = std::max<std::int64_t>(1, tile);
   const std::int64_t q_tiles = static_cast<std::int64_t>(ceil_div(q_len, tile));
@@ -157,8 +174,10 @@ Duration ComputeModel::attention_time(const sim::Kernel& k) const {
   const std::int64_t q_tiles = static_cast<std::int64_t>(ceil_div(k.m, tile));
   const double pairs = attention_tile_pairs(k.m, k.n, tile, k.causal, k.window);
   const AttentionPassCalibration& pass = k.backward ? a.backward : a.forward;
-  // Forward: Q K^T and P V, 2 x 2 tile^2 d FLOPs per pair; backward 2.5x that.
-  const double pair_flops = 4.0 * static_cast<double>(tile * tile) * static_cast<double>(k.k) * (k.backward ? 2.5 : 1.0);
+  // Forward: Q K^T and P V, 2 x 2 tile^2 d FLOPs per pair; backward 2.5x that. d is the head dim
+  // of the kernel that runs (a smaller one padded up to it).
+  const std::int64_t d = k.mixed_head_dims ? k.k : attention_kernel_head_dim(a.implementation, k.k);
+  const double pair_flops = 4.0 * static_cast<double>(tile * tile) * static_cast<double>(d) * (k.backward ? 2.5 : 1.0);
   const DataType t = k.dtype == DataType::kFp8 ? DataType::kFp8 : DataType::kBf16;
   const double pair_matmul = pair_flops / (gpu_.peak(t).per_second() * pass.efficiency);
   const double pair_softmax = pass.softmax_rate > 0 ? static_cast<double>(tile * tile) / pass.softmax_rate : 0.0;

@@ -21,6 +21,7 @@
 // 1.42 for 8, 3.44 for 2,048).
 
 #include <cstdint>
+#include <string>
 
 #include "sim/task_graph.h"
 #include "topologies/hardware.h"
@@ -40,6 +41,19 @@ double slowest_gpu_slowdown(const GpuSpec& gpu, std::int64_t job_gpus);
 // when the keys are longer), or under a sliding window of `window` keys before each query (self-
 // attention, causal) those from the tile holding position i * tile - window to the diagonal.
 double attention_tile_pairs(std::int64_t q_len, std::int64_t kv_len, std::int64_t tile, bool causal, std::int64_t window);
+
+// The head dim a fused attention implementation computes with for a model's `head_dim`: its
+// kernels are built for a few head dims, and a head dim between two runs on the larger one's
+// kernel, zero-padded. Implementations without a known list (and head dims above its largest)
+// keep `head_dim`.
+//   flash_attention_2: multiples of 32 up to 192, then 256 (flash-attention csrc/flash_attn/flash_api.cpp,
+//     head_size_rounded);
+//   flash_attention_3: 64, 96, 128, 192, 256 (flash-attention hopper/flash_api.cpp, round_up_headdim);
+//   cudnn: 64, 128, measured: on an H100 (cuDNN 9.19, validate/data/measured/2026-11-27-h100,
+//     attention_dropout_sweep_p0.json) head dim 96 takes 96-97% of head dim 128's time in both passes
+//     (0.77-0.78 of its TFLOP/s), where a kernel of its own would take about 75%; FlashAttention-2's
+//     native 96 kernel, measured beside it, takes 73-76%.
+std::int64_t attention_kernel_head_dim(const std::string& implementation, std::int64_t head_dim);
 
 class ComputeModel {
  public:

@@ -299,7 +299,9 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
     measured[i] = p.flops() / (p.tflops * 1e12);
     const double q = std::ceil(static_cast<double>(p.seq_len) / static_cast<double>(tile));
     const double pairs = topo::attention_tile_pairs(p.seq_len, p.seq_len, tile, p.causal, p.window);
-    const double pair_flops = 4.0 * static_cast<double>(tile * tile) * static_cast<double>(p.head_dim) * (backward ? 2.5 : 1.0);
+    // The kernel's own head dim, which the model prices (topo::attention_kernel_head_dim).
+    const double d = static_cast<double>(topo::attention_kernel_head_dim(p.implementation, p.head_dim));
+    const double pair_flops = 4.0 * static_cast<double>(tile * tile) * d * (backward ? 2.5 : 1.0);
     const double bh = static_cast<double>(p.batch * p.heads);
     mm[i] = bh * pairs * pair_flops / peak;
     sm[i] = bh * pairs * static_cast<double>(tile * tile);
@@ -391,6 +393,7 @@ AttentionFit fit_attention(const topo::GpuSpec& gpu, bool backward, const std::v
   fit.report.from = tables;
   topo::GpuSpec fitted = gpu;
   fitted.calibration.attention.tile = tile;
+  fitted.calibration.attention.implementation = all_points.front().implementation;  // one implementation's rows
   auto& fitted_pass = backward ? fitted.calibration.attention.backward : fitted.calibration.attention.forward;
   fitted_pass = fit.calibration;
   if (!with_dropout.empty()) {

