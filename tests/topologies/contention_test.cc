@@ -2,9 +2,15 @@
 // running at once) on the engine's flow network. An oversubscribed fat tree makes the groups share
 // leaf uplinks and slows them; a rail-optimized fabric keeps each group on its own rail and does
 // not, even with the same oversubscription. Symmetric fidelity (one group simulated, its load
-// counted eight times) agrees with full fidelity. A group whose GPUs share NICs loads all of them.
+// counted eight times) agrees with full fidelity. And with nothing else moving, any one group runs
+// at the collective model's (NCCL's) rate: the flow network's load pattern for a group uses the
+// links NCCL's channels use, all the NICs of a node included where GPUs share them.
 
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
 
 #include "config/scenario.h"
 #include "sim/engine.h"
@@ -17,19 +23,22 @@ namespace {
 
 constexpr int kNodes = 8, kGpusPerNode = 8;
 
-// Time of one all-reduce of `bytes` on each of `groups` at once (every rank in one group).
-double all_reduce_s(const topo::ClusterSpec& spec, const std::vector<std::vector<std::uint32_t>>& groups,
-                    std::int64_t bytes, bool symmetric) {
+// Time of one collective (all-reduce unless `kind` says otherwise) of `bytes` on each of `groups`
+// at once (every rank in at most one group).
+double collective_s(const topo::ClusterSpec& spec,
+                    const std::vector<std::vector<std::uint32_t>>& groups, std::int64_t bytes,
+                    bool symmetric, sim::CollectiveKind kind = sim::CollectiveKind::kAllReduce) {
   const topo::Cluster cluster(spec);
   const auto ranks = static_cast<std::uint32_t>(spec.num_nodes * spec.gpus_per_node);
   sim::TaskGraph g(ranks, {"dp"}, {"dp"}, {});
   const std::uint32_t c = g.add_class("replica");
   sim::Task t;
   t.kind = sim::TaskKind::kCollective;
-  t.payload = g.add_comm_op(
-      c, sim::CommOp{sim::CollectiveKind::kAllReduce, sim::DataType::kBf16, sim::Bytes(bytes)});
-  t.name = g.intern("dp all-reduce");
+  t.payload = g.add_comm_op(c, sim::CommOp{kind, sim::DataType::kBf16, sim::Bytes(bytes)});
+  t.name = g.intern("collective");
   g.add_task(c, t, {});
+  const std::uint32_t idle = g.add_class("idle");  // ranks in no group: no tasks
+  for (std::uint32_t r = 0; r < ranks; ++r) g.set_class_of(sim::RankId{r}, idle);
   std::vector<sim::RankId> simulated;
   for (const auto& group : groups) {
     sim::Communicator comm;
@@ -42,9 +51,13 @@ double all_reduce_s(const topo::ClusterSpec& spec, const std::vector<std::vector
       g.set_comm(r, 0, id);
     }
   }
-  for (std::uint32_t r = 0; r < ranks; ++r) {
-    if (!symmetric || r == 0) simulated.push_back(sim::RankId{r});
+  // Every member of a group (one of them under symmetric fidelity); ranks in no group idle.
+  for (const auto& group : groups) {
+    for (std::uint32_t r : group) {
+      if (!symmetric || simulated.empty()) simulated.push_back(sim::RankId{r});
+    }
   }
+  std::sort(simulated.begin(), simulated.end());
   g.set_simulated(simulated);
   topo::ClusterTiming timing(cluster, g);
   sim::EngineOptions options;
@@ -57,8 +70,9 @@ double all_reduce_s(const topo::ClusterSpec& spec, const std::vector<std::vector
 double dp_all_reduce_s(const topo::ClusterSpec& spec, std::int64_t bytes, bool symmetric) {
   std::vector<std::vector<std::uint32_t>> groups(kGpusPerNode);
   for (std::uint32_t local = 0; local < kGpusPerNode; ++local)
-    for (std::uint32_t node = 0; node < kNodes; ++node) groups[local].push_back(node * kGpusPerNode + local);
-  return all_reduce_s(spec, groups, bytes, symmetric);
+    for (std::uint32_t node = 0; node < kNodes; ++node)
+      groups[local].push_back(node * kGpusPerNode + local);
+  return collective_s(spec, groups, bytes, symmetric);
 }
 
 topo::ClusterSpec fabric(const std::string& topology, int nodes_per_leaf, double oversubscription) {
@@ -107,7 +121,8 @@ TEST_CASE("topologies/contention: symmetric fidelity keeps the multiplicity of i
   }
 }
 
-TEST_CASE("topologies/contention: a ring across nodes whose GPUs share NICs crosses on all of them") {
+TEST_CASE(
+    "topologies/contention: a ring across nodes whose GPUs share NICs crosses on all of them") {
   // vTrain's A100 cluster (validate/suites/vtrain_a100.json): 8 GPUs and 4 NICs per node, two GPUs
   // on each. A tensor-parallel group of 16 over two nodes: NCCL's channels leave each node through
   // all four NICs, so the flow network must not slow the ring below NCCL's own rate (it ran 1.7x
@@ -117,12 +132,71 @@ TEST_CASE("topologies/contention: a ring across nodes whose GPUs share NICs cros
   std::vector<std::uint32_t> tp16(16);
   for (std::uint32_t r = 0; r < 16; ++r) tp16[r] = r;
   const std::int64_t bytes = std::int64_t{192} << 20;
-  const double engine_s = all_reduce_s(spec, {tp16}, bytes, false);
+  const double engine_s = collective_s(spec, {tp16}, bytes, false);
   const topo::CollectiveModel model(spec);
-  const auto nccl = model.predict(sim::CollectiveKind::kAllReduce, sim::Bytes(bytes), topo::GroupShape{16, 2, 8, 4});
+  const auto nccl = model.predict(sim::CollectiveKind::kAllReduce, sim::Bytes(bytes),
+                                  topo::GroupShape{16, 2, 8, 4});
   REQUIRE(nccl.valid);
   CHECK(engine_s == doctest::Approx(nccl.time_us * 1e-6).epsilon(0.01));
   // The same group with a NIC per GPU is faster (twice the NICs), so the 4-NIC rate is the NICs'.
   topo::ClusterSpec eight = config::load_cluster("dgx-a100-80gb", 2);
-  CHECK(all_reduce_s(eight, {tp16}, bytes, false) < 0.8 * engine_s);
+  CHECK(collective_s(eight, {tp16}, bytes, false) < 0.8 * engine_s);
+}
+
+TEST_CASE(
+    "topologies/contention: one group alone on an idle cluster runs at NCCL's predicted rate") {
+  // The flow network adds nothing where nothing else is moving: whatever the preset, NICs per
+  // node, group size and placement (contiguous like TP, strided like DP, across nodes or not), one
+  // all-reduce's engine time is the collective model's. A load pattern that puts a group's traffic
+  // on fewer links than NCCL's channels use (e.g. all crossings on the NICs of the first GPUs)
+  // breaks it.
+  int checked = 0;
+  for (const std::string preset :
+       {"dgx-a100-80gb", "dgx-h100", "dgx-b200", "gcp-a3-mega", "gb200-nvl72"}) {
+    for (const int nics : {0, 4, 2}) {  // 0: the preset's own
+      topo::ClusterSpec spec = config::load_cluster(preset, 4);
+      if (nics > 0) {
+        if (spec.gpus_per_node != 8) continue;
+        spec.inter_node.nics_per_node = nics;
+      }
+      const topo::Cluster cluster(spec);
+      const topo::CollectiveModel model(spec);
+      const int gpus = spec.num_gpus();
+      for (const int size : {2, 4, 8, 16, 32}) {
+        for (const int stride : {1, 2, spec.gpus_per_node / 2, spec.gpus_per_node}) {
+          if (stride < 1 || (size - 1) * stride >= gpus) continue;
+          std::vector<std::uint32_t> members;
+          std::map<int, std::pair<int, std::set<int>>> per_node;  // node -> (members, NICs)
+          for (int i = 0; i < size; ++i) {
+            const int r = i * stride;
+            members.push_back(static_cast<std::uint32_t>(r));
+            ++per_node[cluster.node_of(r)].first;
+            per_node[cluster.node_of(r)].second.insert(cluster.nic_of(r));
+          }
+          topo::GroupShape shape{size, static_cast<int>(per_node.size()), 1, 1};
+          for (const auto& [node, entry] : per_node) {
+            shape.ranks_per_node = std::max(shape.ranks_per_node, entry.first);
+            shape.nics_per_node =
+                std::max(shape.nics_per_node, static_cast<int>(entry.second.size()));
+          }
+          for (const auto kind :
+               {sim::CollectiveKind::kAllReduce, sim::CollectiveKind::kAllGather,
+                sim::CollectiveKind::kReduceScatter, sim::CollectiveKind::kAllToAll})
+            for (const std::int64_t bytes : {std::int64_t{1} << 20, std::int64_t{256} << 20}) {
+              CAPTURE(sim::to_string(kind));
+              CAPTURE(preset);
+              CAPTURE(nics);
+              CAPTURE(size);
+              CAPTURE(stride);
+              CAPTURE(bytes);
+              const auto nccl = model.predict(kind, sim::Bytes(bytes), shape);
+              CHECK(collective_s(spec, {members}, bytes, false, kind) ==
+                    doctest::Approx(nccl.time_us * 1e-6).epsilon(0.02));
+              ++checked;
+            }
+        }
+      }
+    }
+  }
+  CHECK(checked > 1000);
 }
