@@ -50,9 +50,9 @@ double attention_tile_pairs(std::int64_t q_len, std::int64_t kv_len, std::int64_
 //     head_size_rounded);
 //   flash_attention_3: 64, 96, 128, 192, 256 (flash-attention hopper/flash_api.cpp, round_up_headdim);
 //   cudnn: 64, 128, measured: on an H100 (cuDNN 9.19, validate/data/measured/2026-11-27-h100,
-//     attention_dropout_sweep_p0.json) head dim 96 takes 96-97% of head dim 128's time in both passes
-//     (0.77-0.78 of its TFLOP/s), where a kernel of its own would take about 75%; FlashAttention-2's
-//     native 96 kernel, measured beside it, takes 73-76%.
+//     attention_dropout_sweep_p0.json, 1-8K tokens) head dim 96 takes 95-98% of head dim 128's time
+//     forward and 85-101% backward, where a kernel of its own would take 75% plus its fixed costs;
+//     FlashAttention-2's native 96 kernel, measured beside it, takes 75-81% and 77-88%.
 std::int64_t attention_kernel_head_dim(const std::string& implementation, std::int64_t head_dim);
 
 class ComputeModel {
