@@ -4,7 +4,8 @@
 // not, even with the same oversubscription. Symmetric fidelity (one group simulated, its load
 // counted eight times) agrees with full fidelity. And with nothing else moving, any one group runs
 // at the collective model's (NCCL's) rate: the flow network's load pattern for a group uses the
-// links NCCL's channels use, all the NICs of a node included where GPUs share them.
+// links NCCL's channels use, all the NICs of a node included where GPUs share them; one pipeline
+// transfer runs at the point-to-point model's rate.
 
 #include <doctest/doctest.h>
 
@@ -22,6 +23,18 @@ using namespace trainsim;
 namespace {
 
 constexpr int kNodes = 8, kGpusPerNode = 8;
+
+// The engine's makespan of graph `g` on `cluster`, simulating `simulated`.
+double makespan_s(const topo::Cluster& cluster, sim::TaskGraph& g,
+                  std::vector<sim::RankId> simulated, bool symmetric) {
+  std::sort(simulated.begin(), simulated.end());
+  g.set_simulated(simulated);
+  topo::ClusterTiming timing(cluster, g);
+  sim::EngineOptions options;
+  options.symmetric = symmetric;
+  sim::Engine engine(g, timing, options);
+  return engine.run().makespan.seconds();
+}
 
 // Time of one collective (all-reduce unless `kind` says otherwise) of `bytes` on each of `groups`
 // at once (every rank in at most one group).
@@ -57,13 +70,7 @@ double collective_s(const topo::ClusterSpec& spec,
       if (!symmetric || simulated.empty()) simulated.push_back(sim::RankId{r});
     }
   }
-  std::sort(simulated.begin(), simulated.end());
-  g.set_simulated(simulated);
-  topo::ClusterTiming timing(cluster, g);
-  sim::EngineOptions options;
-  options.symmetric = symmetric;
-  sim::Engine engine(g, timing, options);
-  return engine.run().makespan.seconds();
+  return makespan_s(cluster, g, simulated, symmetric);
 }
 
 // Time of one all-reduce of `bytes` on every DP group of a TP-8 plan over kNodes nodes.
@@ -81,6 +88,23 @@ topo::ClusterSpec fabric(const std::string& topology, int nodes_per_leaf, double
   spec.inter_node.nodes_per_leaf = nodes_per_leaf;
   spec.inter_node.oversubscription = oversubscription;
   return spec;
+}
+
+// Calls `check(spec, label)` for every shipped cluster preset of `nodes` nodes and for the 8-GPU
+// ones with their GPUs sharing 4 or 2 NICs per node.
+template <typename Check>
+void for_each_cluster(int nodes, Check check) {
+  for (const std::string preset :
+       {"dgx-a100-80gb", "dgx-h100", "dgx-b200", "gcp-a3-mega", "gb200-nvl72"}) {
+    for (const int nics : {0, 4, 2}) {  // 0: the preset's own
+      topo::ClusterSpec spec = config::load_cluster(preset, nodes);
+      if (nics > 0) {
+        if (spec.gpus_per_node != 8) continue;
+        spec.inter_node.nics_per_node = nics;
+      }
+      check(spec, preset + (nics > 0 ? ", " + std::to_string(nics) + " NICs per node" : ""));
+    }
+  }
 }
 
 }  // namespace
@@ -151,52 +175,99 @@ TEST_CASE(
   // on fewer links than NCCL's channels use (e.g. all crossings on the NICs of the first GPUs)
   // breaks it.
   int checked = 0;
-  for (const std::string preset :
-       {"dgx-a100-80gb", "dgx-h100", "dgx-b200", "gcp-a3-mega", "gb200-nvl72"}) {
-    for (const int nics : {0, 4, 2}) {  // 0: the preset's own
-      topo::ClusterSpec spec = config::load_cluster(preset, 4);
-      if (nics > 0) {
-        if (spec.gpus_per_node != 8) continue;
-        spec.inter_node.nics_per_node = nics;
-      }
-      const topo::Cluster cluster(spec);
-      const topo::CollectiveModel model(spec);
-      const int gpus = spec.num_gpus();
-      for (const int size : {2, 4, 8, 16, 32}) {
-        for (const int stride : {1, 2, spec.gpus_per_node / 2, spec.gpus_per_node}) {
-          if (stride < 1 || (size - 1) * stride >= gpus) continue;
-          std::vector<std::uint32_t> members;
-          std::map<int, std::pair<int, std::set<int>>> per_node;  // node -> (members, NICs)
-          for (int i = 0; i < size; ++i) {
-            const int r = i * stride;
-            members.push_back(static_cast<std::uint32_t>(r));
-            ++per_node[cluster.node_of(r)].first;
-            per_node[cluster.node_of(r)].second.insert(cluster.nic_of(r));
-          }
-          topo::GroupShape shape{size, static_cast<int>(per_node.size()), 1, 1};
-          for (const auto& [node, entry] : per_node) {
-            shape.ranks_per_node = std::max(shape.ranks_per_node, entry.first);
-            shape.nics_per_node =
-                std::max(shape.nics_per_node, static_cast<int>(entry.second.size()));
-          }
-          for (const auto kind :
-               {sim::CollectiveKind::kAllReduce, sim::CollectiveKind::kAllGather,
-                sim::CollectiveKind::kReduceScatter, sim::CollectiveKind::kAllToAll})
-            for (const std::int64_t bytes : {std::int64_t{1} << 20, std::int64_t{256} << 20}) {
-              CAPTURE(sim::to_string(kind));
-              CAPTURE(preset);
-              CAPTURE(nics);
-              CAPTURE(size);
-              CAPTURE(stride);
-              CAPTURE(bytes);
-              const auto nccl = model.predict(kind, sim::Bytes(bytes), shape);
-              CHECK(collective_s(spec, {members}, bytes, false, kind) ==
-                    doctest::Approx(nccl.time_us * 1e-6).epsilon(0.02));
-              ++checked;
-            }
+  for_each_cluster(4, [&](const topo::ClusterSpec& spec, const std::string& label) {
+    const topo::Cluster cluster(spec);
+    const topo::CollectiveModel model(spec);
+    const int gpus = spec.num_gpus();
+    for (const int size : {2, 4, 8, 16, 32}) {
+      for (const int stride : {1, 2, spec.gpus_per_node / 2, spec.gpus_per_node}) {
+        if (stride < 1 || (size - 1) * stride >= gpus) continue;
+        std::vector<std::uint32_t> members;
+        std::map<int, std::pair<int, std::set<int>>> per_node;  // node -> (members, NICs)
+        for (int i = 0; i < size; ++i) {
+          const int r = i * stride;
+          members.push_back(static_cast<std::uint32_t>(r));
+          ++per_node[cluster.node_of(r)].first;
+          per_node[cluster.node_of(r)].second.insert(cluster.nic_of(r));
         }
+        topo::GroupShape shape{size, static_cast<int>(per_node.size()), 1, 1};
+        for (const auto& [node, entry] : per_node) {
+          shape.ranks_per_node = std::max(shape.ranks_per_node, entry.first);
+          shape.nics_per_node =
+              std::max(shape.nics_per_node, static_cast<int>(entry.second.size()));
+        }
+        for (const auto kind :
+             {sim::CollectiveKind::kAllReduce, sim::CollectiveKind::kAllGather,
+              sim::CollectiveKind::kReduceScatter, sim::CollectiveKind::kAllToAll})
+          for (const std::int64_t bytes : {std::int64_t{1} << 20, std::int64_t{256} << 20}) {
+            CAPTURE(sim::to_string(kind));
+            CAPTURE(label);
+            CAPTURE(size);
+            CAPTURE(stride);
+            CAPTURE(bytes);
+            const auto nccl = model.predict(kind, sim::Bytes(bytes), shape);
+            CHECK(collective_s(spec, {members}, bytes, false, kind) ==
+                  doctest::Approx(nccl.time_us * 1e-6).epsilon(0.02));
+            ++checked;
+          }
       }
     }
-  }
+  });
   CHECK(checked > 1000);
+}
+
+TEST_CASE(
+    "topologies/contention: one transfer alone on an idle cluster runs at the point-to-point "
+    "model's rate") {
+  // A pipeline send between two GPUs of one node or of two (through their own NICs, or NICs two
+  // or four GPUs share): the engine's time is the model's, plus the route's switch latency.
+  int checked = 0;
+  for_each_cluster(2, [&](const topo::ClusterSpec& spec, const std::string& label) {
+    const topo::Cluster cluster(spec);
+    const topo::CollectiveModel model(spec);
+    const int gpn = spec.gpus_per_node;
+    for (const auto& [src, dst] :
+         {std::pair{0, 1}, std::pair{1, gpn - 1}, std::pair{0, gpn}, std::pair{gpn - 1, gpn + 1}}) {
+      for (const std::int64_t bytes : {std::int64_t{1} << 20, std::int64_t{64} << 20}) {
+        CAPTURE(label);
+        CAPTURE(src);
+        CAPTURE(dst);
+        CAPTURE(bytes);
+        const auto ranks = static_cast<std::uint32_t>(spec.num_gpus());
+        sim::TaskGraph g(ranks, {"comm"}, {"pp"}, {"next", "prev"});
+        g.set_reverse_peer_slot(0, 1);
+        g.set_reverse_peer_slot(1, 0);
+        const std::uint32_t idle = g.add_class("idle");
+        for (std::uint32_t r = 0; r < ranks; ++r) g.set_class_of(sim::RankId{r}, idle);
+        auto endpoint = [&](int rank, bool send) {
+          const std::uint32_t c = g.add_class(send ? "sender" : "receiver");
+          const std::vector<sim::Transfer> t{
+              sim::Transfer{send, static_cast<std::uint16_t>(send ? 0 : 1), sim::Bytes(bytes)}};
+          sim::Task task;
+          task.kind = sim::TaskKind::kPointToPoint;
+          task.payload = g.add_transfers(c, t);
+          task.payload_count = 1;
+          task.name = g.intern(send ? "send" : "recv");
+          g.add_task(c, task, {});
+          g.set_class_of(sim::RankId{static_cast<std::uint32_t>(rank)}, c);
+        };
+        endpoint(src, true);
+        endpoint(dst, false);
+        g.set_peer(sim::RankId{static_cast<std::uint32_t>(src)}, 0,
+                   sim::RankId{static_cast<std::uint32_t>(dst)});
+        g.set_peer(sim::RankId{static_cast<std::uint32_t>(dst)}, 1,
+                   sim::RankId{static_cast<std::uint32_t>(src)});
+        const double engine_s = makespan_s(cluster, g,
+                                           {sim::RankId{static_cast<std::uint32_t>(src)},
+                                            sim::RankId{static_cast<std::uint32_t>(dst)}},
+                                           false);
+        const auto p =
+            model.predict_p2p(sim::Bytes(bytes), cluster.node_of(src) == cluster.node_of(dst));
+        const double expected_s = p.time_us * 1e-6 + cluster.route_latency(src, dst).seconds();
+        CHECK(engine_s == doctest::Approx(expected_s).epsilon(0.02));
+        ++checked;
+      }
+    }
+  });
+  CHECK(checked > 50);
 }
