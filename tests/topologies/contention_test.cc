@@ -226,8 +226,10 @@ TEST_CASE(
     const topo::Cluster cluster(spec);
     const topo::CollectiveModel model(spec);
     const int gpn = spec.gpus_per_node;
-    for (const auto& [src, dst] :
+    for (const auto& ends :
          {std::pair{0, 1}, std::pair{1, gpn - 1}, std::pair{0, gpn}, std::pair{gpn - 1, gpn + 1}}) {
+      const int src = ends.first,
+                dst = ends.second;  // not a structured binding: CAPTURE's lambda takes them
       for (const std::int64_t bytes : {std::int64_t{1} << 20, std::int64_t{64} << 20}) {
         CAPTURE(label);
         CAPTURE(src);
