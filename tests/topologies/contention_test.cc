@@ -170,10 +170,10 @@ TEST_CASE(
 TEST_CASE(
     "topologies/contention: one group alone on an idle cluster runs at NCCL's predicted rate") {
   // The flow network adds nothing where nothing else is moving: whatever the preset, NICs per
-  // node, group size and placement (contiguous like TP, strided like DP, across nodes or not), one
-  // all-reduce's engine time is the collective model's. A load pattern that puts a group's traffic
-  // on fewer links than NCCL's channels use (e.g. all crossings on the NICs of the first GPUs)
-  // breaks it.
+  // node, group size and placement (contiguous like TP, strided like DP, across nodes or not) and
+  // collective, one collective's engine time is the collective model's. A load pattern that puts a
+  // group's traffic on fewer links than NCCL's channels use (e.g. all crossings on the NICs of the
+  // first GPUs) breaks it.
   int checked = 0;
   for_each_cluster(4, [&](const topo::ClusterSpec& spec, const std::string& label) {
     const topo::Cluster cluster(spec);
@@ -198,7 +198,7 @@ TEST_CASE(
         }
         for (const auto kind :
              {sim::CollectiveKind::kAllReduce, sim::CollectiveKind::kAllGather,
-              sim::CollectiveKind::kReduceScatter, sim::CollectiveKind::kAllToAll})
+              sim::CollectiveKind::kReduceScatter, sim::CollectiveKind::kAllToAll}) {
           for (const std::int64_t bytes : {std::int64_t{1} << 20, std::int64_t{256} << 20}) {
             CAPTURE(sim::to_string(kind));
             CAPTURE(label);
@@ -210,6 +210,7 @@ TEST_CASE(
                   doctest::Approx(nccl.time_us * 1e-6).epsilon(0.02));
             ++checked;
           }
+        }
       }
     }
   });
@@ -228,8 +229,9 @@ TEST_CASE(
     const int gpn = spec.gpus_per_node;
     for (const auto& ends :
          {std::pair{0, 1}, std::pair{1, gpn - 1}, std::pair{0, gpn}, std::pair{gpn - 1, gpn + 1}}) {
-      const int src = ends.first,
-                dst = ends.second;  // not a structured binding: CAPTURE's lambda takes them
+      // Named, not a structured binding: CAPTURE's lambda cannot take those (clang 14).
+      const int src = ends.first, dst = ends.second;
+      const sim::RankId from{static_cast<std::uint32_t>(src)}, to{static_cast<std::uint32_t>(dst)};
       for (const std::int64_t bytes : {std::int64_t{1} << 20, std::int64_t{64} << 20}) {
         CAPTURE(label);
         CAPTURE(src);
@@ -241,7 +243,7 @@ TEST_CASE(
         g.set_reverse_peer_slot(1, 0);
         const std::uint32_t idle = g.add_class("idle");
         for (std::uint32_t r = 0; r < ranks; ++r) g.set_class_of(sim::RankId{r}, idle);
-        auto endpoint = [&](int rank, bool send) {
+        auto endpoint = [&](sim::RankId rank, bool send) {
           const std::uint32_t c = g.add_class(send ? "sender" : "receiver");
           const std::vector<sim::Transfer> t{
               sim::Transfer{send, static_cast<std::uint16_t>(send ? 0 : 1), sim::Bytes(bytes)}};
@@ -251,18 +253,13 @@ TEST_CASE(
           task.payload_count = 1;
           task.name = g.intern(send ? "send" : "recv");
           g.add_task(c, task, {});
-          g.set_class_of(sim::RankId{static_cast<std::uint32_t>(rank)}, c);
+          g.set_class_of(rank, c);
         };
-        endpoint(src, true);
-        endpoint(dst, false);
-        g.set_peer(sim::RankId{static_cast<std::uint32_t>(src)}, 0,
-                   sim::RankId{static_cast<std::uint32_t>(dst)});
-        g.set_peer(sim::RankId{static_cast<std::uint32_t>(dst)}, 1,
-                   sim::RankId{static_cast<std::uint32_t>(src)});
-        const double engine_s = makespan_s(cluster, g,
-                                           {sim::RankId{static_cast<std::uint32_t>(src)},
-                                            sim::RankId{static_cast<std::uint32_t>(dst)}},
-                                           false);
+        endpoint(from, true);
+        endpoint(to, false);
+        g.set_peer(from, 0, to);
+        g.set_peer(to, 1, from);
+        const double engine_s = makespan_s(cluster, g, {from, to}, false);
         const auto p =
             model.predict_p2p(sim::Bytes(bytes), cluster.node_of(src) == cluster.node_of(dst));
         const double expected_s = p.time_us * 1e-6 + cluster.route_latency(src, dst).seconds();
