@@ -406,6 +406,23 @@ topo::ClusterSpec read_cluster(const Json& section, const std::string& file, con
   c.inter_node.nic_latency = Duration::from_seconds(inter.get_double("nic_latency_us", 0.0, 0, 1e5) * 1e-6);
   c.inter_node.gpudirect_rdma = inter.get_bool("gpudirect_rdma", true);
   c.inter_node.sharp = inter.get_bool("sharp", false);
+  // NICs grouped behind each GPU as one device (hardware.h): the spec counts devices from here on.
+  const int nics = c.inter_node.nics_per_node;
+  c.inter_node.nics_per_gpu = static_cast<int>(inter.get_int("nics_per_gpu", 1, 1, 64));
+  if (nics % c.inter_node.nics_per_gpu != 0) {
+    inter.fail("nics_per_gpu", "expected a divisor of nics_per_node (" + std::to_string(nics) + "), got " +
+                                   std::to_string(c.inter_node.nics_per_gpu));
+  }
+  c.inter_node.nics_per_node = nics / c.inter_node.nics_per_gpu;
+  // A node described with more NICs than GPUs must say how its GPUs use them. A GPU count set over
+  // a preset's (a partial node: 4 GPUs of a DGX) keeps one device per GPU and leaves the rest idle.
+  if (c.inter_node.nics_per_node > c.gpus_per_node && inter.file_of("nics_per_node") == r.file_of("gpus_per_node")) {
+    inter.fail("nics_per_node", std::to_string(nics) + " NICs for " + std::to_string(c.gpus_per_node) +
+                                    " GPUs per node: give inter_node.nics_per_gpu, the NICs behind each GPU that act as "
+                                    "one device (AWS p5: 4 EFA NICs per GPU), or count only the NICs the GPUs use");
+  }
+  c.inter_node.nic_bandwidth =
+      Bandwidth::bytes_per_s(c.inter_node.nic_bandwidth.bytes_per_second() * c.inter_node.nics_per_gpu);
   inter.finish();
   c.pcie_generation = static_cast<int>(r.get_int("pcie_generation", 4, 3, 6));
   // NCCL treats every CPU but an x86 AMD one as Intel (src/graph/tuning.cc getNetOverhead: 1 us

@@ -1368,9 +1368,10 @@ void validate_plan(const Scenario& s, const Origins& o) {
     throw InputError(s.file, "/simulation/stragglers", "stragglers break the symmetry between ranks: set simulation.fidelity to \"full\"");
   }
   for (const DegradedLink& d : s.simulation.degraded_links) {
-    if (d.node >= s.cluster.num_nodes || (d.nic && *d.nic >= s.cluster.inter_node.nics_per_node)) {
+    const int nics = s.cluster.inter_node.nics_per_node * s.cluster.inter_node.nics_per_gpu;
+    if (d.node >= s.cluster.num_nodes || (d.nic && *d.nic >= nics)) {
       throw InputError(s.file, "/simulation/degraded_links", "link outside the cluster (" + std::to_string(s.cluster.num_nodes) +
-                                                                 " nodes, " + std::to_string(s.cluster.inter_node.nics_per_node) + " NICs each)");
+                                                                 " nodes, " + std::to_string(nics) + " NICs each)");
     }
   }
   if (!s.simulation.degraded_links.empty() && !s.simulation.full) {

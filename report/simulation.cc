@@ -134,8 +134,10 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
           if (!path.empty()) links.insert(sim::index(path.back()));
           continue;
         }
+        // A NIC of a grouped device (more NICs than GPUs) slows its whole group: the group stripes
+        // each message evenly over its NICs, so the slowest stripe sets the pace.
         const int nic = cluster->nic_of(gpu) - static_cast<int>(d.node) * s.cluster.inter_node.nics_per_node;
-        if (d.nic && nic != *d.nic) continue;
+        if (d.nic && nic != *d.nic / s.cluster.inter_node.nics_per_gpu) continue;
         for (sim::ResourceId r : cluster->nic_links(gpu)) links.insert(sim::index(r));
       }
       for (std::uint32_t l : links) cluster->scale_link(sim::ResourceId{l}, d.bandwidth_fraction);

@@ -265,9 +265,14 @@ struct IntraNodeSpec {
 // spine; a leaf's uplink capacity is its downlink capacity / oversubscription.
 struct InterNodeSpec {
   std::string topology = "rail_optimized";  // "rail_optimized" | "fat_tree"
+  // Network devices per node, one NIC each unless nics_per_gpu groups them: AWS p5 (32 EFA NICs
+  // of 100 Gb/s, 8 GPUs, "nics_per_gpu": 4 in its file) has 8 devices of 400 Gb/s, as aws-ofi-nccl
+  // groups the NICs behind a GPU's PCIe switch into one NCCL device and stripes each message
+  // evenly over them (doc/topology.md "Grouping NICs into rails"; src/nccl_ofi_scheduler.cpp).
   int nics_per_node = 8;
+  int nics_per_gpu = 1;           // NICs per device above (the cluster file's nics_per_gpu)
   std::string nic;                // NIC model (documentation)
-  Bandwidth nic_bandwidth;        // per NIC, per direction (line rate)
+  Bandwidth nic_bandwidth;        // per device, per direction (line rate; a group's sum)
   int switch_radix = 64;          // ports per leaf switch
   double oversubscription = 1.0;  // leaf downlink capacity / uplink capacity
   int nodes_per_leaf = 32;        // rail-optimized: nodes per scalable unit; fat tree: per leaf

@@ -169,6 +169,33 @@ TEST_CASE("config/Scenario: a cluster written out in full gets NCCL's own consta
   CHECK(s.cluster.nccl.net_overhead_us == preset.cluster.nccl.net_overhead_us);
 }
 
+TEST_CASE("config/Scenario: NICs grouped behind each GPU make one device of their summed speed") {
+  // AWS p5: 32 EFA NICs of 100 Gb/s, four behind each of 8 GPUs, read as aws-ofi-nccl presents
+  // them to NCCL.
+  const topo::ClusterSpec p5 = config::load_cluster("aws-p5", 2);
+  CHECK(p5.inter_node.nics_per_node == 8);
+  CHECK(p5.inter_node.nics_per_gpu == 4);
+  CHECK(p5.inter_node.nic_bandwidth.gbps() == doctest::Approx(50.0));  // 4 x 100 Gb/s
+  const std::string model = R"("model": {"preset": "gpt3-1.7b"}, "training": {"micro_batch_size": 1, "global_batch_size": 16})";
+  const std::string own = R"("gpu": "h100-sxm5-80gb", "gpus_per_node": 8, "num_nodes": 2, "intra_node": {"fabric": "nvswitch", "bandwidth_GBps": 450})";
+  // A node described with more NICs than GPUs must say how the GPUs use them.
+  const std::string unsaid = error_of_text("{" + model + R"(, "cluster": {)" + own +
+                                           R"(, "inter_node": {"nics_per_node": 32, "nic_bandwidth_Gbps": 100}}})");
+  CHECK(tests::contains(unsaid, "/cluster/inter_node/nics_per_node: 32 NICs for 8 GPUs per node: give inter_node.nics_per_gpu"));
+  CHECK(error_of_text("{" + model + R"(, "cluster": {)" + own +
+                      R"(, "inter_node": {"nics_per_node": 32, "nics_per_gpu": 4, "nic_bandwidth_Gbps": 100}}})") == "");
+  CHECK(tests::contains(error_of_text("{" + model + R"(, "cluster": {)" + own +
+                                      R"(, "inter_node": {"nics_per_node": 32, "nics_per_gpu": 3, "nic_bandwidth_Gbps": 100}}})"),
+                        "/cluster/inter_node/nics_per_gpu: expected a divisor of nics_per_node (32), got 3"));
+  // Part of a preset's node (4 of GB200's 64-GPU domain, one GPU of a p5) keeps one device per GPU.
+  const config::Scenario part = config::load_scenario(tests::kDefaultScenario,
+      {"cluster.preset=\"aws-p5\"", "cluster.gpus_per_node=1", "cluster.num_nodes=8", "parallelism.tensor_model_parallel_size=1",
+       "parallelism.pipeline_model_parallel_size=1", "model.preset=\"gpt3-1.7b\"", "training.global_batch_size=8", "training.micro_batch_size=1"});
+  CHECK(part.cluster.inter_node.nics_per_node == 8);
+  CHECK(part.cluster.inter_node.nic_bandwidth.gbps() == doctest::Approx(50.0));
+  CHECK(error_of_text("{" + model + R"(, "cluster": {"preset": "gb200-nvl72", "gpus_per_node": 4, "num_nodes": 4}})") == "");
+}
+
 TEST_CASE("config/Scenario: a shared expert needs a mixture-of-experts model and a tensor-parallel split") {
   CHECK(tests::contains(error_of({"model.moe_shared_expert_intermediate_size=4096"}),
                         "/model/moe_shared_expert_intermediate_size: a shared expert needs a mixture-of-experts model"));

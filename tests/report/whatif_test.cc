@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "config/scenario.h"
 #include "models/graph_vocabulary.h"
@@ -58,16 +60,31 @@ TEST_CASE("report/what-if: one 1.2x straggler slows the whole synchronous iterat
 
 TEST_CASE("report/what-if: a degraded NIC slows the data-parallel collectives it carries") {
   // GPT 1.7B with TP 8 on 4 nodes: each data-parallel ring runs on one rail (NIC i of every node).
-  const std::vector<std::string> plan = {"parallelism.tensor_model_parallel_size=8", "training.micro_batch_size=1",
-                                         "training.global_batch_size=16", "training.recompute_granularity=\"none\""};
-  const auto nominal = run_golden_full("gpt3-1.7b-dp32-a100.json", plan);
-  auto degraded_plan = plan;
-  degraded_plan.push_back("simulation.degraded_links=[{\"node\": 2, \"nic\": 0, \"bandwidth_fraction\": 0.25}]");
-  const auto degraded = run_golden_full("gpt3-1.7b-dp32-a100.json", degraded_plan);
-  // Rank 0 is on rail 0 (through node 2's NIC 0); rank 1 is on rail 1.
-  CHECK(dp_time(degraded, 0) > 2.0 * dp_time(nominal, 0));
-  CHECK(dp_time(degraded, 1) == doctest::Approx(dp_time(nominal, 1)).epsilon(0.01));
-  CHECK(degraded.iteration_time_s > nominal.iteration_time_s);
+  // Rank 0 is on rail 0 (through node 2's NIC 0 of the A100 preset), rank 1 on rail 1. On AWS p5
+  // nodes four 100 Gb/s NICs stand behind each GPU as one device: NIC 1 is in GPU 0's group, which
+  // stripes every message evenly over its four NICs, so one NIC at a quarter of its speed paces the
+  // group; GPU 1's group (NICs 4-7) is untouched.
+  for (const std::pair<std::string, int>& c : {std::pair<std::string, int>{"", 0}, {"cluster.preset=\"aws-p5\"", 1}}) {
+    const std::string& cluster = c.first;
+    const int nic = c.second;
+    INFO("cluster " << (cluster.empty() ? std::string("dgx-a100-80gb") : cluster) << ", NIC " << nic);
+    std::vector<std::string> plan = {"parallelism.tensor_model_parallel_size=8", "training.micro_batch_size=1",
+                                     "training.global_batch_size=16", "training.recompute_granularity=\"none\""};
+    if (!cluster.empty()) plan.push_back(cluster);
+    const auto nominal = run_golden_full("gpt3-1.7b-dp32-a100.json", plan);
+    auto degraded_plan = plan;
+    degraded_plan.push_back("simulation.degraded_links=[{\"node\": 2, \"nic\": " + std::to_string(nic) +
+                            ", \"bandwidth_fraction\": 0.25}]");
+    const auto degraded = run_golden_full("gpt3-1.7b-dp32-a100.json", degraded_plan);
+    CHECK(dp_time(degraded, 0) > 2.0 * dp_time(nominal, 0));
+    CHECK(dp_time(degraded, 1) == doctest::Approx(dp_time(nominal, 1)).epsilon(0.01));
+    CHECK(degraded.iteration_time_s > nominal.iteration_time_s);
+  }
+  // p5's NICs are numbered 0-31.
+  CHECK_THROWS_WITH_AS(run_golden_full("gpt3-1.7b-dp32-a100.json",
+                                       {"cluster.preset=\"aws-p5\"", "parallelism.tensor_model_parallel_size=8",
+                                        "simulation.degraded_links=[{\"node\": 2, \"nic\": 32, \"bandwidth_fraction\": 0.25}]"}),
+                       doctest::Contains("32 NICs each"), InputError);
 }
 
 TEST_CASE("report/what-if: communication sensitivity separates traffic on the critical path from hidden traffic") {
