@@ -9,8 +9,10 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "config/json_reader.h"
 #include "config/scenario.h"
@@ -68,6 +70,33 @@ validate::NcclTestsLog log_of(const config::Json& record) {
     log.rows.push_back(row);
   }
   return log;
+}
+
+// Every record of a measurement file, each a full sweep of one collective (all rows kept).
+struct Sweep {
+  std::string id;
+  std::optional<sim::CollectiveKind> kind;  // none: point to point
+  validate::NcclTestsLog log;
+  int gpus = 0, nodes = 0;
+};
+
+std::vector<Sweep> sweeps_of(const std::string& file) {
+  const config::Json data = config::read_json_file(std::string(TRAINSIM_SOURCE_DIR) + "/validate/data/" + file);
+  REQUIRE(data.is_array());
+  std::vector<Sweep> out;
+  for (const config::Json& record : data) {
+    Sweep s;
+    s.id = record["id"].get<std::string>();
+    bool p2p = false;
+    s.kind = validate::collective_of_test(record["collective"].get<std::string>(), s.id, &p2p);
+    s.log = log_of(record);
+    INFO("dataset " << s.id);
+    REQUIRE(s.log.rows.size() == record["rows"].size());
+    s.gpus = record["n_gpus"].get<int>();
+    s.nodes = record["n_nodes"].get<int>();
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 }  // namespace
@@ -160,18 +189,14 @@ TEST_CASE("validate/nccl accuracy: GB200 NVL72 collectives of 4-64 GPUs in one N
   // |busbw error| within 15% (README: 2.1-14.2%, the 4-GPU all-gather the largest). 64-512 MiB
   // are printed, not checked: there the errors span -18% to +51%, partly the method's (README,
   // "Collectives on GB200 NVL72").
-  const config::Json data = config::read_json_file(std::string(TRAINSIM_SOURCE_DIR) + "/validate/data/nccl_xla_gb200.json");
-  REQUIRE(data.is_array());
   const topo::ClusterSpec cluster = config::load_cluster("gb200-nvl72", 1);
   int sweeps = 0;
-  for (const config::Json& record : data) {
-    const std::string id = record["id"].get<std::string>();
+  for (const Sweep& sweep : sweeps_of("nccl_xla_gb200.json")) {
+    const std::string& id = sweep.id;
     INFO("dataset " << id);
-    bool p2p = false;
-    const auto kind = validate::collective_of_test(record["collective"].get<std::string>(), id, &p2p);
-    const validate::NcclTestsLog log = log_of(record);
-    REQUIRE(log.rows.size() == record["rows"].size());
-    const int gpus = record["n_gpus"].get<int>();
+    const auto kind = sweep.kind;
+    const validate::NcclTestsLog& log = sweep.log;
+    const int gpus = sweep.gpus;
     const topo::GroupShape shape{gpus, 1, gpus, std::min(gpus, cluster.inter_node.nics_per_node)};
     double large = 0, mid_min = 0, mid_max = 0;
     int n_large = 0, n_mid = 0;
@@ -193,4 +218,38 @@ TEST_CASE("validate/nccl accuracy: GB200 NVL72 collectives of 4-64 GPUs in one N
     ++sweeps;
   }
   CHECK(sweeps == 15);
+}
+
+TEST_CASE("validate/nccl accuracy: AWS p5 (32 EFA NICs, four per GPU) all-reduce and all-to-all on 2-32 nodes") {
+  // validate/data/nccl_aws_p5.json: nccl-tests on ml.p5.48xlarge, 32 MiB to 8 GiB (all-to-all to
+  // 2 GiB), with aws-ofi-nccl's tuner choosing the algorithm. Checked where every tuner has
+  // settled on its bandwidth algorithm: all-reduce from 4 GiB within 12% of the measured bus
+  // bandwidth, all-to-all at 1-2 GiB within 25%. Read as one 100 Gb/s NIC per GPU (the four
+  // NICs of a GPU not grouped), the same rows come out 66-73% short. The other sizes are
+  // printed, not checked (README, "Accuracy").
+  int sweeps = 0;
+  for (const Sweep& sweep : sweeps_of("nccl_aws_p5.json")) {
+    const std::string& id = sweep.id;
+    INFO("dataset " << id);
+    const bool all_reduce = sweep.kind == sim::CollectiveKind::kAllReduce;
+    const int gpus = sweep.gpus;
+    const int nodes = sweep.nodes;
+    const topo::ClusterSpec cluster = config::load_cluster("aws-p5", nodes);
+    const topo::GroupShape shape{gpus, nodes, gpus / nodes, std::min(gpus / nodes, cluster.inter_node.nics_per_node)};
+    const std::int64_t from = all_reduce ? std::int64_t{4} << 30 : std::int64_t{1} << 30;
+    const double limit = all_reduce ? 0.12 : 0.25;
+    int checked = 0;
+    std::printf("%-36s", id.c_str());
+    for (const auto& c : validate::compare_nccl_tests(sweep.log, cluster, shape, sweep.kind, 1)) {
+      std::printf(" %lldM %+.0f%%", static_cast<long long>(c.bytes >> 20), 100 * c.busbw_error);
+      if (c.bytes < from) continue;
+      INFO("size " << c.bytes << " B: measured " << c.measured_busbw_GBps << " GB/s, predicted " << c.predicted_busbw_GBps);
+      CHECK(std::abs(c.busbw_error) <= limit);
+      ++checked;
+    }
+    std::printf("\n");
+    CHECK(checked == 2);
+    ++sweeps;
+  }
+  CHECK(sweeps == 10);
 }
