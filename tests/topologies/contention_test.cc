@@ -95,7 +95,7 @@ topo::ClusterSpec fabric(const std::string& topology, int nodes_per_leaf, double
 template <typename Check>
 void for_each_cluster(int nodes, Check check) {
   for (const std::string preset :
-       {"dgx-a100-80gb", "dgx-h100", "dgx-b200", "gcp-a3-mega", "aws-p5", "gb200-nvl72"}) {
+       {"dgx-a100-80gb", "dgx-h100", "dgx-b200", "gcp-a3-mega", "aws-p5", "aws-p5en", "aws-p4d", "gb200-nvl72"}) {
     for (const int nics : {0, 4, 2}) {  // 0: the preset's own
       topo::ClusterSpec spec = config::load_cluster(preset, nodes);
       if (nics > 0) {
