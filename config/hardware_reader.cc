@@ -414,9 +414,19 @@ topo::ClusterSpec read_cluster(const Json& section, const std::string& file, con
                                    std::to_string(c.inter_node.nics_per_gpu));
   }
   c.inter_node.nics_per_node = nics / c.inter_node.nics_per_gpu;
-  // A node described with more NICs than GPUs must say how its GPUs use them. A GPU count set over
-  // a preset's (a partial node: 4 GPUs of a DGX) keeps one device per GPU and leaves the rest idle.
-  if (c.inter_node.nics_per_node > c.gpus_per_node && inter.file_of("nics_per_node") == r.file_of("gpus_per_node")) {
+  // Each GPU needs its own group.
+  if (c.inter_node.nics_per_gpu > 1 && c.inter_node.nics_per_node < c.gpus_per_node) {
+    inter.fail("nics_per_gpu", std::to_string(c.inter_node.nics_per_gpu) + " NICs per GPU leave " +
+                                   std::to_string(c.inter_node.nics_per_node) + " groups for " + std::to_string(c.gpus_per_node) +
+                                   " GPUs per node: expected nics_per_node = gpus_per_node x nics_per_gpu (" +
+                                   std::to_string(c.gpus_per_node * c.inter_node.nics_per_gpu) + ")");
+  }
+  // A node with more NICs than GPUs must say how its GPUs use them, unless it is part of a
+  // preset's node (a GPU count set over the preset's: 4 GPUs of a DGX), which keeps one device
+  // per GPU and leaves the rest idle.
+  const bool part_of_preset_node =
+      inter.file_of("nics_per_node") == preset_path && r.file_of("gpus_per_node") != preset_path;
+  if (c.inter_node.nics_per_node > c.gpus_per_node && !part_of_preset_node) {
     inter.fail("nics_per_node", std::to_string(nics) + " NICs for " + std::to_string(c.gpus_per_node) +
                                     " GPUs per node: give inter_node.nics_per_gpu, the NICs behind each GPU that act as "
                                     "one device (AWS p5: 4 EFA NICs per GPU), or count only the NICs the GPUs use");

@@ -194,6 +194,14 @@ TEST_CASE("config/Scenario: NICs grouped behind each GPU make one device of thei
   CHECK(part.cluster.inter_node.nics_per_node == 8);
   CHECK(part.cluster.inter_node.nic_bandwidth.gbps() == doctest::Approx(50.0));
   CHECK(error_of_text("{" + model + R"(, "cluster": {"preset": "gb200-nvl72", "gpus_per_node": 4, "num_nodes": 4}})") == "");
+  // NICs set over a preset's GPU count are the user's statement too.
+  CHECK(tests::contains(error_of_text("{" + model + R"(, "cluster": {"preset": "dgx-h100", "num_nodes": 2, "inter_node": {"nics_per_node": 16}}})"),
+                        "16 NICs for 8 GPUs per node: give inter_node.nics_per_gpu"));
+  CHECK(error_of_text("{" + model + R"(, "cluster": {"preset": "dgx-h100", "num_nodes": 2, "inter_node": {"nics_per_node": 16, "nics_per_gpu": 2}}})") == "");
+  // Every GPU needs a group of its own.
+  CHECK(tests::contains(error_of_text("{" + model + R"(, "cluster": {"preset": "dgx-h100", "num_nodes": 2, "inter_node": {"nics_per_gpu": 2}}})"),
+                        "/cluster/inter_node/nics_per_gpu: 2 NICs per GPU leave 4 groups for 8 GPUs per node: expected nics_per_node = "
+                        "gpus_per_node x nics_per_gpu (16)"));
 }
 
 TEST_CASE("config/Scenario: a shared expert needs a mixture-of-experts model and a tensor-parallel split") {
