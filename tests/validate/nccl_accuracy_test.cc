@@ -72,6 +72,12 @@ validate::NcclTestsLog log_of(const config::Json& record) {
   return log;
 }
 
+// A communicator of `gpus` spread evenly over `nodes` nodes of `cluster`, each node's members on
+// as many NICs as it has members (nccl-tests runs one rank per GPU).
+topo::GroupShape shape_of(const topo::ClusterSpec& cluster, int gpus, int nodes) {
+  return topo::GroupShape{gpus, nodes, gpus / nodes, std::min(gpus / nodes, cluster.inter_node.nics_per_node)};
+}
+
 // Every record of a measurement file, each a full sweep of one collective (all rows kept).
 struct Sweep {
   std::string id;
@@ -123,10 +129,8 @@ TEST_CASE(
     const int gpus = record["n_gpus"].get<int>();
     const int nodes = record["n_nodes"].get<int>();
     const topo::ClusterSpec cluster = config::load_cluster(preset, nodes);
-    const topo::GroupShape shape{gpus, nodes, gpus / nodes,
-                                 std::min(gpus / nodes, cluster.inter_node.nics_per_node)};
     const auto rows = validate::compare_nccl_tests(
-        log, cluster, shape, sim::CollectiveKind::kAllReduce, gpus_per_thread_of(record));
+        log, cluster, shape_of(cluster, gpus, nodes), sim::CollectiveKind::kAllReduce, gpus_per_thread_of(record));
     // Mid sizes are checked where the GPU's measured ring applies (one NVLink node).
     const bool measured_ring = cluster.gpu.calibration.intra_node_ring.has_value() && nodes == 1;
     double worst_bw = 0, worst_time = 0, sum_bw = 0, sum_time = 0, worst_mid = 0, sum_mid = 0;
@@ -197,10 +201,9 @@ TEST_CASE("validate/nccl accuracy: GB200 NVL72 collectives of 4-64 GPUs in one N
     const auto kind = sweep.kind;
     const validate::NcclTestsLog& log = sweep.log;
     const int gpus = sweep.gpus;
-    const topo::GroupShape shape{gpus, 1, gpus, std::min(gpus, cluster.inter_node.nics_per_node)};
     double large = 0, mid_min = 0, mid_max = 0;
     int n_large = 0, n_mid = 0;
-    for (const auto& c : validate::compare_nccl_tests(log, cluster, shape, kind, 1)) {
+    for (const auto& c : validate::compare_nccl_tests(log, cluster, shape_of(cluster, gpus, 1), kind, 1)) {
       if (c.bytes >= (std::int64_t{1} << 30)) {
         large += std::abs(c.busbw_error);
         ++n_large;
@@ -235,12 +238,11 @@ TEST_CASE("validate/nccl accuracy: AWS p5 (32 EFA NICs, four per GPU) all-reduce
     const int gpus = sweep.gpus;
     const int nodes = sweep.nodes;
     const topo::ClusterSpec cluster = config::load_cluster("aws-p5", nodes);
-    const topo::GroupShape shape{gpus, nodes, gpus / nodes, std::min(gpus / nodes, cluster.inter_node.nics_per_node)};
     const std::int64_t from = all_reduce ? std::int64_t{4} << 30 : std::int64_t{1} << 30;
     const double limit = all_reduce ? 0.12 : 0.25;
     int checked = 0;
     std::printf("%-36s", id.c_str());
-    for (const auto& c : validate::compare_nccl_tests(sweep.log, cluster, shape, sweep.kind, 1)) {
+    for (const auto& c : validate::compare_nccl_tests(sweep.log, cluster, shape_of(cluster, gpus, nodes), sweep.kind, 1)) {
       std::printf(" %lldM %+.0f%%", static_cast<long long>(c.bytes >> 20), 100 * c.busbw_error);
       if (c.bytes < from) continue;
       INFO("size " << c.bytes << " B: measured " << c.measured_busbw_GBps << " GB/s, predicted " << c.predicted_busbw_GBps);
@@ -267,11 +269,10 @@ TEST_CASE("validate/nccl accuracy: all-to-all inside GB200 NVL72 and B200 NVLink
     INFO("dataset " << sweep.id);
     const bool gb200 = sweep.id.find("gb200") != std::string::npos;
     const topo::ClusterSpec cluster = config::load_cluster(gb200 ? "gb200-nvl72" : "dgx-b200", 1);
-    const topo::GroupShape shape{sweep.gpus, 1, sweep.gpus, std::min(sweep.gpus, cluster.inter_node.nics_per_node)};
     double large = 0;
     int n_large = 0;
     std::printf("%-40s", sweep.id.c_str());
-    for (const auto& c : validate::compare_nccl_tests(sweep.log, cluster, shape, sweep.kind, 1)) {
+    for (const auto& c : validate::compare_nccl_tests(sweep.log, cluster, shape_of(cluster, sweep.gpus, 1), sweep.kind, 1)) {
       if (c.bytes < (std::int64_t{64} << 20)) continue;
       std::printf(" %lldM %+.0f%%", static_cast<long long>(c.bytes >> 20), 100 * c.busbw_error);
       if (c.bytes < (std::int64_t{1} << 30)) continue;
