@@ -342,7 +342,8 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_flag("--exact", a->exact, "Simulate whole iterations instead of extrapolating the pipeline's steady state");
   cmd->add_flag("--sensitivity", a->sensitivity,
                 "Also simulate the best plan whole and each kind of communication at half speed, twice the speed and "
-                "free (as run --sensitivity): would a faster or slower network change it");
+                "free, and the speeds that hide each kind and that it tolerates (as run --sensitivity): would a faster "
+                "or slower network change it");
   cmd->footer(
       "Example: trainsim plan --model gpt3-175b --cluster dgx-h100 --gpus 1024 --global-batch-size 2048 --train-tokens 3e11");
   registry.add(cmd, [a]() { return run(*a); });

@@ -106,7 +106,8 @@ void add_run_command(CLI::App& app, Registry& registry) {
                 "runs of a scenario): the same scenario then gives byte-identical output");
   cmd->add_flag("--sensitivity", args->sensitivity,
                 "Also re-simulate with each kind of communication (tp, dp, pp, ...) at half speed, twice "
-                "the speed and free, everything else unchanged: which traffic is on the critical path");
+                "the speed and free, everything else unchanged: which traffic is on the critical path; then the speed "
+                "that hides each kind and the slowest it tolerates (each within 1% of the iteration)");
   cmd->footer(
       "Examples:\n"
       "  trainsim run scenarios/gpt3-175b-1024xa100.json --set training.micro_batch_size=2 --json -\n"

@@ -7,6 +7,14 @@
 // the question behind "would faster NICs / NVLink help this plan?". Scaling applies to the
 // kind's latency and to its bytes on every link it loads, so contention with other traffic
 // changes with it.
+//
+// Then, per kind, the two speeds at the edges of its slack, each found by bisection (brackets a
+// factor of 4 wide, then halved in log-speed to within kSensitivityResolution): the speed it
+// needs to be hidden (from which the iteration is within kSensitivityTolerance of the modelled
+// iteration of free traffic: the bandwidth a plan needs for that traffic to cost nothing) and
+// the speed it tolerates (down to which the iteration stays within that of the modelled one: how
+// much a slower or degraded network it can absorb). Both assume the iteration time does not
+// rise with the speed, which the engine's max-min sharing gives up to the order of ties.
 
 #include <limits>
 #include <vector>
@@ -18,9 +26,17 @@ namespace trainsim::report {
 // The speeds each kind is re-simulated at (infinity: free).
 inline constexpr double kSensitivitySpeeds[] = {0.5, 2.0, std::numeric_limits<double>::infinity()};
 
+// A kind is hidden, or tolerates a speed, while it costs at most this share of the modelled
+// iteration; the speeds are searched within [1 / kSensitivityRange, kSensitivityRange] and
+// bisected until the bracket is at most kSensitivityResolution wide (a ratio).
+inline constexpr double kSensitivityTolerance = 0.01;
+inline constexpr double kSensitivityRange = 16;  // the engine scales communication time by at most 16 (sim::EngineOptions)
+inline constexpr double kSensitivityResolution = 1.05;
+
 // Kinds with time on the wire on any simulated rank of `base`, each re-simulated at
-// kSensitivitySpeeds (3 simulations per kind, `threads` at once; 0: one per CPU). Results are in
-// category order whatever the thread count.
+// kSensitivitySpeeds (3 simulations per kind) and then searched for its hide and tolerated
+// speeds (about 4-10 simulations each), `threads` kinds at once (0: one per CPU). Results are
+// in category order and the same whatever the thread count.
 std::vector<CommunicationSensitivity> communication_sensitivity(const RunResult& base, unsigned threads = 0);
 
 }  // namespace trainsim::report

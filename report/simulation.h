@@ -103,6 +103,13 @@ struct CommunicationSensitivity {
   double time_s = 0;      // this kind's time on the wire, critical rank (hidden or not)
   double exposed_s = 0;   // of which the compute stream waited for
   std::vector<SpeedVariant> variants;
+  // Where the kind stops mattering, found by bisection (report/sensitivity.h), in times its
+  // modelled speed: the lowest speed from which the iteration is within kSensitivityTolerance
+  // (a share of the modelled iteration) of the iteration with this traffic free (1: already;
+  // none: not by kSensitivityRange), and the lowest speed down to which the iteration stays
+  // within that of the modelled one (none: it does even at 1 / kSensitivityRange).
+  std::optional<double> hide_speed;
+  std::optional<double> tolerated_speed;
 };
 
 struct RunResult {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "models/graph_vocabulary.h"
+#include "report/sensitivity.h"
 #include "report/text_format.h"
 #include "topologies/compute_model.h"
 
@@ -368,6 +369,21 @@ std::string sensitivity_text(const RunResult& r) {
     }
     o << "\n";
   }
+  // Where each kind stops mattering (report/sensitivity.h).
+  const auto speed = [](const std::optional<double>& s, const char* none) {
+    return s ? (*s == 1 ? std::string("1x (now)") : fmt("%.3gx", *s)) : std::string(none);
+  };
+  o << "    kind          hidden from     tolerates down to\n";
+  for (const CommunicationSensitivity& c : *r.sensitivity) {
+    const std::string hide = speed(c.hide_speed, fmt("> %gx", kSensitivityRange).c_str());
+    const std::string tolerated = speed(c.tolerated_speed, fmt("< %.3gx", 1 / kSensitivityRange).c_str());
+    o << "    " << c.kind << std::string(10 - std::min<std::size_t>(c.kind.size(), 9), ' ') << std::string(13 - std::min<std::size_t>(hide.size(), 12), ' ')
+      << hide << std::string(22 - std::min<std::size_t>(tolerated.size(), 21), ' ') << tolerated << "\n";
+  }
+  const std::string tol = fmt("%g%%", 100 * kSensitivityTolerance);
+  o << "    (times the modelled speed. hidden from: the speed from which the kind costs at most " << tol
+    << " of the iteration\n    over free traffic; tolerates down to: the speed down to which the iteration grows by at most "
+    << tol << "; bisection to " << fmt("%g%%", 100 * (kSensitivityResolution - 1)) << ")\n";
   return o.str();
 }
 
@@ -379,6 +395,8 @@ nlohmann::ordered_json sensitivity_json(const RunResult& r) {
     for (const SpeedVariant& v : c.variants) {
       k[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_s", tidy(v.exposed_s)}};
     }
+    k["hide_speed"] = c.hide_speed ? Json(tidy(*c.hide_speed)) : Json(nullptr);
+    k["tolerated_speed"] = c.tolerated_speed ? Json(tidy(*c.tolerated_speed)) : Json(nullptr);
     sens.push_back(k);
   }
   return sens;

@@ -55,6 +55,7 @@ TEST_CASE("cli: --sensitivity adds the communication what-ifs to the text and th
   const Outcome text = trainsim("run " + golden + " --sensitivity");
   CHECK(text.code == 0);
   CHECK(text.output.find("if one kind of communication ran at another speed") != std::string::npos);
+  CHECK(text.output.find("hidden from") != std::string::npos);
   const Outcome json = trainsim("run " + golden + " --sensitivity --json -");
   CHECK(json.code == 0);
   const auto j = nlohmann::json::parse(json.output);
@@ -66,7 +67,14 @@ TEST_CASE("cli: --sensitivity adds the communication what-ifs to the text and th
   for (const auto& k : kinds) {
     CHECK(k["half_speed"]["iteration_time_s"].get<double>() >= t - 1e-6);
     CHECK(k["free"]["iteration_time_s"].get<double>() <= t + 1e-6);
+    // The speed that hides the kind (at least the modelled one) and the slowest it tolerates
+    // (below the modelled one), each null when outside the searched range.
+    REQUIRE(k.contains("hide_speed"));
+    REQUIRE(k.contains("tolerated_speed"));
+    if (!k["hide_speed"].is_null()) CHECK(k["hide_speed"].get<double>() >= 1);
+    if (!k["tolerated_speed"].is_null()) CHECK(k["tolerated_speed"].get<double>() < 1);
   }
+  CHECK(kinds[0]["hide_speed"].get<double>() > 2);  // tp: blocking all-reduces, 11% of the iteration
   // Without the flag the summary has no such field (and costs one simulation).
   const Outcome plain = trainsim("run " + golden + " --json -");
   CHECK_FALSE(nlohmann::json::parse(plain.output).contains("communication_sensitivity"));

@@ -131,3 +131,68 @@ TEST_CASE("report/what-if: communication sensitivity separates traffic on the cr
     for (std::size_t v = 0; v < 3; ++v) CHECK(serial[i].variants[v].iteration_time_s == sens[i].variants[v].iteration_time_s);
   }
 }
+
+TEST_CASE("report/what-if: the speed that hides each kind of communication and the slowest it tolerates") {
+  const auto base = tests::simulate_file(kGolden + "gpt3-7.5b-tp4-pp2-a100.json");
+  const auto sens = report::communication_sensitivity(base, 2);
+  const double t = base.iteration_time_s, slack = report::kSensitivityTolerance * t;
+  // The iteration with one kind at `speed` times its modelled speed, simulated here on its own.
+  auto time_at = [&](const std::string& kind, double speed) {
+    report::RunOptions o;
+    o.record = false;
+    o.nominal = false;
+    o.cluster = base.cluster;
+    std::uint8_t category = models::kTpComm;
+    while (category + 1 < models::kNumCategories && report::communication_kind(category) != kind) ++category;
+    REQUIRE(report::communication_kind(category) == kind);
+    o.comm_time_scale[category] = 1 / speed;
+    return report::simulate(base.scenario, o).iteration_time_s;
+  };
+  for (const report::CommunicationSensitivity& c : sens) {
+    CAPTURE(c.kind);
+    const double free = c.variants[2].iteration_time_s;
+    // Every kind of this plan can be hidden within the searched range; the speed found is one at
+    // which the traffic costs at most the slack over free, and a speed one resolution step below
+    // it costs more (unless the kind is hidden already).
+    REQUIRE(c.hide_speed.has_value());
+    const double hide = *c.hide_speed;
+    CHECK(hide >= 1);
+    if (hide > 1) {
+      CHECK(time_at(c.kind, hide) <= free + slack);
+      CHECK(time_at(c.kind, hide / report::kSensitivityResolution) > free + slack);
+    } else {
+      CHECK(t <= free + slack);
+    }
+    // The tolerated speed: at it the iteration grows by at most the slack, a step below it by more.
+    if (c.tolerated_speed) {
+      const double tolerated = *c.tolerated_speed;
+      CHECK(tolerated < 1);
+      CHECK(time_at(c.kind, tolerated) <= t + slack);
+      CHECK(time_at(c.kind, tolerated / report::kSensitivityResolution) > t + slack);
+    } else {
+      CHECK(time_at(c.kind, 1 / report::kSensitivityRange) <= t + slack);
+    }
+  }
+  // Blocking traffic costs in proportion to its time on the wire: tensor-parallel all-reduces
+  // that cost the iteration T - T_free at the modelled speed cost (T - T_free) / s at speed s, so
+  // they hide at (T - T_free) / slack, and a slowdown to s costs (T - T_free)(1/s - 1), within the
+  // slack down to 1 / (1 + slack / (T - T_free)).
+  const auto tp = std::find_if(sens.begin(), sens.end(), [](const auto& c) { return c.kind == "tp"; });
+  REQUIRE(tp != sens.end());
+  const double cost = t - tp->variants[2].iteration_time_s;
+  CHECK(*tp->hide_speed == doctest::Approx(cost / slack).epsilon(0.1));
+  REQUIRE(tp->tolerated_speed.has_value());
+  CHECK(*tp->tolerated_speed == doctest::Approx(1 / (1 + slack / cost)).epsilon(0.06));
+  // Traffic that is mostly hidden needs far less: the data-parallel reduction hides well under
+  // the speed that hides the tensor-parallel all-reduces.
+  const auto dp = std::find_if(sens.begin(), sens.end(), [](const auto& c) { return c.kind == "dp"; });
+  REQUIRE(dp != sens.end());
+  CHECK(*dp->hide_speed < 0.25 * *tp->hide_speed);
+  // The searches do not depend on how many run at once.
+  const auto serial = report::communication_sensitivity(base, 1);
+  REQUIRE(serial.size() == sens.size());
+  for (std::size_t i = 0; i < sens.size(); ++i) {
+    CHECK(serial[i].hide_speed == sens[i].hide_speed);
+    CHECK(serial[i].tolerated_speed == sens[i].tolerated_speed);
+  }
+}
