@@ -91,7 +91,10 @@ TEST_CASE("cli: plan --sensitivity simulates the best plan whole and asks the wh
   REQUIRE(b["communication_sensitivity"].size() >= 3);  // tp, dp, pp
   for (const auto& k : b["communication_sensitivity"]) {
     CHECK(k["free"]["iteration_time_s"].get<double>() <= b["iteration_time_s"].get<double>() + 1e-6);
+    REQUIRE(k.contains("hide_speed"));
+    REQUIRE(k.contains("tolerated_speed"));
   }
+  CHECK(b["communication_sensitivity"][0]["hide_speed"].get<double>() > 1);  // tp: blocking all-reduces
 }
 
 TEST_CASE("cli: plan --cp-comm-type tries the named context-parallel exchanges, by default a scenario's") {
