@@ -13,8 +13,9 @@
 // needs to be hidden (from which the iteration is within kSensitivityTolerance of the modelled
 // iteration of free traffic: the bandwidth a plan needs for that traffic to cost nothing) and
 // the speed it tolerates (down to which the iteration stays within that of the modelled one: how
-// much a slower or degraded network it can absorb). Both assume the iteration time does not
-// rise with the speed, which the engine's max-min sharing gives up to the order of ties.
+// much a slower or degraded network it can absorb). Each result holds at the speed reported and
+// fails at a speed within the resolution below it; it is the edge itself where the iteration
+// time does not rise with the speed (the tests check this on a golden plan).
 
 #include <limits>
 #include <vector>
