@@ -267,7 +267,9 @@ int run(const PlanArgs& a) {
     report::RunOptions options;
     options.record = false;
     best = report::simulate(planner::scenario_of(req, report.plans.front()), options);
-    best->sensitivity = report::communication_sensitivity(*best, a.threads > 0 ? static_cast<unsigned>(a.threads) : 0);
+    const unsigned threads = a.threads > 0 ? static_cast<unsigned>(a.threads) : 0;
+    best->sensitivity = report::communication_sensitivity(*best, threads);
+    best->nic_sensitivity = report::nic_sensitivity(*best, threads);
     if (a.json != "-") {
       std::cout << "\n  best plan, " << best->scenario.name << ", simulated whole: " << report::fmt("%.3f s", best->iteration_time_s)
                 << report::sensitivity_text(*best);
@@ -278,7 +280,8 @@ int run(const PlanArgs& a) {
       nlohmann::ordered_json j = planner::plan_json(req, report, static_cast<std::size_t>(a.top));
       if (best) {
         j["best_plan_sensitivity"] = {{"iteration_time_s", best->iteration_time_s},
-                                      {"communication_sensitivity", report::sensitivity_json(*best)}};
+                                      {"communication_sensitivity", report::sensitivity_json(*best)},
+                                      {"nic_sensitivity", report::nic_sensitivity_json(*best)}};
       }
       o << j.dump(2) << "\n";
     });

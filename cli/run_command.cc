@@ -72,7 +72,10 @@ int run(const RunArgs& a) {
   options.record = !a.trace.empty() || !a.svg.empty() || !a.html.empty();
   options.record_ranks = parse_ranks(a.trace_ranks, scenario);
   report::RunResult result = report::simulate(scenario, options);
-  if (a.sensitivity) result.sensitivity = report::communication_sensitivity(result);
+  if (a.sensitivity) {
+    result.sensitivity = report::communication_sensitivity(result);
+    result.nic_sensitivity = report::nic_sensitivity(result);
+  }
   if (a.json != "-") std::cout << report::summary_text(result, !a.reproducible);
   if (!a.json.empty()) {
     write_output(a.json, [&](std::ostream& o) { o << report::summary_json(result, !a.reproducible).dump(2) << "\n"; });
@@ -107,7 +110,8 @@ void add_run_command(CLI::App& app, Registry& registry) {
   cmd->add_flag("--sensitivity", args->sensitivity,
                 "Also re-simulate with each kind of communication (tp, dp, pp, ...) at half speed, twice "
                 "the speed and free, everything else unchanged: which traffic is on the critical path; then the speed "
-                "that hides each kind and the slowest it tolerates (each within 1% of the iteration)");
+                "that hides each kind and the slowest it tolerates (each within 1% of the iteration); on more than one "
+                "node, the NICs the same way");
   cmd->footer(
       "Examples:\n"
       "  trainsim run scenarios/gpt3-175b-1024xa100.json --set training.micro_batch_size=2 --json -\n"

@@ -42,33 +42,32 @@ double bisect(const TimeAt& time_at, double lo, double hi, double limit) {
 }
 
 static_assert(kSensitivitySpeeds[0] == 0.5 && kSensitivitySpeeds[1] == 2.0 && kSensitivitySpeeds[2] == std::numeric_limits<double>::infinity(),
-              "find_edges reads the variants as half speed, twice the speed and free");
+              "find_edge reads the variants as half speed, twice the speed and free");
 
-// Fills c.hide_speed and c.tolerated_speed from its variants (half, twice, free) and further
-// simulations of `category`.
-void find_edges(const RunResult& base, std::uint8_t category, CommunicationSensitivity& c) {
-  const auto time_at = [&](double speed) { return at_speed(base, category, speed).iteration_time_s; };
-  const double t = base.iteration_time_s, slack = kSensitivityTolerance * t;
-  const double half = c.variants[0].iteration_time_s, twice = c.variants[1].iteration_time_s;
-  const double free = c.variants[2].iteration_time_s;
-
-  // Hidden: within the slack of free traffic's iteration. Brackets upward by factors of 4.
-  const double hidden = free + slack;
-  if (t <= hidden) {
-    c.hide_speed = 1;
-  } else {
-    double lo = 1, hi = 2;
-    bool found = twice <= hidden;
-    while (!found && hi < kSensitivityRange) {
-      lo = hi;
-      hi = std::min(4 * hi, kSensitivityRange);
-      found = time_at(hi) <= hidden;
-    }
-    if (found) c.hide_speed = bisect(time_at, lo, hi, hidden);
+// The hide speed of one thing run at other speeds by time_at(speed): the lowest from which the
+// iteration is within the slack of `best`, the iteration at the reference speed (free, or the
+// fastest searched), given the modelled iteration t and the one at twice the speed.
+// Brackets upward by factors of 4.
+template <typename TimeAt>
+std::optional<double> hide_speed(const TimeAt& time_at, double t, double twice, double best) {
+  const double hidden = best + kSensitivityTolerance * t;
+  if (t <= hidden) return 1.0;
+  double lo = 1, hi = 2;
+  bool found = twice <= hidden;
+  while (!found && hi < kSensitivityRange) {
+    lo = hi;
+    hi = std::min(4 * hi, kSensitivityRange);
+    found = time_at(hi) <= hidden;
   }
+  if (!found) return std::nullopt;
+  return bisect(time_at, lo, hi, hidden);
+}
 
-  // Tolerated: within the slack of the modelled iteration. Brackets downward by factors of 4.
-  const double tolerated = t + slack;
+// The tolerated speed: the lowest down to which the iteration stays within the slack of the
+// modelled one, t, given the iteration at half the speed. Brackets downward by factors of 4.
+template <typename TimeAt>
+std::optional<double> tolerated_speed(const TimeAt& time_at, double t, double half) {
+  const double tolerated = t + kSensitivityTolerance * t;
   double lo = 0.5, hi = 1;
   bool failed = half > tolerated;
   while (!failed && lo > 1 / kSensitivityRange) {
@@ -76,7 +75,34 @@ void find_edges(const RunResult& base, std::uint8_t category, CommunicationSensi
     lo = std::max(lo / 4, 1 / kSensitivityRange);
     failed = time_at(lo) > tolerated;
   }
-  if (failed) c.tolerated_speed = bisect(time_at, lo, hi, tolerated);
+  if (!failed) return std::nullopt;
+  return bisect(time_at, lo, hi, tolerated);
+}
+
+// Search j of kind c (even: its hide speed, odd: its tolerated speed) from its variants (half,
+// twice, free) and further simulations of `category`.
+void find_edge(const RunResult& base, std::uint8_t category, CommunicationSensitivity& c, std::size_t j) {
+  const auto time_at = [&](double speed) { return at_speed(base, category, speed).iteration_time_s; };
+  if (j % 2 == 0) {
+    c.hide_speed = hide_speed(time_at, base.iteration_time_s, c.variants[1].iteration_time_s, c.variants[2].iteration_time_s);
+  } else {
+    c.tolerated_speed = tolerated_speed(time_at, base.iteration_time_s, c.variants[0].iteration_time_s);
+  }
+}
+
+// The NIC speeds of nic_sensitivity, the reference last.
+constexpr double kNicSpeeds[] = {0.5, 2.0, kSensitivityRange};
+
+// `base`'s scenario with each NCCL network device at `speed` times its line rate, on a cluster
+// built for it; exposed_s is all exposed communication of the critical rank.
+SpeedVariant at_nic_speed(const RunResult& base, double speed) {
+  config::Scenario s = base.scenario;
+  s.cluster.inter_node.nic_bandwidth = s.cluster.inter_node.nic_bandwidth * speed;
+  RunOptions o;
+  o.record = false;
+  o.nominal = false;
+  const RunResult r = simulate(s, o);
+  return SpeedVariant{speed, r.iteration_time_s, r.breakdown.exposed_communication_s};
 }
 
 }  // namespace
@@ -103,10 +129,31 @@ std::vector<CommunicationSensitivity> communication_sensitivity(const RunResult&
     const std::size_t k = j / kSpeeds;
     out[k].variants[j % kSpeeds] = at_speed(base, categories[k], kSensitivitySpeeds[j % kSpeeds]);
   });
-  // Then each kind's two searches, one job per kind: the simulations within one depend on each
-  // other's outcome, so they run in order.
-  run_jobs(categories.size(), threads, [&](std::size_t k) { find_edges(base, categories[k], out[k]); });
+  // Then each kind's two searches, one job each: the simulations within a search depend on each
+  // other's outcome, so they run in order; each job writes its own field.
+  run_jobs(2 * categories.size(), threads, [&](std::size_t j) { find_edge(base, categories[j / 2], out[j / 2], j); });
   return out;
+}
+
+std::optional<NicSensitivity> nic_sensitivity(const RunResult& base, unsigned threads) {
+  if (base.scenario.cluster.num_nodes <= 1) return std::nullopt;
+  NicSensitivity n;
+  const topo::ClusterSpec& c = base.scenario.cluster;
+  n.nic_gbit_per_s = c.inter_node.nic_bandwidth.bytes_per_second() * 8e-9;
+  n.pcie_generation = std::clamp(c.pcie_generation, 3, 6);
+  n.pcie_gbit_per_s = c.nccl.pcie_x16_bw[static_cast<std::size_t>(n.pcie_generation - 3)] * 8;
+  n.variants.resize(std::size(kNicSpeeds));
+  run_jobs(std::size(kNicSpeeds), threads, [&](std::size_t j) { n.variants[j] = at_nic_speed(base, kNicSpeeds[j]); });
+  const auto time_at = [&](double speed) { return at_nic_speed(base, speed).iteration_time_s; };
+  const double t = base.iteration_time_s;
+  run_jobs(2, threads, [&](std::size_t j) {
+    if (j == 0) {
+      n.hide_speed = hide_speed(time_at, t, n.variants[1].iteration_time_s, n.variants[2].iteration_time_s);
+    } else {
+      n.tolerated_speed = tolerated_speed(time_at, t, n.variants[0].iteration_time_s);
+    }
+  });
+  return n;
 }
 
 }  // namespace trainsim::report

@@ -40,4 +40,12 @@ inline constexpr double kSensitivityResolution = 1.05;
 // in category order and the same whatever the thread count.
 std::vector<CommunicationSensitivity> communication_sensitivity(const RunResult& base, unsigned threads = 0);
 
+// The hardware question beside it: the cluster's NICs (each NCCL network device's line rate,
+// latency unchanged) at half, twice and kSensitivityRange times their modelled speed, every kind
+// of traffic on them together, NCCL's choices retuned to the new rate; then the hide speed
+// (against the kSensitivityRange run, as good as unlimited bandwidth) and the tolerated one, as
+// above. nullopt for a scenario on one node. Answers "would 800 Gb/s NICs pay, and how far
+// can a degraded fabric fall before it costs 1%?".
+std::optional<NicSensitivity> nic_sensitivity(const RunResult& base, unsigned threads = 0);
+
 }  // namespace trainsim::report

@@ -111,6 +111,15 @@ struct CommunicationSensitivity {
   std::optional<double> hide_speed;
   std::optional<double> tolerated_speed;
 };
+// The cluster's NICs at other speeds, all traffic on them together (report/sensitivity.h).
+struct NicSensitivity {
+  double nic_gbit_per_s = 0;           // modelled line rate of one NCCL network device
+  double pcie_gbit_per_s = 0;          // the GPU's PCIe x16 rate in NCCL's topology, which bounds it too
+  int pcie_generation = 0;
+  std::vector<SpeedVariant> variants;  // half, twice, kSensitivityRange; exposed_s: all communication
+  std::optional<double> hide_speed;    // as CommunicationSensitivity's, against kSensitivityRange
+  std::optional<double> tolerated_speed;
+};
 
 struct RunResult {
   config::Scenario scenario;
@@ -137,6 +146,8 @@ struct RunResult {
   double wall_s = 0;
   // Filled from communication_sensitivity() when asked for (empty: no kind of communication).
   std::optional<std::vector<CommunicationSensitivity>> sensitivity;
+  // Filled from nic_sensitivity() when asked for and the scenario spans nodes.
+  std::optional<NicSensitivity> nic_sensitivity;
 };
 
 RunResult simulate(const config::Scenario& scenario, const RunOptions& options = {});

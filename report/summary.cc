@@ -178,6 +178,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
     j["gpu_hours"] = tidy(seconds / 3600.0 * static_cast<double>(s.num_gpus()));
   }
   if (r.sensitivity) j["communication_sensitivity"] = sensitivity_json(r);
+  if (r.nic_sensitivity) j["nic_sensitivity"] = nic_sensitivity_json(r);
   Json sim;
   sim["fidelity"] = s.simulation.full ? "full" : "symmetric";
   sim["events"] = r.engine.events;
@@ -384,7 +385,44 @@ std::string sensitivity_text(const RunResult& r) {
   o << "    (times the modelled speed. hidden from: the speed from which the kind costs at most " << tol
     << " of the iteration\n    over free traffic; tolerates down to: the speed down to which the iteration grows by at most "
     << tol << "; bisection to " << fmt("%g%%", 100 * (kSensitivityResolution - 1)) << ")\n";
+  if (r.nic_sensitivity) {
+    // The NICs at other speeds, all traffic on them together (report/sensitivity.h).
+    const NicSensitivity& n = *r.nic_sensitivity;
+    const auto rate = [&](double factor) { return fmt("%.4g Gb/s", factor * n.nic_gbit_per_s); };
+    o << "\n  if the NICs ran at another speed (all traffic on them, latency unchanged; modelled " << rate(1) << " each)\n";
+    if (n.pcie_gbit_per_s < 2 * n.nic_gbit_per_s) {
+      o << "    (a GPU reaches its NIC over PCIe Gen " << n.pcie_generation << " x16, " << fmt("%.4g Gb/s", n.pcie_gbit_per_s)
+        << " in NCCL's topology,\n     and its traffic goes at the lower of the two rates: NICs faster than that gain nothing)\n";
+    }
+    o << "   ";
+    for (const SpeedVariant& v : n.variants) {
+      const std::string head = v.speed == 0.5 ? "half speed" : v.speed == 2 ? "twice as fast" : fmt("%gx as fast", v.speed);
+      o << std::string(22 - std::min<std::size_t>(head.size(), 21), ' ') << head;
+    }
+    o << "\n   ";
+    for (const SpeedVariant& v : n.variants) {
+      const double change = r.iteration_time_s > 0 ? 100 * (v.iteration_time_s / r.iteration_time_s - 1) : 0;
+      o << fmt("%11.3f s", v.iteration_time_s) << fmt(" (%+5.1f%%)", change);
+    }
+    o << "\n    hidden from: " << (n.hide_speed ? (*n.hide_speed == 1 ? "1x (now)" : fmt("%.3gx", *n.hide_speed) + " = " + rate(*n.hide_speed))
+                                                : fmt("> %gx", kSensitivityRange))
+      << ", within " << tol << " of the " << fmt("%gx", kSensitivityRange) << " run; tolerates down to: "
+      << (n.tolerated_speed ? fmt("%.3gx", *n.tolerated_speed) + " = " + rate(*n.tolerated_speed) : fmt("< %.3gx", 1 / kSensitivityRange))
+      << "\n";
+  }
   return o.str();
+}
+
+nlohmann::ordered_json nic_sensitivity_json(const RunResult& r) {
+  if (!r.nic_sensitivity) return nullptr;
+  const NicSensitivity& n = *r.nic_sensitivity;
+  Json j{{"nic_Gbps", tidy(n.nic_gbit_per_s)}, {"pcie_Gbps", tidy(n.pcie_gbit_per_s)}};
+  for (const SpeedVariant& v : n.variants) {
+    j[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_communication_s", tidy(v.exposed_s)}};
+  }
+  j["hide_speed"] = n.hide_speed ? Json(tidy(*n.hide_speed)) : Json(nullptr);
+  j["tolerated_speed"] = n.tolerated_speed ? Json(tidy(*n.tolerated_speed)) : Json(nullptr);
+  return j;
 }
 
 nlohmann::ordered_json sensitivity_json(const RunResult& r) {

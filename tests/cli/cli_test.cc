@@ -75,6 +75,13 @@ TEST_CASE("cli: --sensitivity adds the communication what-ifs to the text and th
     if (!k["tolerated_speed"].is_null()) CHECK(k["tolerated_speed"].get<double>() < 1);
   }
   CHECK(kinds[0]["hide_speed"].get<double>() > 2);  // tp: blocking all-reduces, 11% of the iteration
+  // Four nodes: the NICs at other speeds too, with the PCIe rate before them.
+  REQUIRE(j.contains("nic_sensitivity"));
+  CHECK(j["nic_sensitivity"]["nic_Gbps"].get<double>() == 200);
+  CHECK(j["nic_sensitivity"]["pcie_Gbps"].get<double>() == 192);
+  CHECK(j["nic_sensitivity"]["half_speed"]["iteration_time_s"].get<double>() >= t - 1e-6);
+  CHECK(j["nic_sensitivity"].contains("speed_x16"));
+  CHECK(text.output.find("if the NICs ran at another speed") != std::string::npos);
   // Without the flag the summary has no such field (and costs one simulation).
   const Outcome plain = trainsim("run " + golden + " --json -");
   CHECK_FALSE(nlohmann::json::parse(plain.output).contains("communication_sensitivity"));
@@ -95,6 +102,8 @@ TEST_CASE("cli: plan --sensitivity simulates the best plan whole and asks the wh
     REQUIRE(k.contains("tolerated_speed"));
   }
   CHECK(b["communication_sensitivity"][0]["hide_speed"].get<double>() > 1);  // tp: blocking all-reduces
+  REQUIRE(b.contains("nic_sensitivity"));  // 16 GPUs: two nodes
+  CHECK(b["nic_sensitivity"]["double_speed"]["iteration_time_s"].get<double>() <= b["iteration_time_s"].get<double>() + 1e-6);
 }
 
 TEST_CASE("cli: plan --cp-comm-type tries the named context-parallel exchanges, by default a scenario's") {

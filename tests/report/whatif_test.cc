@@ -196,3 +196,50 @@ TEST_CASE("report/what-if: the speed that hides each kind of communication and t
     CHECK(serial[i].tolerated_speed == sens[i].tolerated_speed);
   }
 }
+
+TEST_CASE("report/what-if: the NICs at other speeds, all traffic on them together, up to the PCIe link before them") {
+  // GPT 1.7B, DP 32 on 4 DGX A100 nodes with one micro-batch per GPU: the gradient all-reduce
+  // crosses the NICs right after the backward pass. With 100 Gb/s NICs the NICs bound it; above
+  // PCIe Gen 4 x16 (24 GB/s = 192 Gb/s in NCCL's topology) the PCIe link does.
+  const std::vector<std::string> plan = {"cluster.inter_node.nic_bandwidth_Gbps=100", "training.global_batch_size=32",
+                                         "training.micro_batch_size=1", "training.recompute_granularity=\"none\""};
+  const auto base = tests::simulate_file(kGolden + "gpt3-1.7b-dp32-a100.json", plan);
+  const auto nic = report::nic_sensitivity(base, 2);
+  REQUIRE(nic.has_value());
+  CHECK(nic->nic_gbit_per_s == doctest::Approx(100));
+  CHECK(nic->pcie_gbit_per_s == doctest::Approx(192));
+  REQUIRE(nic->variants.size() == 3);
+  const double t = base.iteration_time_s, slack = report::kSensitivityTolerance * t;
+  const double half = nic->variants[0].iteration_time_s, twice = nic->variants[1].iteration_time_s;
+  const double fastest = nic->variants[2].iteration_time_s;
+  CHECK(half > t * 1.2);        // the all-reduce is exposed: half the rate costs much
+  CHECK(twice < t * 0.9);       // and twice the rate saves much
+  // Beyond the PCIe link a faster NIC gains nothing: 200 Gb/s and 1,600 Gb/s run alike.
+  CHECK(fastest == doctest::Approx(twice).epsilon(1e-3));
+  // The iteration with the NICs at `speed` times 100 Gb/s, simulated here on its own.
+  auto time_at = [&](double speed) {
+    config::Scenario s = base.scenario;
+    s.cluster.inter_node.nic_bandwidth = s.cluster.inter_node.nic_bandwidth * speed;
+    report::RunOptions o;
+    o.record = false;
+    o.nominal = false;
+    return report::simulate(s, o).iteration_time_s;
+  };
+  // Hidden from just under the PCIe rate (192 Gb/s): within the slack of the fastest run there,
+  // not a resolution step below.
+  REQUIRE(nic->hide_speed.has_value());
+  const double hide = *nic->hide_speed;
+  CHECK(hide > 1.5);
+  CHECK(hide <= 2.0);
+  CHECK(time_at(hide) <= fastest + slack);
+  CHECK(time_at(hide / report::kSensitivityResolution) > fastest + slack);
+  // No slack downward worth the name: a 5% slower NIC already costs more than 1%.
+  REQUIRE(nic->tolerated_speed.has_value());
+  CHECK(*nic->tolerated_speed <= 1.0);
+  CHECK(*nic->tolerated_speed > 0.9);
+  // One node has no NICs in use: nothing to ask.
+  CHECK_FALSE(report::nic_sensitivity(tests::simulate_file(kGolden + "gpt3-7.5b-tp4-pp2-a100.json",
+                                                           {"cluster.num_nodes=1", "training.global_batch_size=8"}),
+                                      1)
+                  .has_value());
+}
