@@ -140,8 +140,8 @@ std::optional<NicSensitivity> nic_sensitivity(const RunResult& base, unsigned th
   NicSensitivity n;
   const topo::ClusterSpec& c = base.scenario.cluster;
   n.nic_gbit_per_s = c.inter_node.nic_bandwidth.bytes_per_second() * 8e-9;
-  n.pcie_generation = std::clamp(c.pcie_generation, 3, 6);
-  n.pcie_gbit_per_s = c.nccl.pcie_x16_bw[static_cast<std::size_t>(n.pcie_generation - 3)] * 8;
+  n.pcie_generation = c.pcie_generation;
+  n.pcie_gbit_per_s = c.pcie_x16_GBps() * 8;
   n.variants.resize(std::size(kNicSpeeds));
   run_jobs(std::size(kNicSpeeds), threads, [&](std::size_t j) { n.variants[j] = at_nic_speed(base, kNicSpeeds[j]); });
   const auto time_at = [&](double speed) { return at_nic_speed(base, speed).iteration_time_s; };

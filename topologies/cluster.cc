@@ -64,8 +64,7 @@ Cluster::Cluster(const ClusterSpec& spec) : spec_(spec), impl_(std::make_unique<
   // SM80 20 GB/s, SM90 20.6, SM100 40.1). PCIe GPU-NIC: NCCL's model (topo.cc), Gen4 x16 = 24 GB/s,
   // Gen5 x16 = 48 GB/s. NIC and switch ports: line rate times the share RDMA achieves
   // (NcclCalibration::p2p_net_efficiency, ~96% measured by NVIDIA, nccl #412 / nccl-tests #267).
-  const double pcie =
-      nccl.pcie_x16_bw[static_cast<std::size_t>(std::clamp(spec_.pcie_generation, 3, 6) - 3)] * 1e9;
+  const double pcie = spec_.pcie_x16_GBps() * 1e9;
   double nvlink = spec_.gpu.nvlink_links * nccl.nvlink_link_bw[arch] * 1e9;
   if (spec_.intra_node.fabric != "nvswitch" || nvlink <= 0) nvlink = pcie;
   const Duration hop = spec_.inter_node.latency;

@@ -97,7 +97,7 @@ bool is_ring_like(CollectiveKind k) {
 CollectiveModel::CollectiveModel(const ClusterSpec& cluster)
     : cluster_(cluster), arch_(arch_row(cluster.gpu.architecture)) {
   const NcclCalibration& c = cluster_.nccl;
-  pcie_ = c.pcie_x16_bw[static_cast<std::size_t>(std::clamp(cluster_.pcie_generation, 3, 6) - 3)];
+  pcie_ = cluster_.pcie_x16_GBps();
   if (cluster_.intra_node.fabric == "nvswitch") {
     nvlink_ = cluster_.gpu.nvlink_links * c.nvlink_link_bw[static_cast<std::size_t>(arch_)];
   }

@@ -3,6 +3,7 @@
 // and collective models. Plain value types, validated once when they are read (config/), then
 // immutable. Every number in the shipped presets cites its source there, not here.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -297,6 +298,9 @@ struct ClusterSpec {
   std::string cpu_vendor = "intel";  // "intel" | "amd" | "arm": NCCL's multi-node LL bandwidth row and network overhead
   NcclCalibration nccl;
   int num_gpus() const { return gpus_per_node * num_nodes; }
+  // NCCL's rate of this cluster's PCIe x16 link between a GPU and its NIC (GB/s per direction,
+  // topo.cc's table by generation).
+  double pcie_x16_GBps() const { return nccl.pcie_x16_bw[static_cast<std::size_t>(std::clamp(pcie_generation, 3, 6) - 3)]; }
 };
 
 }  // namespace trainsim::topo
