@@ -61,6 +61,26 @@ std::string speed_label(double speed) {
   return buf;
 }
 
+// The what-if tables' pieces (sensitivity_text): `s` right-aligned in `width` columns; a speed's
+// column heading; a variant's iteration time and its change from the modelled `base_s`; a hide or
+// tolerated speed, `none` when outside the searched range.
+std::string right(const std::string& s, std::size_t width) { return std::string(width - std::min(s.size(), width - 1), ' ') + s; }
+std::string speed_heading(double speed) {
+  if (std::isinf(speed)) return "free";
+  if (speed == 0.5) return "half speed";
+  if (speed == 2) return "twice as fast";
+  return fmt("%gx as fast", speed);
+}
+std::string variant_cell(const SpeedVariant& v, double base_s) {
+  const double change = base_s > 0 ? 100 * (v.iteration_time_s / base_s - 1) : 0;
+  return fmt("%11.3f s", v.iteration_time_s) + fmt(" (%+5.1f%%)", change);
+}
+std::string edge_text(const std::optional<double>& s, const std::string& none) {
+  return s ? (*s == 1 ? std::string("1x (now)") : fmt("%.3gx", *s)) : none;
+}
+// A hide or tolerated speed in the JSON (null outside the searched range).
+nlohmann::ordered_json edge_json(const std::optional<double>& s) { return s ? nlohmann::ordered_json(tidy(*s)) : nlohmann::ordered_json(nullptr); }
+
 std::string human_bytes(double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
@@ -356,30 +376,20 @@ std::string sensitivity_text(const RunResult& r) {
     return o.str();
   }
   o << "    kind          on wire    exposed";
-  for (const SpeedVariant& v : r.sensitivity->front().variants) {
-    const std::string head = std::isinf(v.speed) ? "free" : v.speed == 0.5 ? "half speed" : v.speed == 2 ? "twice as fast" : fmt("%gx speed", v.speed);
-    o << std::string(22 - std::min<std::size_t>(head.size(), 21), ' ') << head;
-  }
+  for (const SpeedVariant& v : r.sensitivity->front().variants) o << right(speed_heading(v.speed), 22);
   o << "\n";
   for (const CommunicationSensitivity& c : *r.sensitivity) {
     o << "    " << c.kind << std::string(10 - std::min<std::size_t>(c.kind.size(), 9), ' ') << fmt("%9.3f s", c.time_s)
       << fmt("%9.3f s", c.exposed_s);
-    for (const SpeedVariant& v : c.variants) {
-      const double change = r.iteration_time_s > 0 ? 100 * (v.iteration_time_s / r.iteration_time_s - 1) : 0;
-      o << fmt("%11.3f s", v.iteration_time_s) << fmt(" (%+5.1f%%)", change);
-    }
+    for (const SpeedVariant& v : c.variants) o << variant_cell(v, r.iteration_time_s);
     o << "\n";
   }
   // Where each kind stops mattering (report/sensitivity.h).
-  const auto speed = [](const std::optional<double>& s, const char* none) {
-    return s ? (*s == 1 ? std::string("1x (now)") : fmt("%.3gx", *s)) : std::string(none);
-  };
+  const std::string too_fast = fmt("> %gx", kSensitivityRange), too_slow = fmt("< %.3gx", 1 / kSensitivityRange);
   o << "    kind          hidden from     tolerates down to\n";
   for (const CommunicationSensitivity& c : *r.sensitivity) {
-    const std::string hide = speed(c.hide_speed, fmt("> %gx", kSensitivityRange).c_str());
-    const std::string tolerated = speed(c.tolerated_speed, fmt("< %.3gx", 1 / kSensitivityRange).c_str());
-    o << "    " << c.kind << std::string(10 - std::min<std::size_t>(c.kind.size(), 9), ' ') << std::string(13 - std::min<std::size_t>(hide.size(), 12), ' ')
-      << hide << std::string(22 - std::min<std::size_t>(tolerated.size(), 21), ' ') << tolerated << "\n";
+    o << "    " << c.kind << std::string(10 - std::min<std::size_t>(c.kind.size(), 9), ' ') << right(edge_text(c.hide_speed, too_fast), 13)
+      << right(edge_text(c.tolerated_speed, too_slow), 22) << "\n";
   }
   const std::string tol = fmt("%g%%", 100 * kSensitivityTolerance);
   o << "    (times the modelled speed. hidden from: the speed from which the kind costs at most " << tol
@@ -395,20 +405,14 @@ std::string sensitivity_text(const RunResult& r) {
         << " in NCCL's topology,\n     and its traffic goes at the lower of the two rates: NICs faster than that gain nothing)\n";
     }
     o << "   ";
-    for (const SpeedVariant& v : n.variants) {
-      const std::string head = v.speed == 0.5 ? "half speed" : v.speed == 2 ? "twice as fast" : fmt("%gx as fast", v.speed);
-      o << std::string(22 - std::min<std::size_t>(head.size(), 21), ' ') << head;
-    }
+    for (const SpeedVariant& v : n.variants) o << right(speed_heading(v.speed), 22);
     o << "\n   ";
-    for (const SpeedVariant& v : n.variants) {
-      const double change = r.iteration_time_s > 0 ? 100 * (v.iteration_time_s / r.iteration_time_s - 1) : 0;
-      o << fmt("%11.3f s", v.iteration_time_s) << fmt(" (%+5.1f%%)", change);
-    }
-    o << "\n    hidden from: " << (n.hide_speed ? (*n.hide_speed == 1 ? "1x (now)" : fmt("%.3gx", *n.hide_speed) + " = " + rate(*n.hide_speed))
-                                                : fmt("> %gx", kSensitivityRange))
+    for (const SpeedVariant& v : n.variants) o << variant_cell(v, r.iteration_time_s);
+    // The speeds found also in Gb/s (a hide speed of 1 reads as the kinds' "1x (now)").
+    const auto with_rate = [&](double s) { return fmt("%.3gx", s) + " = " + rate(s); };
+    o << "\n    hidden from: " << (n.hide_speed && *n.hide_speed != 1 ? with_rate(*n.hide_speed) : edge_text(n.hide_speed, too_fast))
       << ", within " << tol << " of the " << fmt("%gx", kSensitivityRange) << " run; tolerates down to: "
-      << (n.tolerated_speed ? fmt("%.3gx", *n.tolerated_speed) + " = " + rate(*n.tolerated_speed) : fmt("< %.3gx", 1 / kSensitivityRange))
-      << "\n";
+      << (n.tolerated_speed ? with_rate(*n.tolerated_speed) : too_slow) << "\n";
   }
   return o.str();
 }
@@ -420,8 +424,8 @@ nlohmann::ordered_json nic_sensitivity_json(const RunResult& r) {
   for (const SpeedVariant& v : n.variants) {
     j[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_communication_s", tidy(v.exposed_s)}};
   }
-  j["hide_speed"] = n.hide_speed ? Json(tidy(*n.hide_speed)) : Json(nullptr);
-  j["tolerated_speed"] = n.tolerated_speed ? Json(tidy(*n.tolerated_speed)) : Json(nullptr);
+  j["hide_speed"] = edge_json(n.hide_speed);
+  j["tolerated_speed"] = edge_json(n.tolerated_speed);
   return j;
 }
 
@@ -433,8 +437,8 @@ nlohmann::ordered_json sensitivity_json(const RunResult& r) {
     for (const SpeedVariant& v : c.variants) {
       k[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_s", tidy(v.exposed_s)}};
     }
-    k["hide_speed"] = c.hide_speed ? Json(tidy(*c.hide_speed)) : Json(nullptr);
-    k["tolerated_speed"] = c.tolerated_speed ? Json(tidy(*c.tolerated_speed)) : Json(nullptr);
+    k["hide_speed"] = edge_json(c.hide_speed);
+    k["tolerated_speed"] = edge_json(c.tolerated_speed);
     sens.push_back(k);
   }
   return sens;
