@@ -267,9 +267,7 @@ int run(const PlanArgs& a) {
     report::RunOptions options;
     options.record = false;
     best = report::simulate(planner::scenario_of(req, report.plans.front()), options);
-    const unsigned threads = a.threads > 0 ? static_cast<unsigned>(a.threads) : 0;
-    best->sensitivity = report::communication_sensitivity(*best, threads);
-    best->nic_sensitivity = report::nic_sensitivity(*best, threads);
+    report::add_sensitivity(*best, a.threads > 0 ? static_cast<unsigned>(a.threads) : 0);
     if (a.json != "-") {
       std::cout << "\n  best plan, " << best->scenario.name << ", simulated whole: " << report::fmt("%.3f s", best->iteration_time_s)
                 << report::sensitivity_text(*best);

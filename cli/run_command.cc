@@ -72,10 +72,7 @@ int run(const RunArgs& a) {
   options.record = !a.trace.empty() || !a.svg.empty() || !a.html.empty();
   options.record_ranks = parse_ranks(a.trace_ranks, scenario);
   report::RunResult result = report::simulate(scenario, options);
-  if (a.sensitivity) {
-    result.sensitivity = report::communication_sensitivity(result);
-    result.nic_sensitivity = report::nic_sensitivity(result);
-  }
+  if (a.sensitivity) report::add_sensitivity(result);
   if (a.json != "-") std::cout << report::summary_text(result, !a.reproducible);
   if (!a.json.empty()) {
     write_output(a.json, [&](std::ostream& o) { o << report::summary_json(result, !a.reproducible).dump(2) << "\n"; });

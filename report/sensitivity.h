@@ -48,4 +48,7 @@ std::vector<CommunicationSensitivity> communication_sensitivity(const RunResult&
 // can a degraded fabric fall before it costs 1%?".
 std::optional<NicSensitivity> nic_sensitivity(const RunResult& base, unsigned threads = 0);
 
+// Both of the above into `r` (its sensitivity and nic_sensitivity): what --sensitivity asks.
+void add_sensitivity(RunResult& r, unsigned threads = 0);
+
 }  // namespace trainsim::report
