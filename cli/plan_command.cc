@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,9 @@ struct PlanArgs {
   std::vector<std::string> dispatchers;
   std::optional<std::int64_t> global_batch_size, seq_length;
   std::optional<double> train_tokens, deadline_days, price, headroom_gib;
+  std::optional<double> gpu_mtbf_hours, restart_minutes, checkpoint_write_GBps;
+  std::optional<std::int64_t> checkpoint_interval;
+  bool async_checkpoint = false;
   std::int64_t top = 10;  // signed, so that a negative count is an error rather than a huge size_t
   std::string json, csv, svg;
   std::vector<std::int64_t> tp, pp, vp, cp, ep, etp, mbs;
@@ -104,6 +108,15 @@ void check_amount(const char* option, const std::optional<double>& value, bool z
   }
 }
 
+// A finite value in [min, max].
+void check_range(const char* option, const std::optional<double>& value, double min, double max, const char* what) {
+  if (value && !(*value >= min && *value <= max)) {
+    throw InputError("command line", option,
+                     std::string("expected ") + what + " in [" + report::fmt("%g", min) + ", " + report::fmt("%g", max) +
+                         "], got " + report::fmt("%g", *value));
+  }
+}
+
 // The option values no scenario key checks: ranges first, so the search never divides by a zero
 // size or prices a negative budget.
 void check_options(const PlanArgs& a) {
@@ -124,8 +137,41 @@ void check_options(const PlanArgs& a) {
   check_amount("--deadline-days", a.deadline_days, false, "a number of days");
   check_amount("--price-per-gpu-hour", a.price, true, "a price");
   check_amount("--memory-headroom", a.headroom_gib, true, "an amount of GiB");
+  // The ranges of the scenario's training.reliability keys (config/scenario.cc).
+  check_range("--gpu-mtbf-hours", a.gpu_mtbf_hours, 1, 1e12, "GPU-hours");
+  check_range("--restart-minutes", a.restart_minutes, 0, 1e6, "minutes");
+  check_range("--checkpoint-write-GBps", a.checkpoint_write_GBps, 1e-3, 1e9, "a bandwidth in GB/s");
+  check_size("--checkpoint-interval", a.checkpoint_interval, std::numeric_limits<std::int32_t>::max());
   check_jobs("--threads", a.threads);
   if (a.top < 0) throw InputError("command line", "--top", "expected a number of plans of at least 0, got " + std::to_string(a.top));
+}
+
+// The reliability options over the scenario's training.reliability: any of them asks for the
+// time to train with interruptions, which needs the MTBF, the restart time and the storage
+// bandwidth from one or the other.
+void apply_reliability(const PlanArgs& a, models::TrainingSpec& t) {
+  const bool asked = a.gpu_mtbf_hours || a.restart_minutes || a.checkpoint_write_GBps || a.checkpoint_interval || a.async_checkpoint;
+  if (!asked) return;
+  models::ReliabilitySpec r;
+  const bool from_scenario = t.reliability.has_value();
+  if (from_scenario) r = *t.reliability;
+  if (a.gpu_mtbf_hours) r.gpu_mtbf_hours = *a.gpu_mtbf_hours;
+  if (a.restart_minutes) r.restart_minutes = *a.restart_minutes;
+  if (a.checkpoint_write_GBps) r.checkpoint_write_GBps = *a.checkpoint_write_GBps;
+  if (a.checkpoint_interval) r.checkpoint_interval_iterations = *a.checkpoint_interval;
+  if (a.async_checkpoint) r.async_checkpoint = true;
+  if (!from_scenario) {
+    for (const auto& [option, given] : {std::pair{"--gpu-mtbf-hours", a.gpu_mtbf_hours.has_value()},
+                                        std::pair{"--restart-minutes", a.restart_minutes.has_value()},
+                                        std::pair{"--checkpoint-write-GBps", a.checkpoint_write_GBps.has_value()}}) {
+      if (!given) {
+        throw InputError("command line", option,
+                         "required with the other reliability options (--gpu-mtbf-hours, --restart-minutes, "
+                         "--checkpoint-write-GBps), or from a --scenario's training.reliability");
+      }
+    }
+  }
+  t.reliability = r;
 }
 
 void progress_bar(std::size_t done, std::size_t total) {
@@ -177,6 +223,7 @@ int run(const PlanArgs& a) {
     req.training.delay_wgrad_compute = true;
   }
   if (a.train_tokens) req.training.train_tokens = *a.train_tokens;
+  apply_reliability(a, req.training);
   if (req.training.global_batch_size < 1 || (a.scenario.empty() && !a.global_batch_size)) {
     throw InputError("--global-batch-size", "", "required: the global batch size in sequences");
   }
@@ -305,6 +352,16 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--train-tokens", a->train_tokens, "Token budget: report time to train and GPU-hours");
   cmd->add_option("--deadline-days", a->deadline_days, "With a GPU range: the smallest GPU count that trains in time");
   cmd->add_option("--price-per-gpu-hour", a->price, "Report the cost of training");
+  cmd->add_option("--gpu-mtbf-hours", a->gpu_mtbf_hours,
+                  "Time to train with interruptions: GPU-hours between job-stopping interruptions per GPU (the job's MTBF "
+                  "is this / GPUs; Llama 3's 16K-GPU run: 50677)");
+  cmd->add_option("--restart-minutes", a->restart_minutes, "With --gpu-mtbf-hours: from an interruption to training again");
+  cmd->add_option("--checkpoint-write-GBps", a->checkpoint_write_GBps,
+                  "With --gpu-mtbf-hours: storage write bandwidth for checkpoints, all writers together (GB/s)");
+  cmd->add_flag("--async-checkpoint", a->async_checkpoint,
+                "With --gpu-mtbf-hours: asynchronous saves (training stops for the copy to host memory only)");
+  cmd->add_option("--checkpoint-interval", a->checkpoint_interval,
+                  "With --gpu-mtbf-hours: iterations between checkpoints (default: each plan's best)");
   cmd->add_option("--memory-headroom", a->headroom_gib,
                   "GiB of GPU memory each plan must leave free beside its predicted peak (the CUDA context, NCCL's buffers, "
                   "allocator fragmentation: not modelled) (default: 0)");

@@ -25,6 +25,7 @@ using models::ModelSpec;
 using models::Normalization;
 using models::ParallelSpec;
 using models::PositionEmbedding;
+using models::ReliabilitySpec;
 using models::TrainingSpec;
 
 constexpr std::int64_t kBig = std::int64_t{1} << 40;
@@ -549,6 +550,18 @@ ParallelSpec read_parallel(ObjectReader r, Origins& origins) {
   return p;
 }
 
+ReliabilitySpec read_reliability(ObjectReader r) {
+  r.allow({"description", "source"});
+  ReliabilitySpec m;
+  m.gpu_mtbf_hours = r.require_double("gpu_mtbf_hours", 1, 1e12);
+  m.restart_minutes = r.require_double("restart_minutes", 0, 1e6);
+  m.checkpoint_write_GBps = r.require_double("checkpoint_write_GBps", 1e-3, 1e9);
+  m.async_checkpoint = r.get_bool("async_checkpoint", false);
+  m.checkpoint_interval_iterations = r.get_optional_int("checkpoint_interval_iterations", 1, std::numeric_limits<std::int32_t>::max());
+  r.finish();
+  return m;
+}
+
 TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origins) {
   r.allow({"description"});
   TrainingSpec t;
@@ -709,6 +722,7 @@ TrainingSpec read_training(ObjectReader r, const ParallelSpec& p, Origins& origi
   note("optimizer_dtype");
   t.ddp_bucket_size = r.get_int("ddp_bucket_size", 0, 0, kBig);
   t.train_tokens = r.get_optional_double("train_tokens", 1, kMaxTrainTokens);
+  if (r.has("reliability")) t.reliability = read_reliability(r.object("reliability"));
   r.finish();
   return t;
 }

@@ -157,6 +157,8 @@ Workload describe(const ModelSpec& model, const ParallelSpec& parallel, const Tr
     info.parameters = info.params.total();
     info.static_memory = static_memory(info.params, parallel.shard_group_size(dp * cp), parallel.shard_group_size(w.expert_data_parallel_size),
                                        parallel, training, gpu);
+    info.checkpoint_bytes = (2 + training.optimizer_state_bytes()) *
+                            optimizer_shard_params(info.params, dp * cp, w.expert_data_parallel_size, true);
     w.stages.push_back(std::move(info));
   }
   return w;

@@ -33,6 +33,11 @@ struct StageInfo {
   std::int64_t parameters = 0;  // per GPU
   StageParameters params;       // the same, split by sharding group
   StaticMemory static_memory;
+  // This GPU's share of a checkpoint: its 16-bit weights and optimizer state, split over the
+  // data-parallel group (expert parameters over the expert-data-parallel group) as Megatron-Core's
+  // fully parallel save does (dist_checkpointing, `fully_parallel_save`, on in Megatron-Bridge's
+  // recipes).
+  std::int64_t checkpoint_bytes = 0;
   // ZeRO-3 gathers one unit (a decoder layer, the output layer) at a time: the stage's largest
   // layer and its output layer, per GPU, as parameters and as the bytes their gathers bring.
   struct GatherUnit {

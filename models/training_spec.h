@@ -149,6 +149,26 @@ const char* to_string(TokenDispatcher d);  // Megatron's names: "alltoall", "fle
 // "all-to-all 4 x ring 2" (a2a+p2p with its sizes); "" for the ring.
 std::string cp_comm_label(const ParallelSpec& p);
 
+// What interrupts a long run and what it costs to come back (report/reliability.h): the inputs
+// of the expected time to train with checkpoint-restart.
+struct ReliabilitySpec {
+  // GPU-hours between job-stopping interruptions, per GPU: a job on N GPUs is interrupted every
+  // gpu_mtbf_hours / N hours on average (every cause counted against the GPUs: the job stops
+  // whatever failed). Llama 3's 419 unexpected interruptions in 54 days on 16,384 H100 give
+  // 50,677 (Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3.4).
+  double gpu_mtbf_hours = 0;
+  // From an interruption to training again: detection, replacing the node, relaunch, loading
+  // the last checkpoint.
+  double restart_minutes = 0;
+  // Storage write bandwidth of all writers together (GB/s).
+  double checkpoint_write_GBps = 0;
+  // Megatron's --async-save: training stops only while each GPU copies its shard to host memory;
+  // the write runs behind and must end before the next save begins.
+  bool async_checkpoint = false;
+  // Megatron's --save-interval, in iterations; absent: the interval that maximises goodput.
+  std::optional<std::int64_t> checkpoint_interval_iterations;
+};
+
 struct TrainingSpec {
   std::int64_t micro_batch_size = 1;
   std::int64_t global_batch_size = 1;
@@ -372,6 +392,7 @@ struct TrainingSpec {
   // Parameters per gradient bucket; 0 = Megatron's default, max(40M, 1M x data-parallel size).
   std::int64_t ddp_bucket_size = 0;
   std::optional<double> train_tokens;
+  std::optional<ReliabilitySpec> reliability;
 };
 
 // Megatron-Core's recompute_modules trainsim models, in Megatron's names, and the flag each sets:

@@ -77,6 +77,7 @@ std::string describe_plan(const PlanResult& r) {
 std::string plan_table(const PlanRequest& request, const PlanReport& report, std::size_t top) {
   std::ostringstream o;
   const bool train = request.training.train_tokens.has_value();
+  const bool reliability = request.training.reliability.has_value();
   o << "plans for " << request.model.name << " on " << request.cluster.gpu.name << " (" << request.cluster.name
     << "), global batch " << request.training.global_batch_size << " x " << request.model.seq_length << " tokens, "
     << models::to_string(request.training.precision)
@@ -94,6 +95,8 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   for (const auto& [reason, n] : report.pruned) o << "    " << n << "  " << reason << "\n";
   o << "\n  rank  GPUs   TP  PP   V  CP   EP    DP  mbs  recompute  optimizer   iter_s   tokens/s    MFU  bubble  exposed  mem_GiB";
   if (train) o << "    days   GPU-hours";
+  if (reliability) o << "  goodput";
+  if (reliability && train) o << "  exp_days  exp_GPU-h";
   if (request.price_per_gpu_hour) o << "        cost";
   o << "\n";
   const std::size_t n = std::min(top, report.plans.size());
@@ -116,6 +119,12 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
                   static_cast<double>(r.peak_bytes_per_gpu) / 1073741824.0);
     o << line;
     if (train && r.time_to_train_days) o << fmt(" %7.1f", *r.time_to_train_days) << fmt(" %11.4g", *r.gpu_hours);
+    if (r.goodput) o << fmt(" %7.1f%%", 100 * *r.goodput);
+    if (r.expected_time_to_train_days) {
+      o << fmt(" %9.1f", *r.expected_time_to_train_days) << fmt(" %10.4g", r.expected_gpu_hours.value_or(0));
+    } else if (r.goodput && train) {
+      o << "     never           ";  // interruptions faster than saves and restarts
+    }
     if (r.cost) o << fmt(" %11.4g", *r.cost);
     o << "\n";
   }
@@ -137,6 +146,17 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   if (n > 0) {
     o << "  bubble, exposed: shares of the iteration the critical rank spent in the pipeline bubble and waiting for\n"
          "       communication it could not hide (--json gives the exposed time by kind)\n";
+  }
+  if (n > 0 && reliability) {
+    const models::ReliabilitySpec& rel = *request.training.reliability;
+    o << "  goodput: the share of elapsed time that trains, the job stopping every " << fmt("%.6g", rel.gpu_mtbf_hours)
+      << " GPU-hours / GPUs and\n       restarting in " << fmt("%g min", rel.restart_minutes) << " from its last "
+      << (rel.async_checkpoint ? "asynchronous " : "") << "checkpoint ("
+      << (rel.checkpoint_interval_iterations ? "every " + std::to_string(*rel.checkpoint_interval_iterations) + " iterations"
+                                             : std::string("at each plan's best interval"))
+      << fmt(", storage at %g GB/s)", rel.checkpoint_write_GBps);
+    if (train) o << ";\n       exp_days, exp_GPU-h: the time to train and GPU-hours with the interruptions";
+    o << (request.price_per_gpu_hour && train ? "; cost prices exp_GPU-h\n" : "\n");
   }
   bool accounted = false, uneven = false, all_to_all = false, all_gather = false, hierarchical = false, expert_tensor = false,
        flex = false;
@@ -187,6 +207,8 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
       }
       o << describe_plan(*g.best) << fmt(", %.3f s/iteration", g.best->iteration_time_s);
       if (g.best->time_to_train_days) o << fmt(", %.1f days", *g.best->time_to_train_days);
+      if (g.best->goodput) o << fmt(", goodput %.1f%%", 100 * *g.best->goodput);
+      if (g.best->expected_time_to_train_days) o << fmt(" (%.1f days with interruptions)", *g.best->expected_time_to_train_days);
       o << "\n";
     }
   }
@@ -208,7 +230,8 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
          "gpu_hours,cost,account_for_embedding_in_pipeline_split,account_for_loss_in_pipeline_split,"
          "decoder_first_pipeline_num_layers,decoder_last_pipeline_num_layers,pipeline_bubble_s,exposed_communication_s,"
          "cpu_offloading_num_layers,cp_comm_type,hierarchical_context_parallel_sizes,pipeline_model_parallel_layout,"
-         "expert_tensor_parallel_size,moe_token_dispatcher_type";
+         "expert_tensor_parallel_size,moe_token_dispatcher_type,goodput,checkpoint_interval_iterations,"
+         "expected_time_to_train_days,expected_gpu_hours";
   if (!report.plans.empty()) {
     for (const auto& [kind, v] : report.plans.front().exposed_by_kind) out << ",exposed_" << kind << "_s";
   }
@@ -239,6 +262,10 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
     if (p.expert_tensor_parallel_size > 0) out << p.expert_tensor_parallel_size;
     out << ',';  // the token dispatcher of plans with EP > 1
     if (p.expert_model_parallel_size > 1) out << models::to_string(r.training.moe_token_dispatcher_type);
+    out << ',' << (r.goodput ? fmt("%.6g", *r.goodput) : "") << ','
+        << (r.checkpoint_interval_iterations ? std::to_string(*r.checkpoint_interval_iterations) : "") << ','
+        << (r.expected_time_to_train_days ? fmt("%.6g", *r.expected_time_to_train_days) : "") << ','
+        << (r.expected_gpu_hours ? fmt("%.6g", *r.expected_gpu_hours) : "");
     for (const auto& [kind, v] : r.exposed_by_kind) out << ',' << fmt("%.6g", v);
     out << "\n";
   }
@@ -309,6 +336,10 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
     plan["exposed_communication_by_kind_s"] = exposed;
     if (r.time_to_train_days) plan["time_to_train_days"] = tidy(*r.time_to_train_days);
     if (r.gpu_hours) plan["gpu_hours"] = tidy(*r.gpu_hours);
+    if (r.goodput) plan["goodput"] = tidy(*r.goodput);
+    if (r.checkpoint_interval_iterations) plan["checkpoint_interval_iterations"] = *r.checkpoint_interval_iterations;
+    if (r.expected_time_to_train_days) plan["expected_time_to_train_days"] = tidy(*r.expected_time_to_train_days);
+    if (r.expected_gpu_hours) plan["expected_gpu_hours"] = tidy(*r.expected_gpu_hours);
     if (r.cost) plan["cost"] = tidy(*r.cost);
     plan["extrapolated"] = r.extrapolated;
     plans.push_back(plan);
@@ -330,6 +361,8 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
       point["iteration_time_s"] = tidy(g.best->iteration_time_s);
       if (g.best->time_to_train_days) point["time_to_train_days"] = tidy(*g.best->time_to_train_days);
       if (g.best->gpu_hours) point["gpu_hours"] = tidy(*g.best->gpu_hours);
+      if (g.best->goodput) point["goodput"] = tidy(*g.best->goodput);
+      if (g.best->expected_time_to_train_days) point["expected_time_to_train_days"] = tidy(*g.best->expected_time_to_train_days);
     }
     curve.push_back(point);
   }
@@ -343,9 +376,14 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
 
 void write_plan_curve_svg(const PlanRequest& request, const PlanReport& report, std::ostream& out) {
   // Time to train (days, log scale) against GPUs (log scale), with the deadline as a line.
-  std::vector<std::pair<double, double>> points;
+  // With reliability the curve is the time with interruptions (what the deadline is held
+  // against), and the fault-free time is drawn dashed beside it.
+  std::vector<std::pair<double, double>> points, fault_free;
   for (const GpuCountResult& g : report.per_gpu_count) {
-    if (g.best && g.best->time_to_train_days) points.emplace_back(static_cast<double>(g.gpus), *g.best->time_to_train_days);
+    if (g.best && g.best->deadline_days()) points.emplace_back(static_cast<double>(g.gpus), *g.best->deadline_days());
+    if (g.best && g.best->expected_time_to_train_days && g.best->time_to_train_days) {
+      fault_free.emplace_back(static_cast<double>(g.gpus), *g.best->time_to_train_days);
+    }
   }
   const double w = 720, h = 420, left = 80, right = 30, top = 50, bottom = 60;
   double x0 = 1, x1 = 2, y0 = 1, y1 = 2;
@@ -354,6 +392,7 @@ void write_plan_curve_svg(const PlanRequest& request, const PlanReport& report, 
     x1 = points.front().first;
     y0 = points.front().second;
     y1 = points.front().second;
+    for (const auto& [x, y] : fault_free) y0 = std::min(y0, y);
     for (const auto& [x, y] : points) {
       x0 = std::min(x0, x);
       x1 = std::max(x1, x);
@@ -392,12 +431,20 @@ void write_plan_curve_svg(const PlanRequest& request, const PlanReport& report, 
   }
   out << "<text x=\"" << w / 2 << "\" y=\"" << h - 16 << "\" text-anchor=\"middle\">GPUs</text>\n";
   out << "<text x=\"18\" y=\"" << h / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " << h / 2
-      << ")\">days (best plan)</text>\n";
+      << ")\">days (best plan" << (fault_free.empty() ? "" : ", with interruptions") << ")</text>\n";
   if (request.deadline_days) {
     out << "<line class=\"deadline\" x1=\"" << left << "\" y1=\"" << fmt("%.1f", Y(*request.deadline_days)) << "\" x2=\""
         << w - right << "\" y2=\"" << fmt("%.1f", Y(*request.deadline_days)) << "\" stroke=\"#c0392b\" stroke-dasharray=\"6 4\"/>\n";
     out << "<text x=\"" << w - right << "\" y=\"" << fmt("%.1f", Y(*request.deadline_days) - 6)
         << "\" text-anchor=\"end\" fill=\"#c0392b\">deadline " << fmt("%g days", *request.deadline_days) << "</text>\n";
+  }
+  if (!fault_free.empty()) {
+    out << "<polyline class=\"fault-free\" fill=\"none\" stroke=\"#999\" stroke-width=\"1.5\" stroke-dasharray=\"4 3\" points=\"";
+    for (const auto& [x, y] : fault_free) out << fmt("%.1f", X(x)) << "," << fmt("%.1f", Y(y)) << " ";
+    out << "\"/>\n";
+    const auto& [fx, fy] = fault_free.back();
+    out << "<text x=\"" << fmt("%.1f", X(fx)) << "\" y=\"" << fmt("%.1f", Y(fy) + 16) << "\" text-anchor=\"end\" fill=\"#777\">"
+        << "without interruptions</text>\n";
   }
   if (!points.empty()) {
     out << "<polyline class=\"curve\" fill=\"none\" stroke=\"#2e6fba\" stroke-width=\"2\" points=\"";

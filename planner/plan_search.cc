@@ -17,6 +17,7 @@
 #include "models/lowering.h"
 #include "planner/plan_output.h"
 #include "report/parallel_jobs.h"
+#include "report/reliability.h"
 #include "report/simulation.h"
 #include "sim/check.h"
 #include "topologies/cluster.h"
@@ -502,8 +503,18 @@ PlanResult Searcher::to_result(const config::Scenario& s, double iteration_s, st
     const double seconds = *s.training.train_tokens / r.tokens_per_s;
     r.time_to_train_days = seconds / 86400.0;
     r.gpu_hours = seconds / 3600.0 * static_cast<double>(r.gpus);
-    if (req_.price_per_gpu_hour) r.cost = *r.gpu_hours * *req_.price_per_gpu_hour;
   }
+  if (s.training.reliability) {
+    std::optional<double> train_seconds;
+    if (r.time_to_train_days) train_seconds = *r.time_to_train_days * 86400.0;
+    const report::ReliabilityEstimate e = report::estimate_reliability(
+        *s.training.reliability, r.gpus, iteration_s, report::checkpoint_size(s), s.cluster.pcie_x16_GBps(), train_seconds);
+    r.goodput = e.goodput;
+    r.checkpoint_interval_iterations = e.checkpoint_interval_iterations;
+    r.expected_time_to_train_days = e.expected_time_to_train_days;
+    r.expected_gpu_hours = e.expected_gpu_hours;
+  }
+  if (req_.price_per_gpu_hour && r.gpu_hours) r.cost = r.expected_gpu_hours.value_or(*r.gpu_hours) * *req_.price_per_gpu_hour;
   return r;
 }
 
@@ -612,11 +623,11 @@ PlanReport Searcher::run() {
     report.plans.push_back(o.result);
     GpuCountResult& g = per_count[candidates_[i].gpus];
     ++g.feasible;
-    if (!g.best || o.result.tokens_per_s > g.best->tokens_per_s) g.best = o.result;
+    if (!g.best || o.result.effective_tokens_per_s() > g.best->effective_tokens_per_s()) g.best = o.result;
   }
-  // Fastest to train first (tokens per second); ties keep enumeration order.
+  // Fastest to train first (tokens per second of elapsed time); ties keep enumeration order.
   std::stable_sort(report.plans.begin(), report.plans.end(),
-                   [](const PlanResult& a, const PlanResult& b) { return a.tokens_per_s > b.tokens_per_s; });
+                   [](const PlanResult& a, const PlanResult& b) { return a.effective_tokens_per_s() > b.effective_tokens_per_s(); });
   for (const char* reason : {kReasonInvalid, kReasonLimit, kReasonMemoryEstimate, kReasonOffloadEstimate, kReasonDominated, kReasonMemorySimulated}) {
     auto it = pruned_.find(reason);
     if (it != pruned_.end() && it->second > 0) report.pruned.emplace_back(reason, it->second);
@@ -625,7 +636,7 @@ PlanReport Searcher::run() {
   report.first_invalid = first_invalid_;
   if (req_.deadline_days) {
     for (const GpuCountResult& g : report.per_gpu_count) {
-      if (g.best && g.best->time_to_train_days && *g.best->time_to_train_days <= *req_.deadline_days) {
+      if (g.best && g.best->deadline_days() && *g.best->deadline_days() <= *req_.deadline_days) {
         report.deadline_gpus = g.gpus;
         break;
       }
@@ -792,7 +803,7 @@ PlanReport search_deadline(PlanRequest request, std::int64_t lo, std::int64_t hi
   }
   for (const std::string& reason : order) merged.pruned.emplace_back(reason, pruned[reason]);
   std::stable_sort(merged.plans.begin(), merged.plans.end(),
-                   [](const PlanResult& a, const PlanResult& b) { return a.tokens_per_s > b.tokens_per_s; });
+                   [](const PlanResult& a, const PlanResult& b) { return a.effective_tokens_per_s() > b.effective_tokens_per_s(); });
   merged.deadline_gpus = deadline_gpus;
   return merged;
 }

@@ -89,8 +89,21 @@ struct PlanResult {
   std::vector<std::pair<std::string, double>> exposed_by_kind;  // tp, dp, pp, cp, ep, embedding, other
   std::optional<double> time_to_train_days;
   std::optional<double> gpu_hours;
+  // With training.reliability (report/reliability.h): the share of elapsed time that trains, at
+  // the best checkpoint interval (or the one given), and the time to train and GPU-hours with
+  // interruptions; `cost` then prices the expected GPU-hours.
+  std::optional<double> goodput;
+  std::optional<std::int64_t> checkpoint_interval_iterations;
+  std::optional<double> expected_time_to_train_days;
+  std::optional<double> expected_gpu_hours;
   std::optional<double> cost;
   bool extrapolated = false;
+  // Tokens per second of elapsed time: tokens_per_s, times goodput when there is one. Plans rank
+  // by it (fastest to train first).
+  double effective_tokens_per_s() const { return tokens_per_s * goodput.value_or(1.0); }
+  // The days a deadline is held against: with interruptions when the request has reliability.
+  // (none for a plan whose interruptions come faster than it saves and restarts: it never finishes).
+  std::optional<double> deadline_days() const { return goodput ? expected_time_to_train_days : time_to_train_days; }
 };
 
 struct GpuCountResult {

@@ -235,6 +235,7 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
     for (const auto& c : info.chunks) sr.layers += c.second;
     sr.parameters = info.parameters;
     sr.static_memory = info.static_memory;
+    sr.checkpoint_bytes = info.checkpoint_bytes;
     std::size_t best = out.engine.ranks.size();
     for (std::size_t i = 0; i < out.engine.ranks.size(); ++i) {
       if (w.graph.class_of(out.engine.ranks[i]) != static_cast<std::uint32_t>(info.stage)) continue;

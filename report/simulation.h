@@ -85,6 +85,7 @@ struct StageReport {
   std::int64_t rank = 0;  // the rank the figures are taken from
   std::int64_t parameters = 0;
   models::StaticMemory static_memory;
+  std::int64_t checkpoint_bytes = 0;  // its share of a checkpoint (models::StageInfo)
   std::int64_t activation_peak_bytes = 0;
   std::int64_t peak_bytes = 0;
   double peak_time_s = 0;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "models/graph_vocabulary.h"
+#include "report/reliability.h"
 #include "report/sensitivity.h"
 #include "report/text_format.h"
 #include "topologies/compute_model.h"
@@ -85,6 +86,57 @@ std::string human_bytes(double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
   return buf;
+}
+
+// "350 MB", "2.56 GB", "5.68 TB": decimal units, as storage bandwidth is quoted.
+std::string storage_bytes(double b) {
+  if (b >= 1e12) return fmt("%.3g TB", b * 1e-12);
+  if (b >= 1e9) return fmt("%.3g GB", b * 1e-9);
+  return fmt("%.3g MB", b * 1e-6);
+}
+
+// "42 s", "9.8 min", "3.09 h": a duration in the unit that reads best.
+std::string duration_text(double seconds) {
+  if (seconds < 60) return fmt("%.3g s", seconds);
+  if (seconds < 3600) return fmt("%.3g min", seconds / 60);
+  return fmt("%.3g h", seconds / 3600);
+}
+
+Json reliability_json(const ReliabilityEstimate& e, double iteration_s) {
+  Json j;
+  j["job_mtbf_hours"] = tidy(e.job_mtbf_hours);
+  j["checkpoint_bytes"] = tidy(e.checkpoint.total_bytes);
+  j["checkpoint_bytes_per_gpu"] = tidy(e.checkpoint.per_gpu_bytes);
+  j["checkpoint_copy_s"] = tidy(e.checkpoint_copy_s);
+  j["checkpoint_write_s"] = tidy(e.checkpoint_write_s);
+  j["checkpoint_blocking_s"] = tidy(e.checkpoint_blocking_s);
+  j["checkpoint_interval_iterations"] = e.checkpoint_interval_iterations;
+  j["checkpoint_interval_s"] = tidy(static_cast<double>(e.checkpoint_interval_iterations) * iteration_s);
+  j["interval_optimal"] = e.interval_optimal;
+  j["restart_s"] = tidy(e.restart_s);
+  j["goodput"] = tidy(e.goodput);
+  if (e.expected_time_to_train_days) j["expected_time_to_train_days"] = tidy(*e.expected_time_to_train_days);
+  if (e.expected_gpu_hours) j["expected_gpu_hours"] = tidy(*e.expected_gpu_hours);
+  if (e.expected_interruptions) j["expected_interruptions"] = tidy(*e.expected_interruptions);
+  return j;
+}
+
+void reliability_text(std::ostream& o, const ReliabilityEstimate& e, double iteration_s, std::int64_t gpus) {
+  const double interval = static_cast<double>(e.checkpoint_interval_iterations) * iteration_s;
+  o << "  with interruptions    " << fmt("goodput %.1f%%", 100 * e.goodput) << ": the job stops every "
+    << duration_text(e.job_mtbf_hours * 3600) << " on " << gpus << " GPUs, restarts in " << duration_text(e.restart_s) << "\n"
+    << "                        checkpoint " << storage_bytes(e.checkpoint.total_bytes) << " ("
+    << storage_bytes(e.checkpoint.per_gpu_bytes) << " per GPU) every " << e.checkpoint_interval_iterations
+    << (e.checkpoint_interval_iterations == 1 ? " iteration (" : " iterations (") << duration_text(interval)
+    << (e.interval_optimal ? ", the best interval" : "") << "), training stops " << duration_text(e.checkpoint_blocking_s)
+    << " per save\n";
+  if (e.goodput <= 0) {
+    o << "  expected time         never: interruptions come faster than the job saves and restarts\n";
+  } else if (e.expected_time_to_train_days) {
+    o << "  expected time         " << fmt("%.1f days", *e.expected_time_to_train_days) << " ("
+      << fmt("%.3g GPU-hours", e.expected_gpu_hours.value_or(0)) << ", "
+      << fmt("%.0f interruptions", e.expected_interruptions.value_or(0)) << ")\n";
+  }
 }
 
 }  // namespace
@@ -197,6 +249,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
     j["time_to_train_days"] = tidy(seconds / 86400.0);
     j["gpu_hours"] = tidy(seconds / 3600.0 * static_cast<double>(s.num_gpus()));
   }
+  if (const auto e = estimate_reliability(r)) j["reliability"] = reliability_json(*e, r.iteration_time_s);
   if (r.sensitivity) j["communication_sensitivity"] = sensitivity_json(r);
   if (r.nic_sensitivity) j["nic_sensitivity"] = nic_sensitivity_json(r);
   Json sim;
@@ -297,6 +350,7 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
     o << "  time to train         " << fmt("%.1f days", seconds / 86400) << " for " << fmt("%.3g tokens", *s.training.train_tokens)
       << " (" << fmt("%.3g GPU-hours", seconds / 3600 * static_cast<double>(s.num_gpus())) << ")\n";
   }
+  if (const auto e = estimate_reliability(r)) reliability_text(o, *e, r.iteration_time_s, s.num_gpus());
   const TimeBreakdown& b = r.breakdown;
   auto row = [&](const char* label, double v) {
     o << "    " << label << fmt("%9.3f s", v) << fmt("  %5.1f%%", r.iteration_time_s > 0 ? 100 * v / r.iteration_time_s : 0) << "\n";

@@ -1,7 +1,8 @@
 // A scenario end to end: parsed (as the scenario target), then simulated and summarised when
 // the plan is small (simulation.max_events forced to 200,000 so each input runs in milliseconds).
 // Beyond the harness contract, the results must be sane: finite, positive iteration time and
-// throughput, MFU and HFU in (0, 1], memory figures non-negative, and the JSON summary and
+// throughput, MFU and HFU in (0, 1], memory figures non-negative, goodput in [0, 1] and never a
+// shorter time to train with interruptions than without, and the JSON summary and
 // trace writable.
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "fuzz/fuzz_target.h"
 #include "fuzz/targets/scenario_input.h"
 #include "report/simulation.h"
+#include "report/reliability.h"
 #include "report/summary.h"
 #include "report/trace_writer.h"
 
@@ -28,6 +30,14 @@ TRAINSIM_FUZZ_TARGET(scenario_run) {
   check(r.mfu > 0 && r.mfu <= 1 && r.hfu >= r.mfu && r.hfu <= 1, "MFU/HFU outside (0, 1]");
   check(r.peak_bytes_per_gpu >= 0 && r.capacity_bytes_per_gpu > 0, "negative memory figures");
   for (const auto& stage : r.stages) check(stage.activation_peak_bytes >= 0, "negative activation memory");
+  if (const auto e = trainsim::report::estimate_reliability(r)) {
+    check(e->goodput >= 0 && e->goodput <= 1, "goodput outside [0, 1]");
+    check(e->checkpoint_interval_iterations >= 1 && e->checkpoint_blocking_s >= 0, "no checkpoint interval or a negative save");
+    if (e->expected_time_to_train_days) {
+      const double days = *scenario.training.train_tokens / r.tokens_per_s / 86400;
+      check(*e->expected_time_to_train_days >= days * (1 - 1e-12), "interruptions shortened the time to train");
+    }
+  }
   std::ostringstream json, trace;
   json << trainsim::report::summary_json(r).dump(2);
   trainsim::report::write_trace(r, trace);

@@ -184,6 +184,64 @@ TEST_CASE("cli: bad input exits 2 with the file and JSON path") {
   }
 }
 
+TEST_CASE("cli: interruptions: run and plan give goodput and the time to train with them, and ask for all three inputs") {
+  const std::string golden = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-7.5b-tp4-pp2-a100.json";
+  const std::string reliability =
+      R"( --set 'training.reliability={"gpu_mtbf_hours": 50677, "restart_minutes": 10, "checkpoint_write_GBps": 10}')";
+  const Outcome run = trainsim("run " + golden + " --set training.train_tokens=1e11" + reliability + " --json -");
+  REQUIRE(run.code == 0);
+  const auto j = nlohmann::json::parse(run.output);
+  REQUIRE(j.contains("reliability"));
+  const auto& r = j["reliability"];
+  const double goodput = r["goodput"].get<double>();
+  CHECK(goodput > 0.9);
+  CHECK(goodput < 1);
+  CHECK(r["job_mtbf_hours"].get<double>() == doctest::Approx(50677.0 / j["num_gpus"].get<double>()));
+  CHECK(r["expected_time_to_train_days"].get<double>() == doctest::Approx(j["time_to_train_days"].get<double>() / goodput));
+  CHECK(r["checkpoint_interval_iterations"].get<std::int64_t>() >= 1);
+  CHECK(r["interval_optimal"] == true);
+  const Outcome text = trainsim("run " + golden + " --set training.train_tokens=1e11" + reliability);
+  CHECK(text.output.find("with interruptions    goodput") != std::string::npos);
+  CHECK(text.output.find("expected time") != std::string::npos);
+  CHECK_FALSE(nlohmann::json::parse(trainsim("run " + golden + " --json -").output).contains("reliability"));
+
+  const std::string plan = "plan --model gpt3-1.7b --cluster dgx-a100-80gb --gpus 16 --global-batch-size 64 --tp 2 --pp 2 --top 3 "
+                           "--train-tokens 1e10 --price-per-gpu-hour 2";
+  const Outcome p = trainsim(plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --json -");
+  REQUIRE(p.code == 0);
+  const auto pj = nlohmann::json::parse(p.output);
+  REQUIRE(pj["plans"].size() == 3);
+  for (const auto& e : pj["plans"]) {
+    const double g = e["goodput"].get<double>();
+    CHECK(g > 0);
+    CHECK(g < 0.99);  // an interruption every 6 hours, half-hour restarts
+    CHECK(e["expected_time_to_train_days"].get<double>() == doctest::Approx(e["time_to_train_days"].get<double>() / g));
+    CHECK(e["cost"].get<double>() == doctest::Approx(2 * e["expected_gpu_hours"].get<double>()));
+  }
+  for (std::size_t i = 1; i < pj["plans"].size(); ++i) {  // ranked by tokens per second of elapsed time
+    CHECK(pj["plans"][i]["expected_time_to_train_days"].get<double>() >=
+          pj["plans"][i - 1]["expected_time_to_train_days"].get<double>() * (1 - 1e-9));
+  }
+  const Outcome csv = trainsim(plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --checkpoint-interval 50 --csv -");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.output.find(",goodput,checkpoint_interval_iterations,expected_time_to_train_days,expected_gpu_hours") != std::string::npos);
+  CHECK(csv.output.find(",50,") != std::string::npos);
+  // The curve of days against GPUs: with interruptions, and without them dashed beside it.
+  const Outcome svg = trainsim("plan --model gpt3-1.7b --cluster dgx-a100-80gb --gpus 8..16 --global-batch-size 64 --tp 2 --pp 2 "
+                               "--train-tokens 1e10 --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --svg -");
+  REQUIRE(svg.code == 0);
+  CHECK(svg.output.find("class=\"curve\"") != std::string::npos);
+  CHECK(svg.output.find("class=\"fault-free\"") != std::string::npos);
+  CHECK(svg.output.find("with interruptions") != std::string::npos);
+  // Any of the options asks for all three inputs.
+  const Outcome missing = trainsim(plan + " --gpu-mtbf-hours 100 --checkpoint-write-GBps 1");
+  CHECK(missing.code == 2);
+  CHECK(missing.output.find("--restart-minutes") != std::string::npos);
+  const Outcome alone = trainsim(plan + " --async-checkpoint");
+  CHECK(alone.code == 2);
+  CHECK(alone.output.find("--gpu-mtbf-hours") != std::string::npos);
+}
+
 TEST_CASE("cli: plan answers any value of any numeric option with a result or exit 2, never a crash") {
   // The options reach the search's arithmetic (sizes it divides by, amounts it multiplies), so
   // each takes zero, negative, huge, non-finite and non-numeric values. The search space is one
@@ -191,10 +249,12 @@ TEST_CASE("cli: plan answers any value of any numeric option with a result or ex
   const std::vector<std::pair<std::string, std::string>> defaults = {
       {"--model", "llama3.1-8b"},  {"--cluster", "dgx-h100"},       {"--gpus", "8"},    {"--global-batch-size", "8"},
       {"--tp", "1"},               {"--pp", "1"},                   {"--cp", "1"},      {"--micro-batch-sizes", "1"},
-      {"--recompute", "full"},     {"--optimizer-sharding", "1"},   {"--threads", "1"}, {"--train-tokens", "1e9"}};
+      {"--recompute", "full"},     {"--optimizer-sharding", "1"},   {"--threads", "1"}, {"--train-tokens", "1e9"},
+      {"--gpu-mtbf-hours", "50000"}, {"--restart-minutes", "10"},   {"--checkpoint-write-GBps", "100"}};
   const char* options[] = {"--gpus", "--global-batch-size", "--seq-length", "--tp", "--pp", "--vp", "--cp", "--ep",
                            "--micro-batch-sizes", "--optimizer-sharding", "--train-tokens", "--deadline-days",
-                           "--price-per-gpu-hour", "--threads", "--top"};
+                           "--price-per-gpu-hour", "--threads", "--top", "--gpu-mtbf-hours", "--restart-minutes",
+                           "--checkpoint-write-GBps", "--checkpoint-interval"};
   const char* values[] = {"0", "-1", "3", "4294967297", "9223372036854775807", "nan", "-inf", "1e308", "abc"};
   int results = 0, errors = 0;
   for (const std::string option : options) {

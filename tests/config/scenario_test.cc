@@ -309,3 +309,29 @@ TEST_CASE("config/Scenario: multi-token prediction: its count, its place in a la
                         "gpt3-175b.json: /position_embedding_type: multi-token prediction needs rotary position embeddings"));
   CHECK(error_of({"model.mtp_num_layers=1", rope}).empty());
 }
+
+TEST_CASE("config/Scenario: training.reliability needs the interruption rate, the restart time and the storage bandwidth") {
+  const std::string base = "training.reliability=";
+  const config::Scenario s = config::load_scenario(
+      tests::kDefaultScenario,
+      {base + R"({"gpu_mtbf_hours": 50677, "restart_minutes": 12.5, "checkpoint_write_GBps": 2000, "async_checkpoint": true,
+                 "checkpoint_interval_iterations": 40})"});
+  REQUIRE(s.training.reliability.has_value());
+  CHECK(s.training.reliability->gpu_mtbf_hours == 50677);
+  CHECK(s.training.reliability->restart_minutes == 12.5);
+  CHECK(s.training.reliability->checkpoint_write_GBps == 2000);
+  CHECK(s.training.reliability->async_checkpoint);
+  CHECK(s.training.reliability->checkpoint_interval_iterations == 40);
+  CHECK_FALSE(config::load_scenario(tests::kDefaultScenario).training.reliability.has_value());
+
+  const std::string missing = error_of({base + R"({"gpu_mtbf_hours": 50677, "checkpoint_write_GBps": 2000})"});
+  CHECK(missing.find("/training/reliability/restart_minutes") != std::string::npos);
+  const std::string unknown =
+      error_of({base + R"({"gpu_mtbf_hours": 50677, "restart_minutes": 5, "checkpoint_write_GBps": 2000, "mtbf": 3})"});
+  CHECK(unknown.find("/training/reliability/mtbf") != std::string::npos);
+  const std::string range = error_of({base + R"({"gpu_mtbf_hours": 0, "restart_minutes": 5, "checkpoint_write_GBps": 2000})"});
+  CHECK(range.find("/training/reliability/gpu_mtbf_hours") != std::string::npos);
+  const std::string interval = error_of(
+      {base + R"({"gpu_mtbf_hours": 100, "restart_minutes": 5, "checkpoint_write_GBps": 2000, "checkpoint_interval_iterations": 0})"});
+  CHECK(interval.find("/training/reliability/checkpoint_interval_iterations") != std::string::npos);
+}

@@ -1,0 +1,122 @@
+#include "report/reliability.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "models/lowering.h"
+#include "sim/check.h"
+
+namespace trainsim::report {
+namespace {
+
+template <class Stages>
+CheckpointSize size_of(const Stages& stages, std::int64_t gpus, std::int64_t pp) {
+  // Every stage has gpus / pp GPUs, each holding an equal share of that stage's checkpoint.
+  CheckpointSize c;
+  for (const auto& st : stages) {
+    const double bytes = static_cast<double>(st.checkpoint_bytes);
+    c.total_bytes += bytes * static_cast<double>(gpus / pp);
+    c.per_gpu_bytes = std::max(c.per_gpu_bytes, bytes);
+  }
+  return c;
+}
+
+}  // namespace
+
+CheckpointSize checkpoint_size(const config::Scenario& s) {
+  const models::Workload w = models::describe(s.model, s.parallel, s.training, s.num_gpus(), s.target_gpu());
+  return size_of(w.stages, s.num_gpus(), s.parallel.pipeline_model_parallel_size);
+}
+
+CheckpointSize checkpoint_size(const RunResult& r) {
+  return size_of(r.stages, r.scenario.num_gpus(), r.scenario.parallel.pipeline_model_parallel_size);
+}
+
+double elapsed_per_work(double tau_s, double checkpoint_s, double restart_s, double mtbf_s) {
+  TRAINSIM_CHECK(tau_s > 0 && mtbf_s > 0 && checkpoint_s >= 0 && restart_s >= 0, "checkpoint-restart inputs out of range");
+  // expm1 keeps the small-exponent case (rare interruptions) exact.
+  const double v = mtbf_s / tau_s * std::exp(restart_s / mtbf_s) * std::expm1((tau_s + checkpoint_s) / mtbf_s);
+  return std::isfinite(v) ? v : std::numeric_limits<double>::infinity();
+}
+
+ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, std::int64_t gpus, double iteration_time_s,
+                                         const CheckpointSize& size, double pcie_GBps,
+                                         std::optional<double> train_seconds) {
+  TRAINSIM_CHECK(gpus >= 1 && iteration_time_s > 0 && pcie_GBps > 0 && spec.gpu_mtbf_hours > 0 &&
+                     spec.checkpoint_write_GBps > 0 && spec.restart_minutes >= 0,
+                 "reliability inputs out of range");
+  ReliabilityEstimate e;
+  e.job_mtbf_hours = spec.gpu_mtbf_hours / static_cast<double>(gpus);
+  e.checkpoint = size;
+  e.checkpoint_copy_s = size.per_gpu_bytes / (pcie_GBps * 1e9);
+  e.checkpoint_write_s = std::max(size.total_bytes / (spec.checkpoint_write_GBps * 1e9), e.checkpoint_copy_s);
+  e.restart_s = spec.restart_minutes * 60;
+  const double mtbf_s = e.job_mtbf_hours * 3600;
+
+  // Training stops per save: a synchronous save for the write; an asynchronous one for the copy,
+  // and for what is left of the previous write when the interval is shorter than it.
+  const auto blocking = [&](double tau) {
+    return spec.async_checkpoint ? std::max(e.checkpoint_copy_s, e.checkpoint_write_s - tau) : e.checkpoint_write_s;
+  };
+  const auto cost = [&](std::int64_t k) {
+    const double tau = static_cast<double>(k) * iteration_time_s;
+    return elapsed_per_work(tau, blocking(tau), e.restart_s, mtbf_s);
+  };
+
+  std::int64_t k = 1;
+  if (spec.checkpoint_interval_iterations) {
+    k = *spec.checkpoint_interval_iterations;
+  } else {
+    // The cost is unimodal in tau (falling while saves dominate, rising once lost work does):
+    // golden-section search on log tau between one iteration and 100 MTBFs, then the better of
+    // the two whole iteration counts around the optimum.
+    const double lo0 = std::log(iteration_time_s);
+    const double hi0 = std::max(lo0, std::log(100.0) + std::log(mtbf_s));
+    const auto at = [&](double log_tau) {
+      const double tau = std::exp(log_tau);
+      return elapsed_per_work(tau, blocking(tau), e.restart_s, mtbf_s);
+    };
+    const double g = (std::sqrt(5.0) - 1) / 2;
+    double a = lo0, b = hi0;
+    double x1 = b - g * (b - a), x2 = a + g * (b - a);
+    double f1 = at(x1), f2 = at(x2);
+    for (int i = 0; i < 200 && b - a > 1e-9; ++i) {
+      if (f1 <= f2) {
+        b = x2, x2 = x1, f2 = f1;
+        x1 = b - g * (b - a), f1 = at(x1);
+      } else {
+        a = x1, x1 = x2, f1 = f2;
+        x2 = a + g * (b - a), f2 = at(x2);
+      }
+    }
+    const double best = std::exp((a + b) / 2) / iteration_time_s;
+    const double cap = static_cast<double>(std::numeric_limits<std::int32_t>::max());
+    const auto lower = static_cast<std::int64_t>(std::clamp(std::floor(best), 1.0, cap));
+    k = cost(lower + 1) < cost(lower) ? lower + 1 : lower;
+    e.interval_optimal = true;
+  }
+  e.checkpoint_interval_iterations = k;
+  const double tau = static_cast<double>(k) * iteration_time_s;
+  e.checkpoint_blocking_s = blocking(tau);
+  const double ratio = cost(k);
+  e.goodput = std::isfinite(ratio) ? 1 / ratio : 0;
+  if (train_seconds && e.goodput > 0) {
+    const double elapsed = *train_seconds * ratio;
+    e.expected_time_to_train_days = elapsed / 86400;
+    e.expected_gpu_hours = elapsed / 3600 * static_cast<double>(gpus);
+    e.expected_interruptions = elapsed / mtbf_s;
+  }
+  return e;
+}
+
+std::optional<ReliabilityEstimate> estimate_reliability(const RunResult& r) {
+  const config::Scenario& s = r.scenario;
+  if (!s.training.reliability || r.iteration_time_s <= 0) return std::nullopt;
+  std::optional<double> train_seconds;
+  if (s.training.train_tokens) train_seconds = *s.training.train_tokens / r.tokens_per_s;
+  return estimate_reliability(*s.training.reliability, s.num_gpus(), r.iteration_time_s, checkpoint_size(r),
+                              s.cluster.pcie_x16_GBps(), train_seconds);
+}
+
+}  // namespace trainsim::report

@@ -1,0 +1,166 @@
+#include "report/reliability.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+
+#include "config/scenario.h"
+#include "tests/scenario_helpers.h"
+
+using namespace trainsim;
+
+namespace {
+
+// Checkpoint-restart played out: work in segments of `tau` seconds each followed by a save of
+// `c`; an interruption (exponential, mean `m`) loses the segment in progress and costs `r`,
+// which an interruption can cut short too. Returns the elapsed time of `segments` segments.
+double replay_interruptions(double tau, double c, double r, double m, std::int64_t segments, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto next_interruption = [&] {
+    // Uniform in (0, 1] from 53 random bits, then the exponential's inverse.
+    const double u = (static_cast<double>(rng() >> 11) + 1) / 9007199254740992.0;
+    return -m * std::log(u);
+  };
+  double elapsed = 0;
+  for (std::int64_t i = 0; i < segments; ++i) {
+    for (;;) {
+      const double t = next_interruption();
+      if (t >= tau + c) {
+        elapsed += tau + c;
+        break;
+      }
+      elapsed += t;
+      for (;;) {  // the restart, interrupted and begun again as often as it takes
+        const double u = next_interruption();
+        if (u >= r) {
+          elapsed += r;
+          break;
+        }
+        elapsed += u;
+      }
+    }
+  }
+  return elapsed;
+}
+
+models::ReliabilitySpec spec_of(double mtbf_gpu_hours, double restart_minutes, double write_GBps, bool async) {
+  models::ReliabilitySpec s;
+  s.gpu_mtbf_hours = mtbf_gpu_hours;
+  s.restart_minutes = restart_minutes;
+  s.checkpoint_write_GBps = write_GBps;
+  s.async_checkpoint = async;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("report/reliability: the expected elapsed time is what checkpoint-restart played out takes") {
+  // Interruptions every hour, a save every 10 minutes of work that takes 1 minute, 5-minute
+  // restarts: about a fifth of the time is lost, so a wrong term would show.
+  const double m = 3600, tau = 600, c = 60, r = 300;
+  const std::int64_t segments = 200000;
+  const double played = replay_interruptions(tau, c, r, m, segments, 7) / (tau * static_cast<double>(segments));
+  const double formula = report::elapsed_per_work(tau, c, r, m);
+  CAPTURE(played);
+  CAPTURE(formula);
+  CHECK(formula > 1.2);
+  CHECK(std::abs(played / formula - 1) < 0.01);
+  // Rare interruptions: the first-order waste c / tau + (tau / 2 + r) / m.
+  const double rare = report::elapsed_per_work(600, 6, 60, 3.6e7);
+  CHECK(rare - 1 == doctest::Approx(6.0 / 600 + (300.0 + 60) / 3.6e7).epsilon(1e-3));
+  CHECK(std::isinf(report::elapsed_per_work(1e6, 0, 0, 1)));
+}
+
+TEST_CASE("report/reliability: the interval chosen is Young's for cheap saves, and no other whole interval does better") {
+  // One-second iterations, 64 GPUs at 6,400 GPU-hours each (an interruption every 100 hours),
+  // 100 GB written at 10 GB/s: a 10-second save, Young's sqrt(2 C M) = 2,683 s.
+  const models::ReliabilitySpec spec = spec_of(6400, 10, 10, false);
+  report::CheckpointSize size;
+  size.total_bytes = 100e9;
+  size.per_gpu_bytes = 100e9 / 64;
+  const report::ReliabilityEstimate e = report::estimate_reliability(spec, 64, 1.0, size, 50, 86400.0 * 30);
+  CHECK(e.job_mtbf_hours == doctest::Approx(100));
+  CHECK(e.checkpoint_write_s == doctest::Approx(10));
+  CHECK(e.checkpoint_blocking_s == doctest::Approx(10));
+  CHECK(e.interval_optimal);
+  const double young = std::sqrt(2 * 10 * 100 * 3600.0);
+  CHECK(static_cast<double>(e.checkpoint_interval_iterations) == doctest::Approx(young).epsilon(0.02));
+  const double m = 100 * 3600.0, r = 600;
+  const double best = report::elapsed_per_work(static_cast<double>(e.checkpoint_interval_iterations), 10, r, m);
+  CHECK(e.goodput == doctest::Approx(1 / best));
+  for (const std::int64_t k : {e.checkpoint_interval_iterations - 1, e.checkpoint_interval_iterations + 1,
+                               e.checkpoint_interval_iterations / 2, 2 * e.checkpoint_interval_iterations}) {
+    CHECK(report::elapsed_per_work(static_cast<double>(k), 10, r, m) >= best);
+  }
+  // The token budget's 30 days of training take 30 / goodput, and interruptions come at 1 / M.
+  REQUIRE(e.expected_time_to_train_days.has_value());
+  CHECK(*e.expected_time_to_train_days == doctest::Approx(30 / e.goodput));
+  CHECK(*e.expected_gpu_hours == doctest::Approx(30 / e.goodput * 24 * 64));
+  CHECK(*e.expected_interruptions == doctest::Approx(30 / e.goodput * 24 / 100));
+
+  // A given interval is kept; a longer job (more GPUs) loses more.
+  models::ReliabilitySpec fixed = spec;
+  fixed.checkpoint_interval_iterations = 100;
+  const report::ReliabilityEstimate f = report::estimate_reliability(fixed, 64, 1.0, size, 50, std::nullopt);
+  CHECK(f.checkpoint_interval_iterations == 100);
+  CHECK_FALSE(f.interval_optimal);
+  CHECK(f.goodput < e.goodput);
+  CHECK_FALSE(f.expected_time_to_train_days.has_value());
+  CHECK(report::estimate_reliability(spec, 1024, 1.0, size, 50, std::nullopt).goodput < e.goodput);
+}
+
+TEST_CASE("report/reliability: an asynchronous save stops training for the copy, and for the write it has to wait for") {
+  // 8 GPUs, 1 TB at 1 GB/s: a 1,000-second write behind 125 GB / 50 GB/s = 2.5-second copies.
+  report::CheckpointSize size;
+  size.total_bytes = 1e12;
+  size.per_gpu_bytes = 125e9;
+  models::ReliabilitySpec spec = spec_of(8000, 5, 1, true);
+  spec.checkpoint_interval_iterations = 2000;  // 2,000 s: the write ends before the next save
+  const report::ReliabilityEstimate slow_iterations = report::estimate_reliability(spec, 8, 1.0, size, 50, std::nullopt);
+  CHECK(slow_iterations.checkpoint_copy_s == doctest::Approx(2.5));
+  CHECK(slow_iterations.checkpoint_write_s == doctest::Approx(1000));
+  CHECK(slow_iterations.checkpoint_blocking_s == doctest::Approx(2.5));
+  spec.checkpoint_interval_iterations = 400;  // the next save waits 600 s for the write
+  CHECK(report::estimate_reliability(spec, 8, 1.0, size, 50, std::nullopt).checkpoint_blocking_s == doctest::Approx(600));
+  // Synchronous saves stop training for the write; asynchronous ones do better at their best interval.
+  spec.checkpoint_interval_iterations.reset();
+  models::ReliabilitySpec sync = spec;
+  sync.async_checkpoint = false;
+  const report::ReliabilityEstimate a = report::estimate_reliability(spec, 8, 1.0, size, 50, std::nullopt);
+  const report::ReliabilityEstimate s = report::estimate_reliability(sync, 8, 1.0, size, 50, std::nullopt);
+  CHECK(s.checkpoint_blocking_s == doctest::Approx(1000));
+  CHECK(a.goodput > s.goodput);
+  CHECK(a.checkpoint_blocking_s < 1000);
+}
+
+TEST_CASE("report/reliability: a checkpoint holds each parameter's 16-bit weight and optimizer state once") {
+  // GPT-3 175B, distributed optimizer: 2 B of weight, 12 B of fp32 master weight and Adam moments
+  // per parameter, split over all 1,024 GPUs (each data-parallel rank saves 1/8 of its stage's).
+  const config::Scenario s =
+      config::load_scenario(tests::kDefaultScenario, {"parallelism.use_distributed_optimizer=true"});
+  const report::CheckpointSize c = report::checkpoint_size(s);
+  const double params = static_cast<double>(s.model.total_parameters(s.parallel.tensor_model_parallel_size));
+  // Megatron's last stage keeps its own copy of the tied embedding for the output layer.
+  CHECK(c.total_bytes / 14 == doctest::Approx(params).epsilon(0.01));
+  CHECK(c.per_gpu_bytes >= c.total_bytes / 1024);
+  CHECK(c.per_gpu_bytes < 1.1 * c.total_bytes / 1024);
+  // Without the distributed optimizer each rank still saves only its share (fully parallel save).
+  const report::CheckpointSize plain = report::checkpoint_size(config::load_scenario(tests::kDefaultScenario));
+  CHECK(plain.total_bytes == doctest::Approx(c.total_bytes));
+
+  // The run's estimate uses the simulated iteration and this checkpoint.
+  report::RunResult r = tests::simulate_file(
+      tests::kDefaultScenario,
+      {R"(training.reliability={"gpu_mtbf_hours": 50677, "restart_minutes": 10, "checkpoint_write_GBps": 100})"});
+  const auto e = report::estimate_reliability(r);
+  REQUIRE(e.has_value());
+  CHECK(e->checkpoint.total_bytes == doctest::Approx(c.total_bytes));
+  CHECK(e->checkpoint_write_s == doctest::Approx(c.total_bytes / 100e9));
+  CHECK(e->goodput > 0.9);
+  CHECK(e->goodput < 1);
+  REQUIRE(e->expected_time_to_train_days.has_value());
+  const double days = *r.scenario.training.train_tokens / r.tokens_per_s / 86400;
+  CHECK(*e->expected_time_to_train_days == doctest::Approx(days / e->goodput));
+}
