@@ -93,13 +93,15 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   o << "  considered " << report.considered << ", simulated " << report.simulated << ", feasible " << report.plans.size()
     << ", pruned " << report.pruned_total() << ":\n";
   for (const auto& [reason, n] : report.pruned) o << "    " << n << "  " << reason << "\n";
-  o << "\n  rank  GPUs   TP  PP   V  CP   EP    DP  mbs  recompute  optimizer   iter_s   tokens/s    MFU  bubble  exposed  mem_GiB";
-  if (train) o << "    days   GPU-hours";
-  if (reliability) o << "  goodput";
-  if (reliability && train) o << "  exp_days  exp_GPU-h";
-  if (request.price_per_gpu_hour) o << "        cost";
-  o << "\n";
   const std::size_t n = std::min(top, report.plans.size());
+  if (n > 0) {  // --top 0: the counts and the per-GPU-count summary only
+    o << "\n  rank  GPUs   TP  PP   V  CP   EP    DP  mbs  recompute  optimizer   iter_s   tokens/s    MFU  bubble  exposed  mem_GiB";
+    if (train) o << "    days   GPU-hours";
+    if (reliability) o << "  goodput";
+    if (reliability && train) o << "  exp_days  exp_GPU-h";
+    if (request.price_per_gpu_hour) o << "        cost";
+    o << "\n";
+  }
   for (std::size_t i = 0; i < n; ++i) {
     const PlanResult& r = report.plans[i];
     const models::ParallelSpec& p = r.parallel;
@@ -206,9 +208,14 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
         continue;
       }
       o << describe_plan(*g.best) << fmt(", %.3f s/iteration", g.best->iteration_time_s);
-      if (g.best->time_to_train_days) o << fmt(", %.1f days", *g.best->time_to_train_days);
-      if (g.best->goodput) o << fmt(", goodput %.1f%%", 100 * *g.best->goodput);
-      if (g.best->expected_time_to_train_days) o << fmt(" (%.1f days with interruptions)", *g.best->expected_time_to_train_days);
+      if (g.best->time_to_train_days) {
+        o << fmt(", %.1f days", *g.best->time_to_train_days) << fmt(" (%.3g GPU-hours)", g.best->gpu_hours.value_or(0));
+      }
+      if (g.best->goodput) o << fmt("; goodput %.1f%%", 100 * *g.best->goodput);
+      if (g.best->expected_time_to_train_days) {
+        o << fmt(": %.1f days", *g.best->expected_time_to_train_days)
+          << fmt(" (%.3g GPU-hours) with interruptions", g.best->expected_gpu_hours.value_or(0));
+      }
       o << "\n";
     }
   }
