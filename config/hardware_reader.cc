@@ -134,12 +134,28 @@ topo::ComputeCalibration read_compute_calibration(const std::string& file) {
       ObjectReader a(value, file, "/flash_attention_alternatives/" + name);
       topo::AttentionCalibration alt;
       alt.implementation = name;
-      alt.tile = a.get_int("tile", alt.tile, 1, 4096);
-      alt.forward = read_attention_pass(a.object("forward"));
-      alt.backward = read_attention_pass(a.object("backward"));
+      alt.description = a.get_string("description", "");
+      alt.speed = a.get_double("speed", 1.0, 0.05, 20.0);
+      if (a.has("like")) {
+        // Priced as another implementation's kernel model at `speed` (resolved below).
+        alt.like = a.require_string("like");
+        for (const char* key : {"tile", "forward", "backward"}) {
+          if (a.has(key)) a.fail(key, std::string("not with \"like\": the passes are those of \"") + alt.like + "\"");
+        }
+      } else {
+        alt.tile = a.get_int("tile", alt.tile, 1, 4096);
+        alt.forward = read_attention_pass(a.object("forward"));
+        alt.backward = read_attention_pass(a.object("backward"));
+      }
       a.finish();
       if (name.empty() || name == c.attention.implementation) r.fail("flash_attention_alternatives", "expected names other than flash_attention's implementation");
       c.attention_alternatives.push_back(std::move(alt));
+    }
+    const std::string unresolved = c.resolve_like_attention();
+    if (!unresolved.empty()) {
+      ObjectReader a((*alternatives)[unresolved], file, "/flash_attention_alternatives/" + unresolved);
+      a.fail("like", "expected flash_attention's implementation (\"" + c.attention.implementation +
+                         "\") or an alternative with passes of its own");
     }
   }
   ObjectReader mem = r.object("memory_bound");
@@ -487,7 +503,11 @@ Json to_json(const topo::ComputeCalibration& c) {
   if (!c.attention_alternatives.empty()) {
     Json alternatives = Json::object();
     for (const topo::AttentionCalibration& a : c.attention_alternatives) {
-      alternatives[a.implementation] = Json{{"tile", a.tile}, {"forward", pass(a.forward)}, {"backward", pass(a.backward)}};
+      Json alt = a.like.empty() ? Json{{"tile", a.tile}, {"forward", pass(a.forward)}, {"backward", pass(a.backward)}}
+                                : Json{{"like", a.like}};
+      if (a.speed != 1.0 || !a.like.empty()) alt["speed"] = a.speed;
+      if (!a.description.empty()) alt["description"] = a.description;
+      alternatives[a.implementation] = alt;
     }
     out["flash_attention_alternatives"] = alternatives;
   }

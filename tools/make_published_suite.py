@@ -476,11 +476,15 @@ def mosaic(r):
     impl = p.get("attn_impl")
     if impl is not None and not preset.startswith("dgx-a100"):
         # The A100 calibration's own attention is FlashAttention-2 with an in-training scale fitted
-        # to these runs; elsewhere the record's kernel picks the closest benchmarked implementation.
-        training["attention_implementation"] = "flash_attention_2"
-        notes.append("attention: MPT attn_impl %s (%s), priced with FlashAttention-2's benchmarks on this GPU%s" % (
+        # to these runs (all on MPT's Triton kernel); elsewhere the record's kernel picks the
+        # implementation: FlashAttention-2's benchmarks, or MPT's Triton kernel priced as
+        # FlashAttention-2 at the speed the A100 fit found for it (the calibration's mpt_triton).
+        triton = impl != "flash"
+        training["attention_implementation"] = "mpt_triton" if triton else "flash_attention_2"
+        notes.append("attention: MPT attn_impl %s (%s), priced %s" % (
             impl, r["source"].get("attention_read_from", "source"),
-            "" if impl == "flash" else ", the closest benchmarked implementation to MPT's Triton kernel"))
+            "as FlashAttention-2's benchmarks on this GPU at the speed the A100 fit found for the same kernel "
+            "(the calibration's mpt_triton alternative)" if triton else "with FlashAttention-2's benchmarks on this GPU"))
     grad_op = "SHARD_GRAD_OP" in p["zero_stage"]
     if grad_op:
         notes.append("PyTorch FSDP SHARD_GRAD_OP modelled as zero_stage 2 (gradients and optimizer states sharded, parameters kept whole)")

@@ -71,7 +71,10 @@ double ComputeModel::gemm_fraction(DataType t) const {
 }
 
 double ComputeModel::attention_fraction() const {
-  return in_training_ ? gpu_.calibration.sustained_fraction * gpu_.calibration.attention_scale / slowest_factor_ : 1.0;
+  // The implementation's own relative speed (AttentionCalibration::speed) holds in and out of
+  // training; the in-training scales on top.
+  const ComputeCalibration& c = gpu_.calibration;
+  return c.attention.speed * (in_training_ ? c.sustained_fraction * c.attention_scale / slowest_factor_ : 1.0);
 }
 
 double ComputeModel::memory_seconds(const sim::Kernel& k, double efficiency) const {
@@ -176,7 +179,8 @@ Duration ComputeModel::attention_time(const sim::Kernel& k) const {
   const AttentionPassCalibration& pass = k.backward ? a.backward : a.forward;
   // Forward: Q K^T and P V, 2 x 2 tile^2 d FLOPs per pair; backward 2.5x that. d is the head dim
   // of the kernel that runs (a smaller one padded up to it).
-  const std::int64_t d = k.mixed_head_dims ? k.k : attention_kernel_head_dim(a.implementation, k.k);
+  // (A `like` implementation pads as the one it is priced as.)
+  const std::int64_t d = k.mixed_head_dims ? k.k : attention_kernel_head_dim(a.like.empty() ? a.implementation : a.like, k.k);
   const double pair_flops = 4.0 * static_cast<double>(tile * tile) * static_cast<double>(d) * (k.backward ? 2.5 : 1.0);
   const DataType t = k.dtype == DataType::kFp8 ? DataType::kFp8 : DataType::kBf16;
   const double pair_matmul = pair_flops / (gpu_.peak(t).per_second() * pass.efficiency);

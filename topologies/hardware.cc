@@ -46,6 +46,21 @@ bool ComputeCalibration::select_attention(const std::string& implementation) {
   return false;
 }
 
+std::string ComputeCalibration::resolve_like_attention() {
+  for (AttentionCalibration& a : attention_alternatives) {
+    if (a.like.empty()) continue;
+    const AttentionCalibration* model = attention.implementation == a.like ? &attention : nullptr;
+    for (const AttentionCalibration& b : attention_alternatives) {
+      if (b.implementation == a.like && b.like.empty()) model = &b;
+    }
+    if (model == nullptr) return a.implementation;
+    a.tile = model->tile;
+    a.forward = model->forward;
+    a.backward = model->backward;
+  }
+  return "";
+}
+
 int nodes_per_leaf_for_radix(const InterNodeSpec& net) {
   const double o = std::max(1.0, net.oversubscription);
   const int down = std::max(1, static_cast<int>(std::floor(net.switch_radix * o / (1.0 + o) + 1e-9)));

@@ -56,6 +56,13 @@ struct AttentionCalibration {
   AttentionPassCalibration forward{0.6, 0, 0, 0};
   AttentionPassCalibration backward{0.5, 0, 0, 0};  // recomputes the scores: 2.5x the forward FLOPs
   std::string implementation;                    // what the parameters were fitted on (e.g. "cudnn")
+  // An implementation without a benchmark of its own, priced as another one's kernel model
+  // (`like`, whose tile and passes are copied: ComputeCalibration::resolve_like_attention) at a
+  // relative speed: its attention time is the model's divided by `speed`. `description` says
+  // where the speed comes from (kept when calibrate rewrites the file).
+  std::string like;
+  double speed = 1.0;
+  std::string description;
   bool operator==(const AttentionCalibration&) const = default;
 };
 
@@ -71,6 +78,10 @@ struct ComputeCalibration {
   // Makes the named implementation the one attention is priced with (swapping it with the
   // current one); false, and nothing changed, if the calibration has no such implementation.
   bool select_attention(const std::string& implementation);
+  // Copies into each `like` alternative the kernel model of the implementation it names (the
+  // main one or an alternative measured in its own right). Returns the first alternative whose
+  // `like` names no such implementation ("" when all resolve).
+  std::string resolve_like_attention();
   double memory_efficiency = 0.85;         // fraction of HBM bandwidth for memory-bound kernels
   Duration memory_kernel_overhead;         // per memory-bound kernel
   double optimizer_efficiency = 0.8;       // fraction of HBM bandwidth for the optimizer step

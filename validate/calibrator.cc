@@ -10,6 +10,7 @@
 #include "config/hardware_reader.h"
 #include "config/json_reader.h"
 #include "config/presets.h"
+#include "sim/check.h"
 #include "validate/attention_sweep.h"
 #include "validate/gemm_sweep.h"
 #include "validate/host_fit.h"
@@ -371,7 +372,22 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
         out.reports.push_back(std::move(fit.report));
       }
     }
+    // Alternatives without a benchmark here (a `like` implementation priced as a measured one at
+    // a relative speed) are kept, and follow the refitted model of the one they name.
+    // Those whose model this fit leaves out are dropped, with a note.
+    for (const topo::AttentionCalibration& kept : cal.attention_alternatives) {
+      if (kept.like.empty() || implementations.count(kept.implementation) > 0) continue;
+      if (implementations.count(kept.like) == 0) {
+        out.reports.back().notes.push_back("alternative " + kept.implementation + " dropped: it is priced like " + kept.like +
+                                           ", which these measurements do not cover");
+        continue;
+      }
+      alternatives.push_back(kept);
+    }
+    std::sort(alternatives.begin(), alternatives.end(),
+              [](const topo::AttentionCalibration& a, const topo::AttentionCalibration& b) { return a.implementation < b.implementation; });
     cal.attention_alternatives = std::move(alternatives);
+    TRAINSIM_CHECK(cal.resolve_like_attention().empty(), "a kept attention alternative names no fitted implementation");
   }
 
   // The intra-node ring, from the all_reduce sweeps measured on this GPU type (records name the

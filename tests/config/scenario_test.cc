@@ -1,8 +1,10 @@
+#include "config/hardware_reader.h"
 #include "config/scenario.h"
 #include "tests/process.h"
 #include "tests/scenario_helpers.h"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -334,4 +336,44 @@ TEST_CASE("config/Scenario: training.reliability needs the interruption rate, th
   const std::string interval = error_of(
       {base + R"({"gpu_mtbf_hours": 100, "restart_minutes": 5, "checkpoint_write_GBps": 2000, "checkpoint_interval_iterations": 0})"});
   CHECK(interval.find("/training/reliability/checkpoint_interval_iterations") != std::string::npos);
+}
+
+TEST_CASE("config/calibration: an attention alternative priced like another implementation, and its errors") {
+  // h100.json with its mpt_triton alternative rewritten.
+  const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/calibration/";
+  nlohmann::json h100 = nlohmann::json::parse(std::ifstream(dir + "h100.json"));
+  const auto error_with = [&](const nlohmann::json& alternative) {
+    nlohmann::json doc = h100;
+    doc["flash_attention_alternatives"]["mpt_triton"] = alternative;
+    const std::string path = (std::filesystem::temp_directory_path() / "trainsim_like_calibration.json").string();
+    std::ofstream(path) << doc.dump();
+    try {
+      config::read_compute_calibration(path);
+      return std::string();
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+  };
+  const topo::ComputeCalibration c = config::read_compute_calibration(dir + "h100.json");
+  const topo::AttentionCalibration* fa2 = nullptr;
+  const topo::AttentionCalibration* triton = nullptr;
+  for (const topo::AttentionCalibration& a : c.attention_alternatives) {
+    if (a.implementation == "flash_attention_2") fa2 = &a;
+    if (a.implementation == "mpt_triton") triton = &a;
+  }
+  REQUIRE(fa2 != nullptr);
+  REQUIRE(triton != nullptr);
+  CHECK(triton->like == "flash_attention_2");
+  CHECK(triton->forward == fa2->forward);
+  CHECK(triton->backward == fa2->backward);
+  CHECK(triton->speed == 0.64);
+  // Written back as the reference, not as copied passes.
+  const nlohmann::json written = config::to_json(c);
+  CHECK(written["flash_attention_alternatives"]["mpt_triton"] == h100["flash_attention_alternatives"]["mpt_triton"]);
+
+  CHECK(error_with({{"like", "cudnn"}, {"speed", 0.5}}).empty());  // the main implementation: fine
+  CHECK(tests::contains(error_with({{"like", "no_such_kernel"}}), "/flash_attention_alternatives/mpt_triton/like"));
+  CHECK(tests::contains(error_with({{"like", "flash_attention_2"}, {"tile", 64}}), "/flash_attention_alternatives/mpt_triton/tile"));
+  CHECK(tests::contains(error_with({{"like", "flash_attention_2"}, {"speed", 0}}), "/flash_attention_alternatives/mpt_triton/speed"));
+  CHECK(tests::contains(error_with({{"like", "flash_attention_2"}, {"speeed", 1}}), "speeed"));
 }

@@ -267,3 +267,34 @@ TEST_CASE("topologies/ComputeModel: grouped expert GEMMs cost one kernel per gro
   CHECK(grouped_error < 0.2);              // 15.0%
   CHECK(batched_error > 4 * grouped_error);  // 92.8%
 }
+
+TEST_CASE("topologies/ComputeModel: MPT's Triton kernel is FlashAttention-2 at the speed the A100 runs found for it") {
+  // h100.json prices the kernel (mpt_triton) as its FlashAttention-2 model at a relative speed;
+  // that speed is the A100 fit's attention scale, fitted by the A100 runs with fused attention,
+  // all MosaicML runs on this kernel. The two files must agree.
+  const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/calibration/";
+  const nlohmann::json a100 = nlohmann::json::parse(std::ifstream(dir + "a100.json"));
+  const nlohmann::json h100 = nlohmann::json::parse(std::ifstream(dir + "h100.json"));
+  const nlohmann::json& triton = h100["flash_attention_alternatives"]["mpt_triton"];
+  CHECK(triton["like"] == "flash_attention_2");
+  CHECK(triton["speed"].get<double>() == a100["training"]["attention_scale"].get<double>());
+
+  topo::ClusterSpec c = config::load_cluster("dgx-h100", 1);
+  topo::ClusterSpec t = c;
+  REQUIRE(c.gpu.calibration.select_attention("flash_attention_2"));
+  REQUIRE(t.gpu.calibration.select_attention("mpt_triton"));
+  CHECK(t.gpu.calibration.attention.forward == c.gpu.calibration.attention.forward);
+  CHECK(t.gpu.calibration.attention.backward == c.gpu.calibration.attention.backward);
+  for (const bool training : {false, true}) {
+    CAPTURE(training);
+    const topo::ComputeModel fa2(c.gpu, training), mpt(t.gpu, training);
+    for (const bool backward : {false, true}) {
+      // Head dim 112 (MPT-30B) pads to FlashAttention-2's 128 kernel in both.
+      const sim::Kernel k = attention(8192, 112, true, backward);
+      const sim::Kernel k128 = attention(8192, 128, true, backward);
+      CHECK(mpt.attention_time(k).seconds() ==
+            doctest::Approx(fa2.attention_time(k).seconds() / triton["speed"].get<double>()).epsilon(0.01));
+      CHECK(mpt.attention_time(k).seconds() == doctest::Approx(mpt.attention_time(k128).seconds()).epsilon(1e-9));
+    }
+  }
+}

@@ -251,17 +251,22 @@ TEST_CASE("validate/calibrate: refitting the GEMMs of the shipped sweep reproduc
 }
 
 TEST_CASE("validate/calibrate: runs priced with a calibration keep the attention implementation they name") {
-  // MosaicML's H100 cases name FlashAttention-2 (training.attention_implementation), one of
-  // h100.json's alternatives to the cuDNN attention it prices by default. A check (--check-runs)
-  // or a fit prices each case with the calibration at hand; the case's choice must survive it,
-  // or those runs are priced with cuDNN's faster attention (their long-sequence rows 10% faster).
+  // MosaicML's H100 cases name FlashAttention-2 or MPT's Triton kernel
+  // (training.attention_implementation), h100.json's alternatives to the cuDNN attention it
+  // prices by default. A check (--check-runs) or a fit prices each case with the calibration at
+  // hand; the case's choice must survive it, or those runs are priced with cuDNN's faster
+  // attention (their long-sequence rows 10% faster).
   const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/mosaicml_h100.json"), "65536");
   REQUIRE(suite.cases.size() >= 3);
   topo::ComputeCalibration cal = h100().calibration;
   REQUIRE(cal.attention.implementation == "cudnn");
   const validate::Suite priced = validate::with_calibration(suite, topo::Architecture::kHopper, cal, cal.sustained_fraction);
   REQUIRE(priced.cases.size() == suite.cases.size());
-  for (const validate::Case& c : priced.cases) CHECK(c.scenario.cluster.gpu.calibration.attention.implementation == "flash_attention_2");
+  for (const validate::Case& c : priced.cases) {
+    const std::string& named = c.scenario.training.attention_implementation;
+    CHECK((named == "flash_attention_2" || named == "mpt_triton"));
+    CHECK(c.scenario.cluster.gpu.calibration.attention.implementation == named);
+  }
   const validate::ValidationReport as_read = validate::validate_suite(suite);
   const validate::ValidationReport as_priced = validate::validate_suite(priced);
   REQUIRE(as_read.cases.size() == as_priced.cases.size());

@@ -84,11 +84,11 @@ SecondaryResult validate_secondary(const char* file, std::size_t cases) {
 
 TEST_CASE("validate/secondary suites: MosaicML's H100 runs rank right and keep their known gap") {
   // Not used by any fit (README, "A third suite"): the gap is documented, not tuned. The bounds
-  // hold the figures the README states (MAPE 12.8%, largest 28.5%, Spearman 0.999) against
-  // regressions.
+  // hold the figures the README states (MAPE 8.3%, largest 20.6%, Spearman 0.999) against
+  // regressions; MPT's Triton kernel priced as FlashAttention-2 (12.8%, largest 28.5%) fails them.
   const SecondaryResult r = validate_secondary("validate/suites/mosaicml_h100.json", 61);
-  CHECK(r.errors.mape <= 0.15);
-  CHECK(r.errors.max_abs_error <= 0.30);
+  CHECK(r.errors.mape <= 0.10);
+  CHECK(r.errors.max_abs_error <= 0.23);
   CHECK(r.min_spearman >= 0.98);
 }
 
