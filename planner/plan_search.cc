@@ -29,6 +29,9 @@ namespace {
 using models::PipelineSchedule;
 using models::RecomputeGranularity;
 
+// The ranking order of plans: faster to train (tokens per second of elapsed time) first.
+bool trains_faster(const PlanResult& a, const PlanResult& b) { return a.effective_tokens_per_s() > b.effective_tokens_per_s(); }
+
 // The divisors of n >= 1 up to `limit`, increasing (pairs d, n / d: O(sqrt n) for any n).
 std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t limit) {
   std::vector<std::int64_t> low, high;
@@ -264,8 +267,9 @@ class Searcher {
   Outcome evaluate(const Candidate& c) const;
   report::RunResult simulate(const config::Scenario& s) const;
   void admit_ep_overlap(config::Scenario& s) const;
+  // `checkpoint`: the plan's checkpoint, from its simulated stages (report::checkpoint_size).
   PlanResult to_result(const config::Scenario& s, double iteration_s, std::int64_t peak, bool extrapolated,
-                       const report::TimeBreakdown& breakdown) const;
+                       const report::TimeBreakdown& breakdown, const report::CheckpointSize& checkpoint) const;
 
   const PlanRequest& req_;
   const Progress& progress_;
@@ -481,7 +485,7 @@ report::RunResult Searcher::simulate(const config::Scenario& s) const {
 }
 
 PlanResult Searcher::to_result(const config::Scenario& s, double iteration_s, std::int64_t peak, bool extrapolated,
-                               const report::TimeBreakdown& breakdown) const {
+                               const report::TimeBreakdown& breakdown, const report::CheckpointSize& checkpoint) const {
   PlanResult r;
   r.pipeline_bubble_s = breakdown.pipeline_bubble_s;
   r.exposed_communication_s = breakdown.exposed_communication_s;
@@ -508,7 +512,7 @@ PlanResult Searcher::to_result(const config::Scenario& s, double iteration_s, st
     std::optional<double> train_seconds;
     if (r.time_to_train_days) train_seconds = *r.time_to_train_days * 86400.0;
     const report::ReliabilityEstimate e = report::estimate_reliability(
-        *s.training.reliability, r.gpus, iteration_s, report::checkpoint_size(s), s.cluster.pcie_x16_GBps(), train_seconds);
+        *s.training.reliability, r.gpus, iteration_s, checkpoint, s.cluster.pcie_x16_GBps(), train_seconds);
     r.goodput = e.goodput;
     r.checkpoint_interval_iterations = e.checkpoint_interval_iterations;
     r.expected_time_to_train_days = e.expected_time_to_train_days;
@@ -536,12 +540,14 @@ Outcome Searcher::evaluate(const Candidate& c) const {
     std::int64_t peak = 0;
     bool extrapolated = false;
     report::TimeBreakdown breakdown;
+    report::CheckpointSize checkpoint;  // the same at any batch: weights and optimizer state
     if (req_.exact || m <= m2) {
       const report::RunResult r = simulate(s);
       ++out.simulations;
       iteration = r.iteration_time_s;
       peak = r.peak_bytes_per_gpu;
       breakdown = r.breakdown;
+      checkpoint = report::checkpoint_size(r);
     } else {
       // Two shorter iterations of the same plan; the steady state adds a fixed time per
       // micro-batch (and, for GPipe, fixed activations per micro-batch).
@@ -557,6 +563,7 @@ Outcome Searcher::evaluate(const Candidate& c) const {
       };
       iteration = extend(ra.iteration_time_s, rb.iteration_time_s);
       breakdown = rb.breakdown;
+      checkpoint = report::checkpoint_size(rb);
       auto part = [&](double at_m1, double at_m2) { return std::max(0.0, extend(at_m1, at_m2)); };
       breakdown.pipeline_bubble_s = part(ra.breakdown.pipeline_bubble_s, rb.breakdown.pipeline_bubble_s);
       breakdown.exposed_communication_s = 0;  // the sum of its kinds, each extrapolated
@@ -571,7 +578,7 @@ Outcome Searcher::evaluate(const Candidate& c) const {
     out.simulated = true;
     if (peak <= capacity) {
       out.fits = true;
-      out.result = to_result(s, iteration, peak, extrapolated, breakdown);
+      out.result = to_result(s, iteration, peak, extrapolated, breakdown, checkpoint);
       return out;
     }
     if (c.offload) {
@@ -623,11 +630,10 @@ PlanReport Searcher::run() {
     report.plans.push_back(o.result);
     GpuCountResult& g = per_count[candidates_[i].gpus];
     ++g.feasible;
-    if (!g.best || o.result.effective_tokens_per_s() > g.best->effective_tokens_per_s()) g.best = o.result;
+    if (!g.best || trains_faster(o.result, *g.best)) g.best = o.result;
   }
   // Fastest to train first (tokens per second of elapsed time); ties keep enumeration order.
-  std::stable_sort(report.plans.begin(), report.plans.end(),
-                   [](const PlanResult& a, const PlanResult& b) { return a.effective_tokens_per_s() > b.effective_tokens_per_s(); });
+  std::stable_sort(report.plans.begin(), report.plans.end(), trains_faster);
   for (const char* reason : {kReasonInvalid, kReasonLimit, kReasonMemoryEstimate, kReasonOffloadEstimate, kReasonDominated, kReasonMemorySimulated}) {
     auto it = pruned_.find(reason);
     if (it != pruned_.end() && it->second > 0) report.pruned.emplace_back(reason, it->second);
@@ -802,8 +808,7 @@ PlanReport search_deadline(PlanRequest request, std::int64_t lo, std::int64_t hi
     merged.plans.insert(merged.plans.end(), r.plans.begin(), r.plans.end());
   }
   for (const std::string& reason : order) merged.pruned.emplace_back(reason, pruned[reason]);
-  std::stable_sort(merged.plans.begin(), merged.plans.end(),
-                   [](const PlanResult& a, const PlanResult& b) { return a.effective_tokens_per_s() > b.effective_tokens_per_s(); });
+  std::stable_sort(merged.plans.begin(), merged.plans.end(), trains_faster);
   merged.deadline_gpus = deadline_gpus;
   return merged;
 }

@@ -4,33 +4,20 @@
 #include <cmath>
 #include <limits>
 
-#include "models/lowering.h"
 #include "sim/check.h"
 
 namespace trainsim::report {
-namespace {
 
-template <class Stages>
-CheckpointSize size_of(const Stages& stages, std::int64_t gpus, std::int64_t pp) {
-  // Every stage has gpus / pp GPUs, each holding an equal share of that stage's checkpoint.
+CheckpointSize checkpoint_size(const RunResult& r) {
+  // Every stage has GPUs / PP GPUs, each holding an equal share of that stage's checkpoint.
+  const std::int64_t per_stage = r.scenario.num_gpus() / r.scenario.parallel.pipeline_model_parallel_size;
   CheckpointSize c;
-  for (const auto& st : stages) {
+  for (const StageReport& st : r.stages) {
     const double bytes = static_cast<double>(st.checkpoint_bytes);
-    c.total_bytes += bytes * static_cast<double>(gpus / pp);
+    c.total_bytes += bytes * static_cast<double>(per_stage);
     c.per_gpu_bytes = std::max(c.per_gpu_bytes, bytes);
   }
   return c;
-}
-
-}  // namespace
-
-CheckpointSize checkpoint_size(const config::Scenario& s) {
-  const models::Workload w = models::describe(s.model, s.parallel, s.training, s.num_gpus(), s.target_gpu());
-  return size_of(w.stages, s.num_gpus(), s.parallel.pipeline_model_parallel_size);
-}
-
-CheckpointSize checkpoint_size(const RunResult& r) {
-  return size_of(r.stages, r.scenario.num_gpus(), r.scenario.parallel.pipeline_model_parallel_size);
 }
 
 double elapsed_per_work(double tau_s, double checkpoint_s, double restart_s, double mtbf_s) {
@@ -59,10 +46,8 @@ ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, st
   const auto blocking = [&](double tau) {
     return spec.async_checkpoint ? std::max(e.checkpoint_copy_s, e.checkpoint_write_s - tau) : e.checkpoint_write_s;
   };
-  const auto cost = [&](std::int64_t k) {
-    const double tau = static_cast<double>(k) * iteration_time_s;
-    return elapsed_per_work(tau, blocking(tau), e.restart_s, mtbf_s);
-  };
+  const auto elapsed_at = [&](double tau) { return elapsed_per_work(tau, blocking(tau), e.restart_s, mtbf_s); };
+  const auto cost = [&](std::int64_t k) { return elapsed_at(static_cast<double>(k) * iteration_time_s); };
 
   std::int64_t k = 1;
   if (spec.checkpoint_interval_iterations) {
@@ -73,10 +58,7 @@ ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, st
     // the two whole iteration counts around the optimum.
     const double lo0 = std::log(iteration_time_s);
     const double hi0 = std::max(lo0, std::log(100.0) + std::log(mtbf_s));
-    const auto at = [&](double log_tau) {
-      const double tau = std::exp(log_tau);
-      return elapsed_per_work(tau, blocking(tau), e.restart_s, mtbf_s);
-    };
+    const auto at = [&](double log_tau) { return elapsed_at(std::exp(log_tau)); };
     const double g = (std::sqrt(5.0) - 1) / 2;
     double a = lo0, b = hi0;
     double x1 = b - g * (b - a), x2 = a + g * (b - a);

@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <optional>
 
-#include "config/scenario.h"
 #include "models/training_spec.h"
 #include "report/simulation.h"
 
@@ -38,9 +37,8 @@ struct CheckpointSize {
   double per_gpu_bytes = 0;  // the largest shard
 };
 
-// The scenario's checkpoint (memory model only: no simulation).
-CheckpointSize checkpoint_size(const config::Scenario& s);
-// The same from a run's stages.
+// A run's checkpoint, from its stages (models::StageInfo::checkpoint_bytes): the same at any
+// batch size.
 CheckpointSize checkpoint_size(const RunResult& r);
 
 struct ReliabilityEstimate {

@@ -138,22 +138,22 @@ TEST_CASE("report/reliability: an asynchronous save stops training for the copy,
 TEST_CASE("report/reliability: a checkpoint holds each parameter's 16-bit weight and optimizer state once") {
   // GPT-3 175B, distributed optimizer: 2 B of weight, 12 B of fp32 master weight and Adam moments
   // per parameter, split over all 1,024 GPUs (each data-parallel rank saves 1/8 of its stage's).
-  const config::Scenario s =
-      config::load_scenario(tests::kDefaultScenario, {"parallelism.use_distributed_optimizer=true"});
-  const report::CheckpointSize c = report::checkpoint_size(s);
+  const report::RunResult sharded = tests::simulate_file(tests::kDefaultScenario, {"parallelism.use_distributed_optimizer=true"});
+  const config::Scenario& s = sharded.scenario;
+  const report::CheckpointSize c = report::checkpoint_size(sharded);
   const double params = static_cast<double>(s.model.total_parameters(s.parallel.tensor_model_parallel_size));
   // Megatron's last stage keeps its own copy of the tied embedding for the output layer.
   CHECK(c.total_bytes / 14 == doctest::Approx(params).epsilon(0.01));
   CHECK(c.per_gpu_bytes >= c.total_bytes / 1024);
   CHECK(c.per_gpu_bytes < 1.1 * c.total_bytes / 1024);
-  // Without the distributed optimizer each rank still saves only its share (fully parallel save).
-  const report::CheckpointSize plain = report::checkpoint_size(config::load_scenario(tests::kDefaultScenario));
-  CHECK(plain.total_bytes == doctest::Approx(c.total_bytes));
 
-  // The run's estimate uses the simulated iteration and this checkpoint.
+  // The default scenario, without the distributed optimizer: each rank still saves only its share
+  // (fully parallel save). The run's estimate uses the simulated iteration and this checkpoint.
   report::RunResult r = tests::simulate_file(
       tests::kDefaultScenario,
       {R"(training.reliability={"gpu_mtbf_hours": 50677, "restart_minutes": 10, "checkpoint_write_GBps": 100})"});
+  const report::CheckpointSize plain = report::checkpoint_size(r);
+  CHECK(plain.total_bytes == doctest::Approx(c.total_bytes));
   const auto e = report::estimate_reliability(r);
   REQUIRE(e.has_value());
   CHECK(e->checkpoint.total_bytes == doctest::Approx(c.total_bytes));
