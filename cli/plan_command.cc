@@ -326,7 +326,8 @@ int run(const PlanArgs& a) {
       if (best) {
         j["best_plan_sensitivity"] = {{"iteration_time_s", best->iteration_time_s},
                                       {"communication_sensitivity", report::sensitivity_json(*best)},
-                                      {"nic_sensitivity", report::nic_sensitivity_json(*best)}};
+                                      {"nic_sensitivity", report::nic_sensitivity_json(*best)},
+                                      {"nvlink_sensitivity", report::nvlink_sensitivity_json(*best)}};
       }
       o << j.dump(2) << "\n";
     });

@@ -108,7 +108,7 @@ void add_run_command(CLI::App& app, Registry& registry) {
                 "Also re-simulate with each kind of communication (tp, dp, pp, ...) at half speed, twice "
                 "the speed and free, everything else unchanged: which traffic is on the critical path; then the speed "
                 "that hides each kind and the slowest it tolerates (each within 1% of the iteration); on more than one "
-                "node, the NICs the same way");
+                "node, the NICs the same way; on NVLink nodes, NVLink the same way");
   cmd->footer(
       "Examples:\n"
       "  trainsim run scenarios/gpt3-175b-1024xa100.json --set training.micro_batch_size=2 --json -\n"

@@ -90,19 +90,52 @@ void find_edge(const RunResult& base, std::uint8_t category, CommunicationSensit
   }
 }
 
-// The NIC speeds of nic_sensitivity, the reference last.
-constexpr double kNicSpeeds[] = {0.5, 2.0, kSensitivityRange};
+// The speeds of the hardware what-ifs (NICs, NVLink), the reference last.
+constexpr double kLinkSpeeds[] = {0.5, 2.0, kSensitivityRange};
 
-// `base`'s scenario with each NCCL network device at `speed` times its line rate, on a cluster
-// built for it; exposed_s is all exposed communication of the critical rank.
-SpeedVariant at_nic_speed(const RunResult& base, double speed) {
-  config::Scenario s = base.scenario;
-  s.cluster.inter_node.nic_bandwidth = s.cluster.inter_node.nic_bandwidth * speed;
+// `base`'s scenario on a cluster built for `s` (a copy of its own with one link rate changed);
+// exposed_s is all exposed communication of the critical rank.
+SpeedVariant on_cluster(const config::Scenario& s, double speed) {
   RunOptions o;
   o.record = false;
   o.nominal = false;
   const RunResult r = simulate(s, o);
   return SpeedVariant{speed, r.iteration_time_s, r.breakdown.exposed_communication_s};
+}
+
+// `base`'s scenario with each NCCL network device at `speed` times its line rate.
+SpeedVariant at_nic_speed(const RunResult& base, double speed) {
+  config::Scenario s = base.scenario;
+  s.cluster.inter_node.nic_bandwidth = s.cluster.inter_node.nic_bandwidth * speed;
+  return on_cluster(s, speed);
+}
+
+// `base`'s scenario with every GPU's NVLink at `speed` times its rate.
+SpeedVariant at_nvlink_speed(const RunResult& base, double speed) {
+  config::Scenario s = base.scenario;
+  s.cluster = with_nvlink_speed(s.cluster, speed);
+  return on_cluster(s, speed);
+}
+
+// A hardware what-if: `variants` at kLinkSpeeds from at(base, speed), then the hide speed
+// (against the kSensitivityRange run, as good as unlimited bandwidth) and the tolerated one.
+template <typename Sensitivity>
+void search_link(const RunResult& base, unsigned threads, SpeedVariant (*at)(const RunResult&, double), Sensitivity& out) {
+  out.variants.resize(std::size(kLinkSpeeds));
+  run_jobs(std::size(kLinkSpeeds), threads, [&](std::size_t j) { out.variants[j] = at(base, kLinkSpeeds[j]); });
+  // The reference speed is simulated already (the hide search reaches it when the link needs more
+  // than a quarter of it).
+  const auto time_at = [&](double speed) {
+    return speed == kLinkSpeeds[2] ? out.variants[2].iteration_time_s : at(base, speed).iteration_time_s;
+  };
+  const double t = base.iteration_time_s;
+  run_jobs(2, threads, [&](std::size_t j) {
+    if (j == 0) {
+      out.hide_speed = hide_speed(time_at, t, out.variants[1].iteration_time_s, out.variants[2].iteration_time_s);
+    } else {
+      out.tolerated_speed = tolerated_speed(time_at, t, out.variants[0].iteration_time_s);
+    }
+  });
 }
 
 }  // namespace
@@ -142,27 +175,37 @@ std::optional<NicSensitivity> nic_sensitivity(const RunResult& base, unsigned th
   n.nic_gbit_per_s = c.inter_node.nic_bandwidth.bytes_per_second() * 8e-9;
   n.pcie_generation = c.pcie_generation;
   n.pcie_gbit_per_s = c.pcie_x16_GBps() * 8;
-  n.variants.resize(std::size(kNicSpeeds));
-  run_jobs(std::size(kNicSpeeds), threads, [&](std::size_t j) { n.variants[j] = at_nic_speed(base, kNicSpeeds[j]); });
-  // The reference speed is simulated already (the hide search reaches it when the NICs need more
-  // than a quarter of it).
-  const auto time_at = [&](double speed) {
-    return speed == kNicSpeeds[2] ? n.variants[2].iteration_time_s : at_nic_speed(base, speed).iteration_time_s;
-  };
-  const double t = base.iteration_time_s;
-  run_jobs(2, threads, [&](std::size_t j) {
-    if (j == 0) {
-      n.hide_speed = hide_speed(time_at, t, n.variants[1].iteration_time_s, n.variants[2].iteration_time_s);
-    } else {
-      n.tolerated_speed = tolerated_speed(time_at, t, n.variants[0].iteration_time_s);
-    }
-  });
+  search_link(base, threads, at_nic_speed, n);
+  return n;
+}
+
+topo::ClusterSpec with_nvlink_speed(topo::ClusterSpec cluster, double speed) {
+  for (double& per_link : cluster.nccl.nvlink_link_bw) per_link *= speed;
+  cluster.gpu.nvlink_bandwidth = cluster.gpu.nvlink_bandwidth * speed;
+  cluster.intra_node.bandwidth = cluster.intra_node.bandwidth * speed;
+  if (auto& ring = cluster.gpu.calibration.intra_node_ring) {
+    ring->link_GBps *= speed;
+    ring->fill_GBps *= speed;
+  }
+  return cluster;
+}
+
+std::optional<NvlinkSensitivity> nvlink_sensitivity(const RunResult& base, unsigned threads) {
+  const topo::ClusterSpec& c = base.scenario.cluster;
+  const double nccl_GBps = c.nvlink_GBps();
+  if (c.gpus_per_node <= 1 || nccl_GBps <= 0) return std::nullopt;
+  NvlinkSensitivity n;
+  n.links = c.gpu.nvlink_links;
+  n.nccl_GBps = nccl_GBps;
+  n.line_GBps = c.gpu.nvlink_bandwidth.gbps();
+  search_link(base, threads, at_nvlink_speed, n);
   return n;
 }
 
 void add_sensitivity(RunResult& r, unsigned threads) {
   r.sensitivity = communication_sensitivity(r, threads);
   r.nic_sensitivity = nic_sensitivity(r, threads);
+  r.nvlink_sensitivity = nvlink_sensitivity(r, threads);
 }
 
 }  // namespace trainsim::report

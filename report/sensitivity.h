@@ -48,7 +48,22 @@ std::vector<CommunicationSensitivity> communication_sensitivity(const RunResult&
 // can a degraded fabric fall before it costs 1%?".
 std::optional<NicSensitivity> nic_sensitivity(const RunResult& base, unsigned threads = 0);
 
-// Both of the above into `r` (its sensitivity and nic_sensitivity): what --sensitivity asks.
+// The same question inside a node: every GPU's NVLink at half, twice and kSensitivityRange
+// times its modelled speed, all intra-node traffic on it together (tensor-parallel collectives,
+// the NVLink legs of data-parallel rings and all-to-alls, pipeline transfers between GPUs of a
+// node), NCCL's topology search and tuning rerun for the new rate. What scales: NCCL's
+// effective per-link speed (topo.h), which the collective model, the cluster's NVLink links and
+// point-to-point transfers all take, the line rate, and the rates of the GPU's measured
+// intra-node ring (its link rate and start-up fill rate); what does not: every latency, the
+// ring's per-step synchronisation, and its user-buffer copies, which move data within the GPU's
+// own memory. nullopt for a cluster without NVLink or with one GPU per node. Answers "would a
+// faster NVLink generation pay for this plan, and how much of it does the plan need?".
+std::optional<NvlinkSensitivity> nvlink_sensitivity(const RunResult& base, unsigned threads = 0);
+// `cluster` with every GPU's NVLink at `speed` times its rate, as nvlink_sensitivity runs it.
+topo::ClusterSpec with_nvlink_speed(topo::ClusterSpec cluster, double speed);
+
+// The three above into `r` (its sensitivity, nic_sensitivity and nvlink_sensitivity): what
+// --sensitivity asks.
 void add_sensitivity(RunResult& r, unsigned threads = 0);
 
 }  // namespace trainsim::report

@@ -122,6 +122,16 @@ struct NicSensitivity {
   std::optional<double> tolerated_speed;
 };
 
+// Every GPU's NVLink at other speeds, all traffic inside a node on it together (report/sensitivity.h).
+struct NvlinkSensitivity {
+  int links = 0;                       // NVLink links per GPU
+  double nccl_GBps = 0;                // per GPU and direction, NCCL's effective rate (links x its per-link speed)
+  double line_GBps = 0;                // per GPU and direction, the datasheet's line rate
+  std::vector<SpeedVariant> variants;  // half, twice, kSensitivityRange; exposed_s: all communication
+  std::optional<double> hide_speed;    // as CommunicationSensitivity's, against kSensitivityRange
+  std::optional<double> tolerated_speed;
+};
+
 struct RunResult {
   config::Scenario scenario;
   std::unique_ptr<models::Workload> workload;
@@ -149,6 +159,8 @@ struct RunResult {
   std::optional<std::vector<CommunicationSensitivity>> sensitivity;
   // Filled from nic_sensitivity() when asked for and the scenario spans nodes.
   std::optional<NicSensitivity> nic_sensitivity;
+  // Filled from nvlink_sensitivity() when asked for and a node joins GPUs over NVLink.
+  std::optional<NvlinkSensitivity> nvlink_sensitivity;
 };
 
 RunResult simulate(const config::Scenario& scenario, const RunOptions& options = {});

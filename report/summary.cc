@@ -252,6 +252,7 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
   if (const auto e = estimate_reliability(r)) j["reliability"] = reliability_json(*e, r.iteration_time_s);
   if (r.sensitivity) j["communication_sensitivity"] = sensitivity_json(r);
   if (r.nic_sensitivity) j["nic_sensitivity"] = nic_sensitivity_json(r);
+  if (r.nvlink_sensitivity) j["nvlink_sensitivity"] = nvlink_sensitivity_json(r);
   Json sim;
   sim["fidelity"] = s.simulation.full ? "full" : "symmetric";
   sim["events"] = r.engine.events;
@@ -449,8 +450,21 @@ std::string sensitivity_text(const RunResult& r) {
   o << "    (times the modelled speed. hidden from: the speed from which the kind costs at most " << tol
     << " of the iteration\n    over free traffic; tolerates down to: the speed down to which the iteration grows by at most "
     << tol << "; bisection to " << fmt("%g%%", 100 * (kSensitivityResolution - 1)) << ")\n";
+  // The hardware what-ifs (report/sensitivity.h): a row of iteration times at the link's speeds,
+  // then the speeds found, also as rates (a hide speed of 1 reads as the kinds' "1x (now)").
+  const auto link_rows = [&](const std::vector<SpeedVariant>& variants, const std::optional<double>& hide,
+                             const std::optional<double>& tolerated, const auto& rate) {
+    o << "   ";
+    for (const SpeedVariant& v : variants) o << right(speed_heading(v.speed), 22);
+    o << "\n   ";
+    for (const SpeedVariant& v : variants) o << variant_cell(v, r.iteration_time_s);
+    const auto with_rate = [&](double s) { return fmt("%.3gx", s) + " = " + rate(s); };
+    o << "\n    hidden from: " << (hide && *hide != 1 ? with_rate(*hide) : edge_text(hide, too_fast)) << ", within " << tol
+      << " of the " << fmt("%gx", kSensitivityRange) << " run; tolerates down to: " << (tolerated ? with_rate(*tolerated) : too_slow)
+      << "\n";
+  };
   if (r.nic_sensitivity) {
-    // The NICs at other speeds, all traffic on them together (report/sensitivity.h).
+    // The NICs at other speeds, all traffic on them together.
     const NicSensitivity& n = *r.nic_sensitivity;
     const auto rate = [&](double factor) { return fmt("%.4g Gb/s", factor * n.nic_gbit_per_s); };
     o << "\n  if the NICs ran at another speed (all traffic on them, latency unchanged; modelled " << rate(1) << " each)\n";
@@ -458,15 +472,16 @@ std::string sensitivity_text(const RunResult& r) {
       o << "    (a GPU reaches its NIC over PCIe Gen " << n.pcie_generation << " x16, " << fmt("%.4g Gb/s", n.pcie_gbit_per_s)
         << " in NCCL's topology,\n     and its traffic goes at the lower of the two rates: NICs faster than that gain nothing)\n";
     }
-    o << "   ";
-    for (const SpeedVariant& v : n.variants) o << right(speed_heading(v.speed), 22);
-    o << "\n   ";
-    for (const SpeedVariant& v : n.variants) o << variant_cell(v, r.iteration_time_s);
-    // The speeds found also in Gb/s (a hide speed of 1 reads as the kinds' "1x (now)").
-    const auto with_rate = [&](double s) { return fmt("%.3gx", s) + " = " + rate(s); };
-    o << "\n    hidden from: " << (n.hide_speed && *n.hide_speed != 1 ? with_rate(*n.hide_speed) : edge_text(n.hide_speed, too_fast))
-      << ", within " << tol << " of the " << fmt("%gx", kSensitivityRange) << " run; tolerates down to: "
-      << (n.tolerated_speed ? with_rate(*n.tolerated_speed) : too_slow) << "\n";
+    link_rows(n.variants, n.hide_speed, n.tolerated_speed, rate);
+  }
+  if (r.nvlink_sensitivity) {
+    // Every GPU's NVLink at other speeds, all traffic inside a node on it together.
+    const NvlinkSensitivity& n = *r.nvlink_sensitivity;
+    const auto rate = [&](double factor) { return fmt("%.4g GB/s", factor * n.nccl_GBps); };
+    o << "\n  if NVLink ran at another speed (all traffic inside a node on it, NCCL retuned, latencies unchanged;\n"
+      << "   modelled " << n.links << " links, " << rate(1) << " per GPU and direction in NCCL's topology, "
+      << fmt("%.4g GB/s", n.line_GBps) << " line rate)\n";
+    link_rows(n.variants, n.hide_speed, n.tolerated_speed, rate);
   }
   return o.str();
 }
@@ -475,6 +490,18 @@ nlohmann::ordered_json nic_sensitivity_json(const RunResult& r) {
   if (!r.nic_sensitivity) return nullptr;
   const NicSensitivity& n = *r.nic_sensitivity;
   Json j{{"nic_Gbps", tidy(n.nic_gbit_per_s)}, {"pcie_Gbps", tidy(n.pcie_gbit_per_s)}};
+  for (const SpeedVariant& v : n.variants) {
+    j[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_communication_s", tidy(v.exposed_s)}};
+  }
+  j["hide_speed"] = edge_json(n.hide_speed);
+  j["tolerated_speed"] = edge_json(n.tolerated_speed);
+  return j;
+}
+
+nlohmann::ordered_json nvlink_sensitivity_json(const RunResult& r) {
+  if (!r.nvlink_sensitivity) return nullptr;
+  const NvlinkSensitivity& n = *r.nvlink_sensitivity;
+  Json j{{"links", n.links}, {"nccl_GBps", tidy(n.nccl_GBps)}, {"line_GBps", tidy(n.line_GBps)}};
   for (const SpeedVariant& v : n.variants) {
     j[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_communication_s", tidy(v.exposed_s)}};
   }

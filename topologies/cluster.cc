@@ -57,16 +57,13 @@ Cluster::Cluster(const ClusterSpec& spec) : spec_(spec), impl_(std::make_unique<
   const int nics = std::max(1, spec_.inter_node.nics_per_node);
   const int gpus = gpn * nodes;
   const NcclCalibration& nccl = spec_.nccl;
-  const std::size_t arch = spec_.gpu.architecture == Architecture::kAmpere   ? 1
-                           : spec_.gpu.architecture == Architecture::kHopper ? 2
-                                                                             : 3;
   // Effective capacities. NVLink: NCCL's per-link effective speed times the link count (topo.h
   // SM80 20 GB/s, SM90 20.6, SM100 40.1). PCIe GPU-NIC: NCCL's model (topo.cc), Gen4 x16 = 24 GB/s,
   // Gen5 x16 = 48 GB/s. NIC and switch ports: line rate times the share RDMA achieves
   // (NcclCalibration::p2p_net_efficiency, ~96% measured by NVIDIA, nccl #412 / nccl-tests #267).
   const double pcie = spec_.pcie_x16_GBps() * 1e9;
-  double nvlink = spec_.gpu.nvlink_links * nccl.nvlink_link_bw[arch] * 1e9;
-  if (spec_.intra_node.fabric != "nvswitch" || nvlink <= 0) nvlink = pcie;
+  double nvlink = spec_.nvlink_GBps() * 1e9;
+  if (nvlink <= 0) nvlink = pcie;
   const Duration hop = spec_.inter_node.latency;
   const double port = spec_.inter_node.nic_bandwidth.bytes_per_second() * nccl.p2p_net_efficiency;
 

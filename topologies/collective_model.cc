@@ -96,11 +96,8 @@ bool is_ring_like(CollectiveKind k) {
 
 CollectiveModel::CollectiveModel(const ClusterSpec& cluster)
     : cluster_(cluster), arch_(arch_row(cluster.gpu.architecture)) {
-  const NcclCalibration& c = cluster_.nccl;
   pcie_ = cluster_.pcie_x16_GBps();
-  if (cluster_.intra_node.fabric == "nvswitch") {
-    nvlink_ = cluster_.gpu.nvlink_links * c.nvlink_link_bw[static_cast<std::size_t>(arch_)];
-  }
+  nvlink_ = cluster_.nvlink_GBps();
   // NCCL reads the NIC speed in Mb/s and divides by 8000 (topo.cc): 400 Gb/s -> 50 GB/s.
   nic_ = cluster_.inter_node.nic_bandwidth.gbps();
 }

@@ -312,6 +312,13 @@ struct ClusterSpec {
   // NCCL's rate of this cluster's PCIe x16 link between a GPU and its NIC (GB/s per direction,
   // topo.cc's table by generation).
   double pcie_x16_GBps() const { return nccl.pcie_x16_bw[static_cast<std::size_t>(std::clamp(pcie_generation, 3, 6) - 3)]; }
+  // NCCL's rate of a GPU's NVLink (GB/s per direction): its links times topo.h's effective speed
+  // per link for the architecture (SM80 20 GB/s, SM90 20.6, SM100 40.1); 0 on a PCIe node.
+  double nvlink_GBps() const {
+    if (intra_node.fabric != "nvswitch") return 0;
+    const std::size_t row = gpu.architecture == Architecture::kAmpere ? 1 : gpu.architecture == Architecture::kHopper ? 2 : 3;
+    return gpu.nvlink_links * nccl.nvlink_link_bw[row];
+  }
 };
 
 }  // namespace trainsim::topo

@@ -82,6 +82,18 @@ TEST_CASE("cli: --sensitivity adds the communication what-ifs to the text and th
   CHECK(j["nic_sensitivity"]["half_speed"]["iteration_time_s"].get<double>() >= t - 1e-6);
   CHECK(j["nic_sensitivity"].contains("speed_x16"));
   CHECK(text.output.find("if the NICs ran at another speed") != std::string::npos);
+  // DGX A100 nodes: NVLink at other speeds too, with its rates (12 links, NCCL's 20 GB/s each).
+  REQUIRE(j.contains("nvlink_sensitivity"));
+  const auto& nvl = j["nvlink_sensitivity"];
+  CHECK(nvl["links"].get<int>() == 12);
+  CHECK(nvl["nccl_GBps"].get<double>() == 240);
+  CHECK(nvl["line_GBps"].get<double>() == 300);
+  CHECK(nvl["half_speed"]["iteration_time_s"].get<double>() >= t - 1e-6);
+  CHECK(nvl["double_speed"]["iteration_time_s"].get<double>() <= t + 1e-6);
+  CHECK(nvl.contains("speed_x16"));
+  REQUIRE(nvl.contains("hide_speed"));
+  REQUIRE(nvl.contains("tolerated_speed"));
+  CHECK(text.output.find("if NVLink ran at another speed") != std::string::npos);
   // Without the flag the summary has no such field (and costs one simulation).
   const Outcome plain = trainsim("run " + golden + " --json -");
   CHECK_FALSE(nlohmann::json::parse(plain.output).contains("communication_sensitivity"));
@@ -104,6 +116,8 @@ TEST_CASE("cli: plan --sensitivity simulates the best plan whole and asks the wh
   CHECK(b["communication_sensitivity"][0]["hide_speed"].get<double>() > 1);  // tp: blocking all-reduces
   REQUIRE(b.contains("nic_sensitivity"));  // 16 GPUs: two nodes
   CHECK(b["nic_sensitivity"]["double_speed"]["iteration_time_s"].get<double>() <= b["iteration_time_s"].get<double>() + 1e-6);
+  REQUIRE(b.contains("nvlink_sensitivity"));
+  CHECK(b["nvlink_sensitivity"]["half_speed"]["iteration_time_s"].get<double>() >= b["iteration_time_s"].get<double>() - 1e-6);
 }
 
 TEST_CASE("cli: plan --cp-comm-type tries the named context-parallel exchanges, by default a scenario's") {

@@ -11,6 +11,7 @@
 #include "report/sensitivity.h"
 #include "report/simulation.h"
 #include "tests/scenario_helpers.h"
+#include "topologies/collective_model.h"
 
 using namespace trainsim;
 
@@ -29,6 +30,14 @@ double dp_time(const report::RunResult& r, std::uint32_t rank) {
   }
   FAIL("rank not simulated");
   return 0;
+}
+
+// The iteration time of `s`, simulated on its own cluster with nothing recorded.
+double iteration_time(const config::Scenario& s) {
+  report::RunOptions o;
+  o.record = false;
+  o.nominal = false;
+  return report::simulate(s, o).iteration_time_s;
 }
 
 }  // namespace
@@ -220,10 +229,7 @@ TEST_CASE("report/what-if: the NICs at other speeds, all traffic on them togethe
   auto time_at = [&](double speed) {
     config::Scenario s = base.scenario;
     s.cluster.inter_node.nic_bandwidth = s.cluster.inter_node.nic_bandwidth * speed;
-    report::RunOptions o;
-    o.record = false;
-    o.nominal = false;
-    return report::simulate(s, o).iteration_time_s;
+    return iteration_time(s);
   };
   // Hidden from just under the PCIe rate (192 Gb/s): within the slack of the fastest run there,
   // not a resolution step below.
@@ -242,4 +248,77 @@ TEST_CASE("report/what-if: the NICs at other speeds, all traffic on them togethe
                                                            {"cluster.num_nodes=1", "training.global_batch_size=8"}),
                                       1)
                   .has_value());
+}
+
+TEST_CASE("report/what-if: NVLink at other speeds, all traffic inside a node on it together, latencies unchanged") {
+  // GPT 7.5B, TP 4 PP 2 on one DGX A100: the tensor-parallel collectives and the pipeline
+  // transfers all run on NVLink.
+  const std::vector<std::string> plan = {"cluster.num_nodes=1", "training.global_batch_size=8"};
+  const auto base = tests::simulate_file(kGolden + "gpt3-7.5b-tp4-pp2-a100.json", plan);
+  const topo::ClusterSpec& cluster = base.scenario.cluster;
+
+  // What scales: a transfer between two GPUs of the node moves its bytes at twice the rate; an
+  // all-reduce inside the node gains less, its latencies and its user-buffer copies (the measured
+  // ring's terms that move no data over NVLink) staying as they were.
+  const topo::CollectiveModel now(cluster), fast(report::with_nvlink_speed(cluster, 2));
+  const sim::Bytes gib(std::int64_t{1} << 30);
+  CHECK(now.predict_p2p(gib, true).time_us / fast.predict_p2p(gib, true).time_us == doctest::Approx(2).epsilon(0.01));
+  const topo::GroupShape node{8, 1, 8, 8};
+  const double ar_now = now.predict(sim::CollectiveKind::kAllReduce, gib, node).time_us;
+  const double ar_fast = fast.predict(sim::CollectiveKind::kAllReduce, gib, node).time_us;
+  CHECK(ar_now / ar_fast > 1.4);
+  CHECK(ar_now / ar_fast < 1.95);
+  // Between nodes the NICs set the rate: NVLink at twice the speed leaves a transfer alone.
+  CHECK(fast.predict_p2p(gib, false).time_us == doctest::Approx(now.predict_p2p(gib, false).time_us));
+
+  const auto nvl = report::nvlink_sensitivity(base, 2);
+  REQUIRE(nvl.has_value());
+  CHECK(nvl->links == 12);
+  CHECK(nvl->nccl_GBps == doctest::Approx(240));  // 12 links x NCCL's 20 GB/s for SM80 (topo.h)
+  CHECK(nvl->line_GBps == doctest::Approx(300));
+  REQUIRE(nvl->variants.size() == 3);
+  const double t = base.iteration_time_s, slack = report::kSensitivityTolerance * t;
+  const double half = nvl->variants[0].iteration_time_s, twice = nvl->variants[1].iteration_time_s;
+  const double fastest = nvl->variants[2].iteration_time_s;
+  CHECK(half > t + slack);  // the tensor-parallel collectives are exposed: half the rate costs
+  CHECK(twice < t - slack);
+  CHECK(fastest < twice);
+  // Latencies do not scale: every kind of communication at twice the speed, latencies and all, is
+  // at least as fast as NVLink at twice the speed, and free communication faster than any NVLink.
+  report::RunOptions all_twice{{}, false};
+  all_twice.nominal = false;
+  report::RunOptions free_comm = all_twice;
+  for (std::uint8_t c = models::kTpComm; c < models::kNumCategories; ++c) {
+    all_twice.comm_time_scale[c] = 0.5;
+    free_comm.comm_time_scale[c] = 0;
+  }
+  CHECK(report::simulate(base.scenario, all_twice).iteration_time_s <= twice + 1e-9);
+  CHECK(report::simulate(base.scenario, free_comm).iteration_time_s < fastest);
+
+  // The edges hold at the speeds reported and fail a resolution step below them.
+  auto time_at = [&](double speed) {
+    config::Scenario s = base.scenario;
+    s.cluster = report::with_nvlink_speed(s.cluster, speed);
+    return iteration_time(s);
+  };
+  REQUIRE(nvl->hide_speed.has_value());
+  const double hide = *nvl->hide_speed;
+  CHECK(hide > 1);
+  CHECK(time_at(hide) <= fastest + slack);
+  CHECK(time_at(hide / report::kSensitivityResolution) > fastest + slack);
+  REQUIRE(nvl->tolerated_speed.has_value());
+  const double tolerated = *nvl->tolerated_speed;
+  CHECK(tolerated < 1);
+  CHECK(time_at(tolerated) <= t + slack);
+  CHECK(time_at(tolerated / report::kSensitivityResolution) > t + slack);
+  // One thread or two, the same speeds.
+  const auto serial = report::nvlink_sensitivity(base, 1);
+  REQUIRE(serial.has_value());
+  CHECK(serial->hide_speed == nvl->hide_speed);
+  CHECK(serial->tolerated_speed == nvl->tolerated_speed);
+
+  // Nothing to ask of GPUs on PCIe, or of one GPU per node.
+  std::vector<std::string> pcie = plan;
+  pcie.push_back("cluster.intra_node.fabric=\"pcie\"");
+  CHECK_FALSE(report::nvlink_sensitivity(tests::simulate_file(kGolden + "gpt3-7.5b-tp4-pp2-a100.json", pcie), 1).has_value());
 }
