@@ -119,8 +119,7 @@ SpeedVariant at_nvlink_speed(const RunResult& base, double speed) {
 
 // A hardware what-if: `variants` at kLinkSpeeds from at(base, speed), then the hide speed
 // (against the kSensitivityRange run, as good as unlimited bandwidth) and the tolerated one.
-template <typename Sensitivity>
-void search_link(const RunResult& base, unsigned threads, SpeedVariant (*at)(const RunResult&, double), Sensitivity& out) {
+void search_link(const RunResult& base, unsigned threads, SpeedVariant (*at)(const RunResult&, double), LinkSweep& out) {
   out.variants.resize(std::size(kLinkSpeeds));
   run_jobs(std::size(kLinkSpeeds), threads, [&](std::size_t j) { out.variants[j] = at(base, kLinkSpeeds[j]); });
   // The reference speed is simulated already (the hide search reaches it when the link needs more

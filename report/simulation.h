@@ -112,24 +112,24 @@ struct CommunicationSensitivity {
   std::optional<double> hide_speed;
   std::optional<double> tolerated_speed;
 };
-// The cluster's NICs at other speeds, all traffic on them together (report/sensitivity.h).
-struct NicSensitivity {
-  double nic_gbit_per_s = 0;           // modelled line rate of one NCCL network device
-  double pcie_gbit_per_s = 0;          // the GPU's PCIe x16 rate in NCCL's topology, which bounds it too
-  int pcie_generation = 0;
+// A hardware what-if (report/sensitivity.h): one kind of link at other speeds, all traffic on it
+// together, and where it stops mattering.
+struct LinkSweep {
   std::vector<SpeedVariant> variants;  // half, twice, kSensitivityRange; exposed_s: all communication
   std::optional<double> hide_speed;    // as CommunicationSensitivity's, against kSensitivityRange
   std::optional<double> tolerated_speed;
 };
-
-// Every GPU's NVLink at other speeds, all traffic inside a node on it together (report/sensitivity.h).
-struct NvlinkSensitivity {
-  int links = 0;                       // NVLink links per GPU
-  double nccl_GBps = 0;                // per GPU and direction, NCCL's effective rate (links x its per-link speed)
-  double line_GBps = 0;                // per GPU and direction, the datasheet's line rate
-  std::vector<SpeedVariant> variants;  // half, twice, kSensitivityRange; exposed_s: all communication
-  std::optional<double> hide_speed;    // as CommunicationSensitivity's, against kSensitivityRange
-  std::optional<double> tolerated_speed;
+// The cluster's NICs at other speeds.
+struct NicSensitivity : LinkSweep {
+  double nic_gbit_per_s = 0;   // modelled line rate of one NCCL network device
+  double pcie_gbit_per_s = 0;  // the GPU's PCIe x16 rate in NCCL's topology, which bounds it too
+  int pcie_generation = 0;
+};
+// Every GPU's NVLink at other speeds, all traffic inside a node on it.
+struct NvlinkSensitivity : LinkSweep {
+  int links = 0;          // NVLink links per GPU
+  double nccl_GBps = 0;   // per GPU and direction, NCCL's effective rate (links x its per-link speed)
+  double line_GBps = 0;   // per GPU and direction, the datasheet's line rate
 };
 
 struct RunResult {

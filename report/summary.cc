@@ -452,16 +452,16 @@ std::string sensitivity_text(const RunResult& r) {
     << tol << "; bisection to " << fmt("%g%%", 100 * (kSensitivityResolution - 1)) << ")\n";
   // The hardware what-ifs (report/sensitivity.h): a row of iteration times at the link's speeds,
   // then the speeds found, also as rates (a hide speed of 1 reads as the kinds' "1x (now)").
-  const auto link_rows = [&](const std::vector<SpeedVariant>& variants, const std::optional<double>& hide,
-                             const std::optional<double>& tolerated, const auto& rate) {
+  const auto link_rows = [&](const LinkSweep& sweep, const auto& rate) {
     o << "   ";
-    for (const SpeedVariant& v : variants) o << right(speed_heading(v.speed), 22);
+    for (const SpeedVariant& v : sweep.variants) o << right(speed_heading(v.speed), 22);
     o << "\n   ";
-    for (const SpeedVariant& v : variants) o << variant_cell(v, r.iteration_time_s);
+    for (const SpeedVariant& v : sweep.variants) o << variant_cell(v, r.iteration_time_s);
     const auto with_rate = [&](double s) { return fmt("%.3gx", s) + " = " + rate(s); };
+    const std::optional<double>& hide = sweep.hide_speed;
     o << "\n    hidden from: " << (hide && *hide != 1 ? with_rate(*hide) : edge_text(hide, too_fast)) << ", within " << tol
-      << " of the " << fmt("%gx", kSensitivityRange) << " run; tolerates down to: " << (tolerated ? with_rate(*tolerated) : too_slow)
-      << "\n";
+      << " of the " << fmt("%gx", kSensitivityRange) << " run; tolerates down to: "
+      << (sweep.tolerated_speed ? with_rate(*sweep.tolerated_speed) : too_slow) << "\n";
   };
   if (r.nic_sensitivity) {
     // The NICs at other speeds, all traffic on them together.
@@ -472,7 +472,7 @@ std::string sensitivity_text(const RunResult& r) {
       o << "    (a GPU reaches its NIC over PCIe Gen " << n.pcie_generation << " x16, " << fmt("%.4g Gb/s", n.pcie_gbit_per_s)
         << " in NCCL's topology,\n     and its traffic goes at the lower of the two rates: NICs faster than that gain nothing)\n";
     }
-    link_rows(n.variants, n.hide_speed, n.tolerated_speed, rate);
+    link_rows(n, rate);
   }
   if (r.nvlink_sensitivity) {
     // Every GPU's NVLink at other speeds, all traffic inside a node on it together.
@@ -481,33 +481,35 @@ std::string sensitivity_text(const RunResult& r) {
     o << "\n  if NVLink ran at another speed (all traffic inside a node on it, NCCL retuned, latencies unchanged;\n"
       << "   modelled " << n.links << " links, " << rate(1) << " per GPU and direction in NCCL's topology, "
       << fmt("%.4g GB/s", n.line_GBps) << " line rate)\n";
-    link_rows(n.variants, n.hide_speed, n.tolerated_speed, rate);
+    link_rows(n, rate);
   }
   return o.str();
 }
 
+namespace {
+
+// A hardware what-if's runs and speeds after the link's own fields in `j`.
+Json with_sweep(Json j, const LinkSweep& sweep) {
+  for (const SpeedVariant& v : sweep.variants) {
+    j[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_communication_s", tidy(v.exposed_s)}};
+  }
+  j["hide_speed"] = edge_json(sweep.hide_speed);
+  j["tolerated_speed"] = edge_json(sweep.tolerated_speed);
+  return j;
+}
+
+}  // namespace
+
 nlohmann::ordered_json nic_sensitivity_json(const RunResult& r) {
   if (!r.nic_sensitivity) return nullptr;
   const NicSensitivity& n = *r.nic_sensitivity;
-  Json j{{"nic_Gbps", tidy(n.nic_gbit_per_s)}, {"pcie_Gbps", tidy(n.pcie_gbit_per_s)}};
-  for (const SpeedVariant& v : n.variants) {
-    j[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_communication_s", tidy(v.exposed_s)}};
-  }
-  j["hide_speed"] = edge_json(n.hide_speed);
-  j["tolerated_speed"] = edge_json(n.tolerated_speed);
-  return j;
+  return with_sweep(Json{{"nic_Gbps", tidy(n.nic_gbit_per_s)}, {"pcie_Gbps", tidy(n.pcie_gbit_per_s)}}, n);
 }
 
 nlohmann::ordered_json nvlink_sensitivity_json(const RunResult& r) {
   if (!r.nvlink_sensitivity) return nullptr;
   const NvlinkSensitivity& n = *r.nvlink_sensitivity;
-  Json j{{"links", n.links}, {"nccl_GBps", tidy(n.nccl_GBps)}, {"line_GBps", tidy(n.line_GBps)}};
-  for (const SpeedVariant& v : n.variants) {
-    j[speed_label(v.speed)] = Json{{"iteration_time_s", tidy(v.iteration_time_s)}, {"exposed_communication_s", tidy(v.exposed_s)}};
-  }
-  j["hide_speed"] = edge_json(n.hide_speed);
-  j["tolerated_speed"] = edge_json(n.tolerated_speed);
-  return j;
+  return with_sweep(Json{{"links", n.links}, {"nccl_GBps", tidy(n.nccl_GBps)}, {"line_GBps", tidy(n.line_GBps)}}, n);
 }
 
 nlohmann::ordered_json sensitivity_json(const RunResult& r) {

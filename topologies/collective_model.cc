@@ -47,18 +47,6 @@ namespace {
 constexpr std::size_t kNvlinkLat = 0, kPciLat = 1, kNetLat = 2;
 constexpr double kEps = 1e-9;
 
-int arch_row(Architecture a) {
-  switch (a) {
-    case Architecture::kAmpere:
-      return 1;
-    case Architecture::kHopper:
-      return 2;
-    case Architecture::kBlackwell:
-      return 3;
-  }
-  return 1;
-}
-
 std::size_t ai(Algorithm a) { return static_cast<std::size_t>(a); }
 std::size_t pi(Protocol p) { return static_cast<std::size_t>(p); }
 
@@ -95,7 +83,7 @@ bool is_ring_like(CollectiveKind k) {
 }  // namespace
 
 CollectiveModel::CollectiveModel(const ClusterSpec& cluster)
-    : cluster_(cluster), arch_(arch_row(cluster.gpu.architecture)) {
+    : cluster_(cluster), arch_(static_cast<int>(nccl_arch_row(cluster.gpu.architecture))) {
   pcie_ = cluster_.pcie_x16_GBps();
   nvlink_ = cluster_.nvlink_GBps();
   // NCCL reads the NIC speed in Mb/s and divides by 8000 (topo.cc): 400 Gb/s -> 50 GB/s.

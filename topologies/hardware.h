@@ -263,6 +263,20 @@ struct NcclCalibration {
   std::string source;
 };
 
+// An architecture's row in NcclCalibration's per-architecture tables (Volta 0, Ampere 1, Hopper 2,
+// Blackwell 3).
+inline std::size_t nccl_arch_row(Architecture a) {
+  switch (a) {
+    case Architecture::kAmpere:
+      return 1;
+    case Architecture::kHopper:
+      return 2;
+    case Architecture::kBlackwell:
+      return 3;
+  }
+  return 1;
+}
+
 struct IntraNodeSpec {
   std::string fabric = "nvswitch";  // "nvswitch" | "pcie"
   int nvswitch_generation = 0;
@@ -316,8 +330,7 @@ struct ClusterSpec {
   // per link for the architecture (SM80 20 GB/s, SM90 20.6, SM100 40.1); 0 on a PCIe node.
   double nvlink_GBps() const {
     if (intra_node.fabric != "nvswitch") return 0;
-    const std::size_t row = gpu.architecture == Architecture::kAmpere ? 1 : gpu.architecture == Architecture::kHopper ? 2 : 3;
-    return gpu.nvlink_links * nccl.nvlink_link_bw[row];
+    return gpu.nvlink_links * nccl.nvlink_link_bw[nccl_arch_row(gpu.architecture)];
   }
 };
 
