@@ -24,10 +24,12 @@ namespace trainsim::cli {
 namespace {
 
 struct PlanArgs {
-  std::string scenario, model, cluster, gpus, precision, quant_recipe;
+  std::string scenario, model, gpus, precision, quant_recipe;
+  std::vector<std::string> clusters;  // several: a hardware comparison
+  std::vector<double> prices;         // one for every cluster, or one each
   std::vector<std::string> dispatchers;
   std::optional<std::int64_t> global_batch_size, seq_length;
-  std::optional<double> train_tokens, deadline_days, price, headroom_gib;
+  std::optional<double> train_tokens, deadline_days, headroom_gib;
   std::optional<double> gpu_mtbf_hours, restart_minutes, checkpoint_write_GBps;
   std::optional<std::int64_t> checkpoint_interval;
   bool async_checkpoint = false;
@@ -45,8 +47,8 @@ struct PlanArgs {
   bool sensitivity = false;
 };
 
-// "N" or "A..B" (GPU counts, whole nodes).
-std::pair<std::int64_t, std::int64_t> parse_gpus(const std::string& text, int gpus_per_node) {
+// "N" or "A..B" (GPU counts, whole nodes of `cluster`, named in the message when not empty).
+std::pair<std::int64_t, std::int64_t> parse_gpus(const std::string& text, int gpus_per_node, const std::string& cluster) {
   auto number = [&](const std::string& s) {
     std::size_t used = 0;
     std::int64_t v = 0;
@@ -59,7 +61,9 @@ std::pair<std::int64_t, std::int64_t> parse_gpus(const std::string& text, int gp
       throw InputError("--gpus", text, "expected a GPU count N or a range A..B of positive integers");
     }
     if (v % gpus_per_node != 0) {
-      throw InputError("--gpus", text, "expected whole nodes: multiples of " + std::to_string(gpus_per_node) + " GPUs");
+      throw InputError("--gpus", text,
+                       "expected whole nodes" + (cluster.empty() ? std::string() : " of " + cluster) + ": multiples of " +
+                           std::to_string(gpus_per_node) + " GPUs");
     }
     return v;
   };
@@ -135,7 +139,17 @@ void check_options(const PlanArgs& a) {
                          report::fmt("%g", *a.train_tokens));
   }
   check_amount("--deadline-days", a.deadline_days, false, "a number of days");
-  check_amount("--price-per-gpu-hour", a.price, true, "a price");
+  for (double price : a.prices) check_amount("--price-per-gpu-hour", price, true, "a price");
+  if (a.prices.size() > 1 && a.prices.size() != std::max<std::size_t>(a.clusters.size(), 1)) {
+    throw InputError("command line", "--price-per-gpu-hour",
+                     "expected one price, or one per --cluster (" + std::to_string(a.clusters.size()) + "), got " +
+                         std::to_string(a.prices.size()));
+  }
+  for (std::size_t i = 0; i < a.clusters.size(); ++i) {
+    for (std::size_t k = 0; k < i; ++k) {
+      if (a.clusters[k] == a.clusters[i]) throw InputError("--cluster", a.clusters[i], "named twice: each cluster is compared once");
+    }
+  }
   check_amount("--memory-headroom", a.headroom_gib, true, "an amount of GiB");
   // The ranges of the scenario's training.reliability keys (config/scenario.cc).
   check_range("--gpu-mtbf-hours", a.gpu_mtbf_hours, 1, 1e12, "GPU-hours");
@@ -174,6 +188,27 @@ void apply_reliability(const PlanArgs& a, models::TrainingSpec& t) {
   t.reliability = r;
 }
 
+// The options whose check depends on the GPU: a block-scaled recipe needs Blackwell, the
+// headroom must leave memory to plan in.
+void apply_cluster_options(const PlanArgs& a, planner::PlanRequest& req) {
+  if (req.training.precision == models::Precision::kFp8 && req.training.quant_recipe == models::QuantRecipe::kMxfp8 &&
+      req.cluster.gpu.architecture != topo::Architecture::kBlackwell) {
+    throw InputError("--fp8-recipe", "mxfp8", "needs Blackwell tensor cores (block-scaled FP8); " + req.cluster.gpu.name + " has none");
+  }
+  if (req.training.precision == models::Precision::kFp4 && req.cluster.gpu.dense_fp4.per_second() <= 0) {
+    throw InputError("--precision", "fp4", "NVFP4 needs Blackwell tensor cores (block-scaled FP4); " + req.cluster.gpu.name + " has none");
+  }
+  if (a.headroom_gib) {
+    const double capacity_gib = static_cast<double>(req.cluster.gpu.memory.count()) / 1073741824.0;
+    if (*a.headroom_gib >= capacity_gib) {
+      throw InputError("command line", "--memory-headroom",
+                       "expected less than the " + req.cluster.gpu.name + "'s " + report::fmt("%g", capacity_gib) + " GiB, got " +
+                           report::fmt("%g", *a.headroom_gib));
+    }
+    req.memory_headroom_bytes = static_cast<std::int64_t>(std::llround(*a.headroom_gib * 1073741824.0));
+  }
+}
+
 void progress_bar(std::size_t done, std::size_t total) {
   const int width = 40;
   const int filled = total == 0 ? width : static_cast<int>(static_cast<double>(done) / static_cast<double>(total) * width);
@@ -188,15 +223,17 @@ int run(const PlanArgs& a) {
   planner::PlanRequest req;
   std::int64_t default_gpus = 0;
   if (!a.scenario.empty()) {
+    if (!a.model.empty()) {
+      throw InputError("--model", a.model, "the scenario names its model and recipe: give --scenario or --model, not both");
+    }
     const config::Scenario s = config::load_scenario(a.scenario);
     req = planner::request_of(s);  // the scenario's exchange, unless --cp-comm-type names others
     default_gpus = s.num_gpus();
   } else {
-    if (a.model.empty() || a.cluster.empty()) {
+    if (a.model.empty() || a.clusters.empty()) {
       throw InputError("trainsim plan", "", "give --model and --cluster (or --scenario FILE)");
     }
     req.model = config::load_model(a.model);
-    req.cluster = config::load_cluster(a.cluster, 1);
     req.training.overlap_param_gather = true;
     req.training.overlap_p2p_comm = true;
   }
@@ -210,13 +247,6 @@ int run(const PlanArgs& a) {
     req.training.quant_recipe =
         static_cast<models::QuantRecipe>(choice_of("--fp8-recipe", a.quant_recipe, {"delayed", "tensorwise", "mxfp8"}));
   }
-  if (req.training.precision == models::Precision::kFp8 && req.training.quant_recipe == models::QuantRecipe::kMxfp8 &&
-      req.cluster.gpu.architecture != topo::Architecture::kBlackwell) {
-    throw InputError("--fp8-recipe", "mxfp8", "needs Blackwell tensor cores (block-scaled FP8); " + req.cluster.gpu.name + " has none");
-  }
-  if (req.training.precision == models::Precision::kFp4 && req.cluster.gpu.dense_fp4.per_second() <= 0) {
-    throw InputError("--precision", "fp4", "NVFP4 needs Blackwell tensor cores (block-scaled FP4); " + req.cluster.gpu.name + " has none");
-  }
   if (a.ep_overlap) {
     if (!req.model.is_moe()) throw InputError("--ep-overlap", "", "overlaps expert-parallel all-to-alls: it needs a mixture-of-experts model");
     req.training.overlap_moe_expert_parallel_comm = true;
@@ -228,16 +258,6 @@ int run(const PlanArgs& a) {
     throw InputError("--global-batch-size", "", "required: the global batch size in sequences");
   }
   req.deadline_days = a.deadline_days;
-  req.price_per_gpu_hour = a.price;
-  if (a.headroom_gib) {
-    const double capacity_gib = static_cast<double>(req.cluster.gpu.memory.count()) / 1073741824.0;
-    if (*a.headroom_gib >= capacity_gib) {
-      throw InputError("command line", "--memory-headroom",
-                       "expected less than the " + req.cluster.gpu.name + "'s " + report::fmt("%g", capacity_gib) + " GiB, got " +
-                           report::fmt("%g", *a.headroom_gib));
-    }
-    req.memory_headroom_bytes = static_cast<std::int64_t>(std::llround(*a.headroom_gib * 1073741824.0));
-  }
   req.space.tensor = a.tp;
   req.space.pipeline = a.pp;
   req.space.virtual_stages = a.vp;
@@ -287,53 +307,109 @@ int run(const PlanArgs& a) {
   req.threads = a.threads;
   req.exact = a.exact;
   if (a.gpus.empty() && default_gpus == 0) throw InputError("--gpus", "", "required: a GPU count N or a range A..B");
-  const auto [lo, hi] = a.gpus.empty() ? std::pair{default_gpus, default_gpus} : parse_gpus(a.gpus, req.cluster.gpus_per_node);
   if (a.deadline_days && !req.training.train_tokens) {
     throw InputError("--deadline-days", "", "needs --train-tokens (the time to train depends on the token budget)");
   }
   if (!a.svg.empty() && !req.training.train_tokens) {
     throw InputError("--svg", a.svg, "the time-to-train curve needs --train-tokens");
   }
+
+  // One search per cluster: the scenario's, or each --cluster (which replaces a scenario's).
+  std::vector<std::string> labels = a.clusters;
+  if (labels.empty()) labels.push_back(req.cluster.name);
+  const bool comparison = labels.size() > 1;
+  std::vector<planner::PlanRequest> requests;
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    planner::PlanRequest r = req;
+    if (!a.clusters.empty()) r.cluster = config::load_cluster(a.clusters[i], 1);
+    if (!a.prices.empty()) r.price_per_gpu_hour = a.prices[a.prices.size() == 1 ? 0 : i];
+    apply_cluster_options(a, r);
+    const int gpn = r.cluster.gpus_per_node;
+    if (a.gpus.empty() && default_gpus % gpn != 0) {
+      throw InputError("--cluster", labels[i],
+                       "the scenario's " + std::to_string(default_gpus) + " GPUs are not whole nodes of this cluster (" +
+                           std::to_string(gpn) + " GPUs each): give --gpus");
+    }
+    ranges.push_back(a.gpus.empty() ? std::pair{default_gpus, default_gpus} : parse_gpus(a.gpus, gpn, comparison ? labels[i] : ""));
+    requests.push_back(std::move(r));
+  }
   const bool tty = isatty(STDERR_FILENO) != 0;
   const planner::Progress progress = tty ? planner::Progress(progress_bar) : planner::Progress();
-  planner::PlanReport report;
-  if (a.deadline_days && lo < hi) {
-    report = planner::search_deadline(req, lo, hi, progress);
-  } else {
-    // One count, or a doubling grid of node counts over the range.
-    req.gpu_counts.clear();
-    for (std::int64_t g = lo; g < hi; g *= 2) req.gpu_counts.push_back(g);
-    req.gpu_counts.push_back(hi);
-    report = planner::search(req, progress);
-  }
-  if (a.json != "-") std::cout << planner::plan_table(req, report, static_cast<std::size_t>(a.top)) << std::flush;
-  // --sensitivity: the best plan simulated whole (after the table is out), then each kind of
-  // communication at other speeds.
-  std::optional<report::RunResult> best;
-  if (a.sensitivity && !report.plans.empty()) {
-    report::RunOptions options;
-    options.record = false;
-    best = report::simulate(planner::scenario_of(req, report.plans.front()), options);
-    report::add_sensitivity(*best, a.threads > 0 ? static_cast<unsigned>(a.threads) : 0);
-    if (a.json != "-") {
-      std::cout << "\n  best plan, " << best->scenario.name << ", simulated whole: " << report::fmt("%.3f s", best->iteration_time_s)
-                << report::sensitivity_text(*best);
+  std::vector<planner::PlanReport> reports;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (tty && comparison) std::fprintf(stderr, "  %s\n", labels[i].c_str());
+    planner::PlanRequest& r = requests[i];
+    const auto [lo, hi] = ranges[i];
+    if (a.deadline_days && lo < hi) {
+      reports.push_back(planner::search_deadline(r, lo, hi, progress));
+    } else {
+      // One count, or a doubling grid of node counts over the range.
+      r.gpu_counts.clear();
+      for (std::int64_t g = lo; g < hi; g *= 2) r.gpu_counts.push_back(g);
+      r.gpu_counts.push_back(hi);
+      reports.push_back(planner::search(r, progress));
     }
   }
+
+  // --sensitivity: each cluster's best plan simulated whole, then each kind of communication at
+  // other speeds.
+  const bool text = a.json != "-";
+  std::vector<std::optional<report::RunResult>> best(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (text) std::cout << (i > 0 ? "\n" : "") << planner::plan_table(requests[i], reports[i], static_cast<std::size_t>(a.top)) << std::flush;
+    if (!a.sensitivity || reports[i].plans.empty()) continue;
+    report::RunOptions options;
+    options.record = false;
+    best[i] = report::simulate(planner::scenario_of(requests[i], reports[i].plans.front()), options);
+    report::add_sensitivity(*best[i], a.threads > 0 ? static_cast<unsigned>(a.threads) : 0);
+    if (text) {
+      std::cout << "\n  best plan, " << best[i]->scenario.name << ", simulated whole: "
+                << report::fmt("%.3f s", best[i]->iteration_time_s) << report::sensitivity_text(*best[i]);
+    }
+  }
+  std::vector<planner::ClusterSearch> searches;
+  for (std::size_t i = 0; i < requests.size(); ++i) searches.push_back({labels[i], &requests[i], &reports[i]});
+  if (text && comparison) std::cout << planner::comparison_table(searches) << std::flush;
+  auto sensitivity_json = [&](const report::RunResult& run) {
+    return nlohmann::ordered_json{{"iteration_time_s", run.iteration_time_s},
+                                  {"communication_sensitivity", report::sensitivity_json(run)},
+                                  {"nic_sensitivity", report::nic_sensitivity_json(run)},
+                                  {"nvlink_sensitivity", report::nvlink_sensitivity_json(run)}};
+  };
   if (!a.json.empty()) {
     write_output(a.json, [&](std::ostream& o) {
-      nlohmann::ordered_json j = planner::plan_json(req, report, static_cast<std::size_t>(a.top));
-      if (best) {
-        j["best_plan_sensitivity"] = {{"iteration_time_s", best->iteration_time_s},
-                                      {"communication_sensitivity", report::sensitivity_json(*best)},
-                                      {"nic_sensitivity", report::nic_sensitivity_json(*best)},
-                                      {"nvlink_sensitivity", report::nvlink_sensitivity_json(*best)}};
+      nlohmann::ordered_json j;
+      if (comparison) {
+        j = planner::comparison_json(searches, static_cast<std::size_t>(a.top));
+        for (std::size_t i = 0; i < best.size(); ++i) {
+          if (best[i]) j["clusters"][i]["best_plan_sensitivity"] = sensitivity_json(*best[i]);
+        }
+      } else {
+        j = planner::plan_json(requests.front(), reports.front(), static_cast<std::size_t>(a.top));
+        if (best.front()) j["best_plan_sensitivity"] = sensitivity_json(*best.front());
       }
       o << j.dump(2) << "\n";
     });
   }
-  if (!a.csv.empty()) write_output(a.csv, [&](std::ostream& o) { planner::write_plan_csv(report, o); });
-  if (!a.svg.empty()) write_output(a.svg, [&](std::ostream& o) { planner::write_plan_curve_svg(req, report, o); });
+  if (!a.csv.empty()) {
+    write_output(a.csv, [&](std::ostream& o) {
+      if (comparison) {
+        planner::write_comparison_csv(searches, o);
+      } else {
+        planner::write_plan_csv(reports.front(), o);
+      }
+    });
+  }
+  if (!a.svg.empty()) {
+    write_output(a.svg, [&](std::ostream& o) {
+      if (comparison) {
+        planner::write_comparison_curve_svg(searches, o);
+      } else {
+        planner::write_plan_curve_svg(requests.front(), reports.front(), o);
+      }
+    });
+  }
   return 0;
 }
 
@@ -344,7 +420,10 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   CLI::App* cmd = subcommand(app, "plan", "Search parallel plans and GPU counts for a model, batch and cluster");
   cmd->add_option("--scenario", a->scenario, "Take model, cluster and training (batch, precision, tokens) from a scenario");
   cmd->add_option("--model", a->model, "Model preset or file");
-  cmd->add_option("--cluster", a->cluster, "Cluster preset or file");
+  cmd->add_option("--cluster", a->clusters,
+                  "Cluster preset or file (replaces a --scenario's); several, comma-separated, compare the hardware: each "
+                  "searched alike, then their best plans ranked side by side")
+      ->delimiter(',');
   cmd->add_option("--gpus", a->gpus, "GPU count N or range A..B (whole nodes)");
   cmd->add_option("--global-batch-size", a->global_batch_size, "Global batch size (sequences)");
   cmd->add_option("--seq-length", a->seq_length, "Sequence length (default: the model's)");
@@ -352,7 +431,9 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--fp8-recipe", a->quant_recipe, "With fp8: delayed | tensorwise | mxfp8 (Blackwell)");
   cmd->add_option("--train-tokens", a->train_tokens, "Token budget: report time to train and GPU-hours");
   cmd->add_option("--deadline-days", a->deadline_days, "With a GPU range: the smallest GPU count that trains in time");
-  cmd->add_option("--price-per-gpu-hour", a->price, "Report the cost of training");
+  cmd->add_option("--price-per-gpu-hour", a->prices,
+                  "Report the cost of training; with several --cluster, one price for all or one per cluster, in their order")
+      ->delimiter(',');
   cmd->add_option("--gpu-mtbf-hours", a->gpu_mtbf_hours,
                   "Time to train with interruptions: GPU-hours between job-stopping interruptions per GPU (the job's MTBF "
                   "is this / GPUs; Llama 3's 16K-GPU run: 50677)");

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <set>
 #include <sstream>
 
+#include "report/picture_layout.h"
 #include "report/text_format.h"
 
 namespace trainsim::planner {
@@ -230,7 +233,11 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   return o.str();
 }
 
-void write_plan_csv(const PlanReport& report, std::ostream& out) {
+namespace {
+
+// write_plan_csv's header; `cluster` puts a cluster column first (a comparison's).
+void write_csv_header(const PlanReport& report, bool cluster, std::ostream& out) {
+  if (cluster) out << "cluster,";
   out << "rank,gpus,tensor_model_parallel_size,pipeline_model_parallel_size,virtual_pipeline_model_parallel_size,"
          "context_parallel_size,expert_model_parallel_size,data_parallel_size,micro_batch_size,recompute_granularity,"
          "use_distributed_optimizer,zero_stage,iteration_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,time_to_train_days,"
@@ -243,9 +250,14 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
     for (const auto& [kind, v] : report.plans.front().exposed_by_kind) out << ",exposed_" << kind << "_s";
   }
   out << "\n";
+}
+
+// write_plan_csv's rows; a non-empty `cluster` is written first in each.
+void write_csv_rows(const PlanReport& report, const std::string& cluster, std::ostream& out) {
   for (std::size_t i = 0; i < report.plans.size(); ++i) {
     const PlanResult& r = report.plans[i];
     const models::ParallelSpec& p = r.parallel;
+    if (!cluster.empty()) out << cluster << ',';
     out << i + 1 << ',' << r.gpus << ',' << p.tensor_model_parallel_size << ',' << p.pipeline_model_parallel_size << ','
         << p.virtual_pipeline_model_parallel_size << ',' << p.context_parallel_size << ',' << p.expert_model_parallel_size
         << ',' << dp_of(r) << ',' << r.training.micro_batch_size << ','
@@ -278,78 +290,93 @@ void write_plan_csv(const PlanReport& report, std::ostream& out) {
   }
 }
 
+}  // namespace
+
+void write_plan_csv(const PlanReport& report, std::ostream& out) {
+  write_csv_header(report, false, out);
+  write_csv_rows(report, "", out);
+}
+
+namespace {
+
+// One plan as the JSON of `plans` gives it (DESIGN's field names).
+Json plan_object(const PlanRequest& request, const PlanResult& r) {
+  const models::ParallelSpec& p = r.parallel;
+  Json plan;
+  plan["gpus"] = r.gpus;
+  plan["parallelism"] = Json{{"tensor_model_parallel_size", p.tensor_model_parallel_size},
+                             {"pipeline_model_parallel_size", p.pipeline_model_parallel_size},
+                             {"virtual_pipeline_model_parallel_size", p.virtual_pipeline_model_parallel_size},
+                             {"context_parallel_size", p.context_parallel_size},
+                             {"expert_model_parallel_size", p.expert_model_parallel_size},
+                             {"data_parallel_size", dp_of(r)},
+                             {"sequence_parallel", p.sequence_parallel},
+                             {"use_distributed_optimizer", p.use_distributed_optimizer},
+                             {"zero_stage", p.zero_stage}};
+  if (request.model.is_moe()) plan["parallelism"]["expert_tensor_parallel_size"] = p.etp();
+  if (p.context_parallel_size > 1) plan["parallelism"]["cp_comm_type"] = models::to_string(p.cp_comm_type);
+  if (!p.hierarchical_context_parallel_sizes.empty()) {
+    plan["parallelism"]["hierarchical_context_parallel_sizes"] = p.hierarchical_context_parallel_sizes;
+  }
+  if (p.account_for_embedding_in_pipeline_split) plan["parallelism"]["account_for_embedding_in_pipeline_split"] = true;
+  if (p.account_for_loss_in_pipeline_split) plan["parallelism"]["account_for_loss_in_pipeline_split"] = true;
+  if (p.decoder_first_pipeline_num_layers) plan["parallelism"]["decoder_first_pipeline_num_layers"] = *p.decoder_first_pipeline_num_layers;
+  if (p.decoder_last_pipeline_num_layers) plan["parallelism"]["decoder_last_pipeline_num_layers"] = *p.decoder_last_pipeline_num_layers;
+  if (!p.pipeline_model_parallel_layout.empty()) plan["parallelism"]["pipeline_model_parallel_layout"] = p.pipeline_model_parallel_layout;
+  plan["training"] = Json{{"micro_batch_size", r.training.micro_batch_size},
+                          {"global_batch_size", r.training.global_batch_size},
+                          {"recompute_granularity", models::to_string(r.training.recompute_granularity)},
+                          {"pipeline_schedule", models::to_string(r.training.pipeline_schedule)},
+                          {"precision", models::to_string(r.training.precision)}};
+  if (r.training.precision == models::Precision::kFp8) {
+    plan["training"]["fp8_recipe"] = models::to_string(r.training.quant_recipe);
+    plan["training"]["fp8_param_gather"] = r.training.fp8_param_gather;
+  } else if (r.training.precision == models::Precision::kFp4) {
+    plan["training"]["fp4_recipe"] = models::to_string(r.training.quant_recipe);
+    plan["training"]["fp4_param_gather"] = r.training.fp8_param_gather;
+  }
+  if (request.model.is_moe()) {
+    plan["training"]["moe_token_dispatcher_type"] = models::to_string(r.training.moe_token_dispatcher_type);
+  }
+  if (r.training.overlap_moe_expert_parallel_comm) {
+    plan["training"]["overlap_moe_expert_parallel_comm"] = true;
+    plan["training"]["delay_wgrad_compute"] = r.training.delay_wgrad_compute;
+  }
+  if (r.training.moe_shared_expert_overlap) plan["training"]["moe_shared_expert_overlap"] = true;
+  if (r.training.overlap_param_gather_with_optimizer_step) plan["training"]["overlap_param_gather_with_optimizer_step"] = true;
+  if (r.training.cpu_offload_layers > 0) {
+    plan["training"]["cpu_offloading"] = true;
+    plan["training"]["cpu_offloading_num_layers"] = r.training.cpu_offload_layers;
+    if (r.training.cpu_offload_v1) plan["training"]["cpu_offloading_v1"] = true;  // the recipe's scheduler
+  }
+  plan["iteration_time_s"] = tidy(r.iteration_time_s);
+  plan["tokens_per_s"] = tidy(r.tokens_per_s);
+  plan["mfu"] = tidy(r.mfu);
+  plan["peak_bytes_per_gpu"] = r.peak_bytes_per_gpu;
+  plan["pipeline_bubble_s"] = tidy(r.pipeline_bubble_s);
+  plan["exposed_communication_s"] = tidy(r.exposed_communication_s);
+  Json exposed = Json::object();
+  for (const auto& [kind, v] : r.exposed_by_kind) exposed[kind] = tidy(v);
+  plan["exposed_communication_by_kind_s"] = exposed;
+  if (r.time_to_train_days) plan["time_to_train_days"] = tidy(*r.time_to_train_days);
+  if (r.gpu_hours) plan["gpu_hours"] = tidy(*r.gpu_hours);
+  if (r.goodput) plan["goodput"] = tidy(*r.goodput);
+  if (r.checkpoint_interval_iterations) plan["checkpoint_interval_iterations"] = *r.checkpoint_interval_iterations;
+  if (r.expected_time_to_train_days) plan["expected_time_to_train_days"] = tidy(*r.expected_time_to_train_days);
+  if (r.expected_gpu_hours) plan["expected_gpu_hours"] = tidy(*r.expected_gpu_hours);
+  if (r.cost) plan["cost"] = tidy(*r.cost);
+  plan["extrapolated"] = r.extrapolated;
+  return plan;
+}
+
+}  // namespace
+
 nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& report, std::size_t top) {
   Json j;
   Json plans = Json::array();
   const std::size_t n = std::min(top, report.plans.size());
   for (std::size_t i = 0; i < n; ++i) {
-    const PlanResult& r = report.plans[i];
-    const models::ParallelSpec& p = r.parallel;
-    Json plan;
-    plan["gpus"] = r.gpus;
-    plan["parallelism"] = Json{{"tensor_model_parallel_size", p.tensor_model_parallel_size},
-                               {"pipeline_model_parallel_size", p.pipeline_model_parallel_size},
-                               {"virtual_pipeline_model_parallel_size", p.virtual_pipeline_model_parallel_size},
-                               {"context_parallel_size", p.context_parallel_size},
-                               {"expert_model_parallel_size", p.expert_model_parallel_size},
-                               {"data_parallel_size", dp_of(r)},
-                               {"sequence_parallel", p.sequence_parallel},
-                               {"use_distributed_optimizer", p.use_distributed_optimizer},
-                               {"zero_stage", p.zero_stage}};
-    if (request.model.is_moe()) plan["parallelism"]["expert_tensor_parallel_size"] = p.etp();
-    if (p.context_parallel_size > 1) plan["parallelism"]["cp_comm_type"] = models::to_string(p.cp_comm_type);
-    if (!p.hierarchical_context_parallel_sizes.empty()) {
-      plan["parallelism"]["hierarchical_context_parallel_sizes"] = p.hierarchical_context_parallel_sizes;
-    }
-    if (p.account_for_embedding_in_pipeline_split) plan["parallelism"]["account_for_embedding_in_pipeline_split"] = true;
-    if (p.account_for_loss_in_pipeline_split) plan["parallelism"]["account_for_loss_in_pipeline_split"] = true;
-    if (p.decoder_first_pipeline_num_layers) plan["parallelism"]["decoder_first_pipeline_num_layers"] = *p.decoder_first_pipeline_num_layers;
-    if (p.decoder_last_pipeline_num_layers) plan["parallelism"]["decoder_last_pipeline_num_layers"] = *p.decoder_last_pipeline_num_layers;
-    if (!p.pipeline_model_parallel_layout.empty()) plan["parallelism"]["pipeline_model_parallel_layout"] = p.pipeline_model_parallel_layout;
-    plan["training"] = Json{{"micro_batch_size", r.training.micro_batch_size},
-                            {"global_batch_size", r.training.global_batch_size},
-                            {"recompute_granularity", models::to_string(r.training.recompute_granularity)},
-                            {"pipeline_schedule", models::to_string(r.training.pipeline_schedule)},
-                            {"precision", models::to_string(r.training.precision)}};
-    if (r.training.precision == models::Precision::kFp8) {
-      plan["training"]["fp8_recipe"] = models::to_string(r.training.quant_recipe);
-      plan["training"]["fp8_param_gather"] = r.training.fp8_param_gather;
-    } else if (r.training.precision == models::Precision::kFp4) {
-      plan["training"]["fp4_recipe"] = models::to_string(r.training.quant_recipe);
-      plan["training"]["fp4_param_gather"] = r.training.fp8_param_gather;
-    }
-    if (request.model.is_moe()) {
-      plan["training"]["moe_token_dispatcher_type"] = models::to_string(r.training.moe_token_dispatcher_type);
-    }
-    if (r.training.overlap_moe_expert_parallel_comm) {
-      plan["training"]["overlap_moe_expert_parallel_comm"] = true;
-      plan["training"]["delay_wgrad_compute"] = r.training.delay_wgrad_compute;
-    }
-    if (r.training.moe_shared_expert_overlap) plan["training"]["moe_shared_expert_overlap"] = true;
-    if (r.training.overlap_param_gather_with_optimizer_step) plan["training"]["overlap_param_gather_with_optimizer_step"] = true;
-    if (r.training.cpu_offload_layers > 0) {
-      plan["training"]["cpu_offloading"] = true;
-      plan["training"]["cpu_offloading_num_layers"] = r.training.cpu_offload_layers;
-      if (r.training.cpu_offload_v1) plan["training"]["cpu_offloading_v1"] = true;  // the recipe's scheduler
-    }
-    plan["iteration_time_s"] = tidy(r.iteration_time_s);
-    plan["tokens_per_s"] = tidy(r.tokens_per_s);
-    plan["mfu"] = tidy(r.mfu);
-    plan["peak_bytes_per_gpu"] = r.peak_bytes_per_gpu;
-    plan["pipeline_bubble_s"] = tidy(r.pipeline_bubble_s);
-    plan["exposed_communication_s"] = tidy(r.exposed_communication_s);
-    Json exposed = Json::object();
-    for (const auto& [kind, v] : r.exposed_by_kind) exposed[kind] = tidy(v);
-    plan["exposed_communication_by_kind_s"] = exposed;
-    if (r.time_to_train_days) plan["time_to_train_days"] = tidy(*r.time_to_train_days);
-    if (r.gpu_hours) plan["gpu_hours"] = tidy(*r.gpu_hours);
-    if (r.goodput) plan["goodput"] = tidy(*r.goodput);
-    if (r.checkpoint_interval_iterations) plan["checkpoint_interval_iterations"] = *r.checkpoint_interval_iterations;
-    if (r.expected_time_to_train_days) plan["expected_time_to_train_days"] = tidy(*r.expected_time_to_train_days);
-    if (r.expected_gpu_hours) plan["expected_gpu_hours"] = tidy(*r.expected_gpu_hours);
-    if (r.cost) plan["cost"] = tidy(*r.cost);
-    plan["extrapolated"] = r.extrapolated;
-    plans.push_back(plan);
+    plans.push_back(plan_object(request, report.plans[i]));
   }
   j["plans"] = plans;
   j["considered"] = report.considered;
@@ -381,36 +408,57 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
   return j;
 }
 
-void write_plan_curve_svg(const PlanRequest& request, const PlanReport& report, std::ostream& out) {
-  // Time to train (days, log scale) against GPUs (log scale), with the deadline as a line.
+namespace {
+
+// One curve of a time-to-train plot: a cluster's best plan per GPU count.
+struct Curve {
+  std::string label;  // the legend's (empty: one curve, no legend)
+  const char* color = "#2e6fba";
+  std::vector<std::pair<double, double>> points, fault_free;  // (GPUs, days)
+  std::optional<std::int64_t> chosen;                         // the deadline's GPU count
+};
+
+Curve curve_of(const PlanReport& report) {
   // With reliability the curve is the time with interruptions (what the deadline is held
   // against), and the fault-free time is drawn dashed beside it.
-  std::vector<std::pair<double, double>> points, fault_free;
+  Curve c;
   for (const GpuCountResult& g : report.per_gpu_count) {
-    if (g.best && g.best->deadline_days()) points.emplace_back(static_cast<double>(g.gpus), *g.best->deadline_days());
+    if (g.best && g.best->deadline_days()) c.points.emplace_back(static_cast<double>(g.gpus), *g.best->deadline_days());
     if (g.best && g.best->expected_time_to_train_days && g.best->time_to_train_days) {
-      fault_free.emplace_back(static_cast<double>(g.gpus), *g.best->time_to_train_days);
+      c.fault_free.emplace_back(static_cast<double>(g.gpus), *g.best->time_to_train_days);
     }
   }
-  const double w = 720, h = 420, left = 80, right = 30, top = 50, bottom = 60;
+  c.chosen = report.deadline_gpus;
+  return c;
+}
+
+// Time to train (days, log scale) against GPUs (log scale), a curve per cluster, with the
+// deadline as a line.
+void write_curves_svg(const std::string& title, const std::optional<double>& deadline, const std::vector<Curve>& curves,
+                      std::ostream& out) {
+  bool any_points = false, any_fault_free = false;
   double x0 = 1, x1 = 2, y0 = 1, y1 = 2;
-  if (!points.empty()) {
-    x0 = points.front().first;
-    x1 = points.front().first;
-    y0 = points.front().second;
-    y1 = points.front().second;
-    for (const auto& [x, y] : fault_free) y0 = std::min(y0, y);
-    for (const auto& [x, y] : points) {
+  for (const Curve& c : curves) {
+    if (c.points.empty()) continue;
+    if (!any_points) {
+      x0 = x1 = c.points.front().first;
+      y0 = y1 = c.points.front().second;
+      any_points = true;
+    }
+    for (const auto& [x, y] : c.fault_free) y0 = std::min(y0, y);
+    for (const auto& [x, y] : c.points) {
       x0 = std::min(x0, x);
       x1 = std::max(x1, x);
       y0 = std::min(y0, y);
       y1 = std::max(y1, y);
     }
   }
-  if (request.deadline_days) {
-    y0 = std::min(y0, *request.deadline_days);
-    y1 = std::max(y1, *request.deadline_days);
+  for (const Curve& c : curves) any_fault_free = any_fault_free || !c.fault_free.empty();
+  if (deadline) {
+    y0 = std::min(y0, *deadline);
+    y1 = std::max(y1, *deadline);
   }
+  const double w = 720, h = 420, left = 80, right = 30, top = 50, bottom = 60;
   const double lx0 = std::log10(x0) - 0.05, lx1 = std::log10(std::max(x1, x0 * 1.01)) + 0.05;
   const double ly0 = std::log10(y0) - 0.1, ly1 = std::log10(std::max(y1, y0 * 1.01)) + 0.1;
   auto X = [&](double x) { return left + (std::log10(x) - lx0) / (lx1 - lx0) * (w - left - right); };
@@ -418,14 +466,29 @@ void write_plan_curve_svg(const PlanRequest& request, const PlanReport& report, 
   out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 " << w << " "
       << h << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  out << "<text x=\"" << w / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">Time to train " << request.model.name
-      << fmt(" on %.3g tokens", request.training.train_tokens.value_or(0)) << " (" << request.cluster.gpu.name << ")</text>\n";
+  out << "<text x=\"" << w / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" << title << "</text>\n";
   out << "<line x1=\"" << left << "\" y1=\"" << h - bottom << "\" x2=\"" << w - right << "\" y2=\"" << h - bottom
       << "\" stroke=\"black\"/>\n<line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left << "\" y2=\"" << h - bottom
       << "\" stroke=\"black\"/>\n";
-  for (const auto& [x, y] : points) {
-    out << "<text x=\"" << fmt("%.1f", X(x)) << "\" y=\"" << h - bottom + 18 << "\" text-anchor=\"middle\">"
-        << fmt("%.0f", x) << "</text>\n";
+  if (curves.size() == 1) {
+    for (const auto& [x, y] : curves.front().points) {
+      out << "<text x=\"" << fmt("%.1f", X(x)) << "\" y=\"" << h - bottom + 18 << "\" text-anchor=\"middle\">"
+          << fmt("%.0f", x) << "</text>\n";
+    }
+  } else {
+    // Each GPU count once, in increasing order, leaving out those too close to the last labelled
+    // (the curves' deadline searches probe different counts).
+    std::set<double> ticks;
+    for (const Curve& c : curves) {
+      for (const auto& [x, y] : c.points) ticks.insert(x);
+    }
+    double last = -1e9;
+    for (double x : ticks) {
+      if (X(x) - last < 40) continue;
+      last = X(x);
+      out << "<text x=\"" << fmt("%.1f", X(x)) << "\" y=\"" << h - bottom + 18 << "\" text-anchor=\"middle\">"
+          << fmt("%.0f", x) << "</text>\n";
+    }
   }
   for (double e = std::floor(ly0); e <= std::ceil(ly1); e += 1) {
     for (double m : {1.0, 2.0, 5.0}) {
@@ -438,33 +501,219 @@ void write_plan_curve_svg(const PlanRequest& request, const PlanReport& report, 
   }
   out << "<text x=\"" << w / 2 << "\" y=\"" << h - 16 << "\" text-anchor=\"middle\">GPUs</text>\n";
   out << "<text x=\"18\" y=\"" << h / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " << h / 2
-      << ")\">days (best plan" << (fault_free.empty() ? "" : ", with interruptions") << ")</text>\n";
-  if (request.deadline_days) {
-    out << "<line class=\"deadline\" x1=\"" << left << "\" y1=\"" << fmt("%.1f", Y(*request.deadline_days)) << "\" x2=\""
-        << w - right << "\" y2=\"" << fmt("%.1f", Y(*request.deadline_days)) << "\" stroke=\"#c0392b\" stroke-dasharray=\"6 4\"/>\n";
-    out << "<text x=\"" << w - right << "\" y=\"" << fmt("%.1f", Y(*request.deadline_days) - 6)
-        << "\" text-anchor=\"end\" fill=\"#c0392b\">deadline " << fmt("%g days", *request.deadline_days) << "</text>\n";
+      << ")\">days (best plan" << (any_fault_free ? ", with interruptions" : "") << ")</text>\n";
+  if (deadline) {
+    out << "<line class=\"deadline\" x1=\"" << left << "\" y1=\"" << fmt("%.1f", Y(*deadline)) << "\" x2=\"" << w - right
+        << "\" y2=\"" << fmt("%.1f", Y(*deadline)) << "\" stroke=\"#c0392b\" stroke-dasharray=\"6 4\"/>\n";
+    out << "<text x=\"" << w - right << "\" y=\"" << fmt("%.1f", Y(*deadline) - 6)
+        << "\" text-anchor=\"end\" fill=\"#c0392b\">deadline " << fmt("%g days", *deadline) << "</text>\n";
   }
-  if (!fault_free.empty()) {
-    out << "<polyline class=\"fault-free\" fill=\"none\" stroke=\"#999\" stroke-width=\"1.5\" stroke-dasharray=\"4 3\" points=\"";
-    for (const auto& [x, y] : fault_free) out << fmt("%.1f", X(x)) << "," << fmt("%.1f", Y(y)) << " ";
+  const bool legend = curves.size() > 1;
+  for (const Curve& c : curves) {
+    if (c.fault_free.empty()) continue;
+    // One curve: grey, labelled; several: each in its curve's colour, the legend saying so.
+    out << "<polyline class=\"fault-free\" fill=\"none\" stroke=\"" << (legend ? c.color : "#999")
+        << "\" stroke-width=\"1.5\" stroke-dasharray=\"4 3\" points=\"";
+    for (const auto& [x, y] : c.fault_free) out << fmt("%.1f", X(x)) << "," << fmt("%.1f", Y(y)) << " ";
     out << "\"/>\n";
-    const auto& [fx, fy] = fault_free.back();
+    if (legend) continue;
+    const auto& [fx, fy] = c.fault_free.back();
     out << "<text x=\"" << fmt("%.1f", X(fx)) << "\" y=\"" << fmt("%.1f", Y(fy) + 16) << "\" text-anchor=\"end\" fill=\"#777\">"
         << "without interruptions</text>\n";
   }
-  if (!points.empty()) {
-    out << "<polyline class=\"curve\" fill=\"none\" stroke=\"#2e6fba\" stroke-width=\"2\" points=\"";
-    for (const auto& [x, y] : points) out << fmt("%.1f", X(x)) << "," << fmt("%.1f", Y(y)) << " ";
+  for (const Curve& c : curves) {
+    if (c.points.empty()) continue;
+    out << "<polyline class=\"curve\" fill=\"none\" stroke=\"" << c.color << "\" stroke-width=\"2\" points=\"";
+    for (const auto& [x, y] : c.points) out << fmt("%.1f", X(x)) << "," << fmt("%.1f", Y(y)) << " ";
     out << "\"/>\n";
-    for (const auto& [x, y] : points) {
-      const bool chosen = report.deadline_gpus && static_cast<double>(*report.deadline_gpus) == x;
+    for (const auto& [x, y] : c.points) {
+      const bool chosen = c.chosen && static_cast<double>(*c.chosen) == x;
       out << "<circle cx=\"" << fmt("%.1f", X(x)) << "\" cy=\"" << fmt("%.1f", Y(y)) << "\" r=\"" << (chosen ? 6 : 4)
-          << "\" fill=\"" << (chosen ? "#c0392b" : "#2e6fba") << "\"><title>" << fmt("%.0f GPUs", x) << fmt(": %.2f days", y)
-          << "</title></circle>\n";
+          << "\" fill=\"" << (chosen ? "#c0392b" : c.color) << "\"><title>" << (legend ? c.label + ", " : std::string())
+          << fmt("%.0f GPUs", x) << fmt(": %.2f days", y) << "</title></circle>\n";
+    }
+  }
+  if (legend) {
+    double y = top + 14;
+    for (const Curve& c : curves) {
+      out << "<g class=\"legend\"><line x1=\"" << w - right - 250 << "\" y1=\"" << fmt("%.1f", y - 4) << "\" x2=\""
+          << w - right - 228 << "\" y2=\"" << fmt("%.1f", y - 4) << "\" stroke=\"" << c.color
+          << "\" stroke-width=\"2\"/><text x=\"" << w - right - 222 << "\" y=\"" << fmt("%.1f", y) << "\">" << c.label
+          << (c.points.empty() ? " (no feasible plan)" : "") << "</text></g>\n";
+      y += 16;
+    }
+    if (any_fault_free) {
+      out << "<text x=\"" << w - right - 250 << "\" y=\"" << fmt("%.1f", y) << "\" fill=\"#777\">dashed: without interruptions</text>\n";
     }
   }
   out << "</svg>\n";
+}
+
+}  // namespace
+
+void write_plan_curve_svg(const PlanRequest& request, const PlanReport& report, std::ostream& out) {
+  const std::string title = "Time to train " + report::xml_escape(request.model.name) + fmt(" on %.3g tokens", request.training.train_tokens.value_or(0)) +
+                            " (" + report::xml_escape(request.cluster.gpu.name) + ")";
+  write_curves_svg(title, request.deadline_days, {curve_of(report)}, out);
+}
+
+const PlanResult* headline_plan(const PlanRequest& request, const PlanReport& report) {
+  if (request.deadline_days && report.deadline_gpus) {
+    for (const GpuCountResult& g : report.per_gpu_count) {
+      if (g.gpus == *report.deadline_gpus && g.best) return &*g.best;
+    }
+  }
+  return report.plans.empty() ? nullptr : &report.plans.front();
+}
+
+namespace {
+
+bool meets_deadline(const ClusterSearch& c) { return c.request->deadline_days && c.report->deadline_gpus; }
+
+}  // namespace
+
+ComparisonOrder comparison_order(const std::vector<ClusterSearch>& searches) {
+  ComparisonOrder o;
+  bool priced = true, timed = true;
+  for (const ClusterSearch& c : searches) {
+    const PlanResult* r = headline_plan(*c.request, *c.report);
+    if (r == nullptr) continue;
+    priced = priced && r->cost.has_value();
+    timed = timed && r->deadline_days().has_value();
+  }
+  o.by = priced ? "cost" : timed ? "time_to_train_days" : "tokens_per_s";
+  // A smaller key is better: the cost, the days, or the negated tokens per second.
+  auto key = [&](const PlanResult& r) {
+    if (priced) return *r.cost;
+    if (timed) return *r.deadline_days();
+    return -r.effective_tokens_per_s();
+  };
+  for (std::size_t i = 0; i < searches.size(); ++i) o.order.push_back(i);
+  std::stable_sort(o.order.begin(), o.order.end(), [&](std::size_t a, std::size_t b) {
+    const PlanResult* ra = headline_plan(*searches[a].request, *searches[a].report);
+    const PlanResult* rb = headline_plan(*searches[b].request, *searches[b].report);
+    if ((ra == nullptr) != (rb == nullptr)) return rb == nullptr;
+    if (ra == nullptr) return false;
+    if (meets_deadline(searches[a]) != meets_deadline(searches[b])) return meets_deadline(searches[a]);
+    return key(*ra) < key(*rb);
+  });
+  return o;
+}
+
+std::string comparison_table(const std::vector<ClusterSearch>& searches) {
+  const ComparisonOrder order = comparison_order(searches);
+  const PlanRequest& first = *searches.front().request;
+  const bool deadline = first.deadline_days.has_value(), train = first.training.train_tokens.has_value();
+  bool priced = false, reliability = false;
+  std::size_t width = 7;  // "cluster"
+  for (const ClusterSearch& c : searches) {
+    priced = priced || c.request->price_per_gpu_hour.has_value();
+    reliability = reliability || c.request->training.reliability.has_value();
+    width = std::max(width, c.label.size());
+  }
+  std::ostringstream o;
+  o << "\nhardware compared: " << first.model.name << ", "
+    << (deadline ? "the smallest GPU count of each cluster that trains in " + fmt("%g days", *first.deadline_days)
+                 : std::string("the best plan of each cluster"))
+    << "; "
+    << (order.by == "cost" ? "cheapest first" : order.by == "time_to_train_days" ? "fastest to train first" : "most tokens/s first")
+    << "\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "  rank  %-*s  %-18s  GPUs    iter_s   tokens/s    MFU", static_cast<int>(width), "cluster", "GPU");
+  o << line;
+  if (train) o << (reliability ? "  exp_days  exp_GPU-h" : "    days   GPU-hours");
+  if (priced) o << "  price/GPU-h        cost";
+  if (deadline) o << "  deadline";
+  o << "  plan\n";
+  for (std::size_t rank = 0; rank < order.order.size(); ++rank) {
+    const ClusterSearch& c = searches[order.order[rank]];
+    const PlanResult* r = headline_plan(*c.request, *c.report);
+    std::snprintf(line, sizeof line, "  %4zu  %-*s  %-18s", rank + 1, static_cast<int>(width), c.label.c_str(),
+                  c.request->cluster.gpu.name.c_str());
+    o << line;
+    if (r == nullptr) {
+      o << "  no feasible plan\n";
+      continue;
+    }
+    std::snprintf(line, sizeof line, " %5lld  %8.3f %10.0f %5.1f%%", static_cast<long long>(r->gpus), r->iteration_time_s,
+                  r->tokens_per_s, 100 * r->mfu);
+    o << line;
+    if (train) {
+      const std::optional<double> days = r->deadline_days();
+      const std::optional<double> hours = r->goodput ? r->expected_gpu_hours : r->gpu_hours;
+      if (reliability) {  // the widths of the exp_days and exp_GPU-h columns
+        o << (days ? fmt(" %9.1f", *days) : std::string("     never")) << (hours ? fmt(" %10.4g", *hours) : std::string(11, ' '));
+      } else {
+        o << fmt(" %7.1f", days.value_or(0)) << fmt(" %11.4g", hours.value_or(0));
+      }
+    }
+    if (priced) {
+      o << (c.request->price_per_gpu_hour ? fmt(" %12.4g", *c.request->price_per_gpu_hour) : std::string(13, ' '))
+        << (r->cost ? fmt(" %11.4g", *r->cost) : std::string(12, ' '));
+    }
+    if (deadline) o << (meets_deadline(c) ? "  met     " : "  missed  ");
+    o << "  " << describe_plan(*r) << "\n";
+  }
+  bool missed = false;
+  for (const ClusterSearch& c : searches) missed = missed || (deadline && !meets_deadline(c) && !c.report->plans.empty());
+  if (missed) o << "  missed: no GPU count in the range trains in time; the row gives the best plan found\n";
+  if (reliability && train) o << "  exp_days, exp_GPU-h: with the interruptions\n";
+  return o.str();
+}
+
+nlohmann::ordered_json comparison_json(const std::vector<ClusterSearch>& searches, std::size_t top) {
+  Json clusters = Json::array();
+  for (const ClusterSearch& c : searches) {
+    Json one;
+    one["cluster"] = c.label;
+    one["cluster_name"] = c.request->cluster.name;
+    one["gpu"] = c.request->cluster.gpu.name;
+    one["price_per_gpu_hour"] = c.request->price_per_gpu_hour ? Json(*c.request->price_per_gpu_hour) : Json(nullptr);
+    const Json search = plan_json(*c.request, *c.report, top);
+    for (auto it = search.begin(); it != search.end(); ++it) one[it.key()] = it.value();
+    clusters.push_back(one);
+  }
+  const ComparisonOrder order = comparison_order(searches);
+  Json ranking = Json::array();
+  for (std::size_t i : order.order) {
+    const ClusterSearch& c = searches[i];
+    const PlanResult* r = headline_plan(*c.request, *c.report);
+    Json row{{"cluster", c.label}, {"gpu", c.request->cluster.gpu.name}};
+    if (c.request->deadline_days) row["meets_deadline"] = meets_deadline(c);
+    row["plan"] = r == nullptr ? Json(nullptr) : plan_object(*c.request, *r);
+    ranking.push_back(row);
+  }
+  Json j;
+  j["clusters"] = clusters;
+  j["comparison"] = Json{{"by", order.by}, {"ranking", ranking}};
+  return j;
+}
+
+void write_comparison_csv(const std::vector<ClusterSearch>& searches, std::ostream& out) {
+  const PlanReport* with_plans = searches.front().report;
+  for (const ClusterSearch& c : searches) {
+    if (!c.report->plans.empty()) {
+      with_plans = c.report;
+      break;
+    }
+  }
+  write_csv_header(*with_plans, true, out);
+  for (const ClusterSearch& c : searches) write_csv_rows(*c.report, c.label, out);
+}
+
+void write_comparison_curve_svg(const std::vector<ClusterSearch>& searches, std::ostream& out) {
+  static const char* const kColors[] = {"#2e6fba", "#e67e22", "#27ae60", "#8e44ad", "#16a085", "#7f8c8d", "#d35400", "#2c3e50"};
+  const PlanRequest& first = *searches.front().request;
+  std::vector<Curve> curves;
+  for (std::size_t i = 0; i < searches.size(); ++i) {
+    Curve c = curve_of(*searches[i].report);
+    c.label = report::xml_escape(searches[i].label + " (" + searches[i].request->cluster.gpu.name + ")");
+    c.color = kColors[i % (sizeof kColors / sizeof kColors[0])];
+    curves.push_back(std::move(c));
+  }
+  const std::string title =
+      "Time to train " + report::xml_escape(first.model.name) + fmt(" on %.3g tokens", first.training.train_tokens.value_or(0));
+  write_curves_svg(title, first.deadline_days, curves, out);
 }
 
 }  // namespace trainsim::planner

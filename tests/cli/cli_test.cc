@@ -120,6 +120,49 @@ TEST_CASE("cli: plan --sensitivity simulates the best plan whole and asks the wh
   CHECK(b["nvlink_sensitivity"]["half_speed"]["iteration_time_s"].get<double>() >= b["iteration_time_s"].get<double>() - 1e-6);
 }
 
+TEST_CASE("cli: plan --cluster A,B compares the hardware, and --cluster replaces a --scenario's") {
+  const std::string args = "plan --model gpt3-1.7b --cluster dgx-a100-80gb,dgx-h100 --gpus 8 --global-batch-size 256 "
+                           "--micro-batch-sizes 4 --optimizer-sharding 1 --recompute none --train-tokens 1e10 "
+                           "--price-per-gpu-hour 1.5,2.5 --top 2";
+  const Outcome text = trainsim(args);
+  REQUIRE(text.code == 0);
+  CHECK(text.output.find("plans for GPT 1.7B on A100-SXM4-80GB") != std::string::npos);
+  CHECK(text.output.find("plans for GPT 1.7B on H100-SXM5-80GB") != std::string::npos);
+  CHECK(text.output.find("hardware compared: GPT 1.7B, the best plan of each cluster; cheapest first") != std::string::npos);
+  const Outcome json = trainsim(args + " --json -");
+  REQUIRE(json.code == 0);
+  const auto j = nlohmann::json::parse(json.output);
+  REQUIRE(j["clusters"].size() == 2);
+  CHECK(j["clusters"][0]["cluster"] == "dgx-a100-80gb");
+  CHECK(j["clusters"][0]["price_per_gpu_hour"] == 1.5);
+  CHECK(j["clusters"][1]["price_per_gpu_hour"] == 2.5);
+  CHECK(j["comparison"]["by"] == "cost");
+  REQUIRE(j["comparison"]["ranking"].size() == 2);
+  // Cheapest first, each cost the GPU-hours at its cluster's price.
+  const auto& first = j["comparison"]["ranking"][0]["plan"];
+  const auto& second = j["comparison"]["ranking"][1]["plan"];
+  CHECK(first["cost"].get<double>() <= second["cost"].get<double>());
+  for (const auto& row : j["comparison"]["ranking"]) {
+    const double price = row["cluster"] == "dgx-h100" ? 2.5 : 1.5;
+    CHECK(row["plan"]["cost"].get<double>() == doctest::Approx(row["plan"]["gpu_hours"].get<double>() * price));
+  }
+  CHECK(trainsim(args + " --json -").output == json.output);  // same inputs, same bytes
+  // One price for both.
+  const auto one = nlohmann::json::parse(trainsim(args.substr(0, args.find(" --price")) + " --price-per-gpu-hour 2 --top 2 --json -").output);
+  CHECK(one["clusters"][0]["price_per_gpu_hour"] == 2.0);
+  CHECK(one["clusters"][1]["price_per_gpu_hour"] == 2.0);
+  // A scenario's recipe on another cluster: the search runs on H100s, the output as for one cluster.
+  const std::string golden = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-7.5b-tp4-pp2-a100.json";
+  const Outcome moved = trainsim("plan --scenario " + golden + " --cluster dgx-h100 --tp 4 --pp 2 --top 1 --json -");
+  REQUIRE(moved.code == 0);
+  const auto m = nlohmann::json::parse(moved.output);
+  CHECK_FALSE(m.contains("clusters"));
+  REQUIRE(m["plans"].size() == 1);
+  const Outcome here = trainsim("plan --scenario " + golden + " --tp 4 --pp 2 --top 1 --json -");
+  REQUIRE(here.code == 0);
+  CHECK(m["plans"][0]["iteration_time_s"].get<double>() < nlohmann::json::parse(here.output)["plans"][0]["iteration_time_s"].get<double>());
+}
+
 TEST_CASE("cli: plan --cp-comm-type tries the named context-parallel exchanges, by default a scenario's") {
   const std::string args = "plan --model llama3.1-8b --cluster dgx-h100 --gpus 8 --global-batch-size 8 --seq-length 16384 --tp 2 "
                            "--pp 1 --cp 2 --micro-batch-sizes 1 --optimizer-sharding 1 --json -";

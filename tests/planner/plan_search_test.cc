@@ -708,3 +708,97 @@ TEST_CASE("planner/deadline: the GPU counts walked are exactly those on which so
   CHECK(counts.size() >= 5);
   CHECK(counts.back() == 288);  // TP 2 x PP 3 x DP 48
 }
+
+TEST_CASE("planner/compare: clusters ranked by cost, by time to train or by tokens/s, the deadline first") {
+  // GPT 1.7B on A100 80GB and H100 nodes, searched alike over 8..64 GPUs for 30 days.
+  std::vector<planner::PlanRequest> requests;
+  for (const char* cluster : {"dgx-a100-80gb", "dgx-h100"}) {
+    planner::PlanRequest r = request("gpt3-1.7b", cluster, 8, 512);
+    r.space.micro_batch = {4};
+    r.space.optimizer_sharding = {1};
+    r.training.train_tokens = 3e11;
+    r.deadline_days = 30;
+    requests.push_back(r);
+  }
+  std::vector<planner::PlanReport> reports;
+  for (const planner::PlanRequest& r : requests) reports.push_back(planner::search_deadline(r, 8, 64));
+  const auto searches = [&]() {
+    return std::vector<planner::ClusterSearch>{{"dgx-a100-80gb", &requests[0], &reports[0]}, {"dgx-h100", &requests[1], &reports[1]}};
+  };
+  // The headline plan is the best one at the smallest count that meets the deadline.
+  for (std::size_t i = 0; i < 2; ++i) {
+    REQUIRE(reports[i].deadline_gpus.has_value());
+    const planner::PlanResult* h = planner::headline_plan(requests[i], reports[i]);
+    REQUIRE(h != nullptr);
+    CHECK(h->gpus == *reports[i].deadline_gpus);
+    CHECK(*h->time_to_train_days <= 30);
+  }
+  const double a100_days = *planner::headline_plan(requests[0], reports[0])->time_to_train_days;
+  const double h100_days = *planner::headline_plan(requests[1], reports[1])->time_to_train_days;
+  // Unpriced: by the time to train.
+  planner::ComparisonOrder o = planner::comparison_order(searches());
+  CHECK(o.by == "time_to_train_days");
+  CHECK(o.order == (a100_days <= h100_days ? std::vector<std::size_t>{0, 1} : std::vector<std::size_t>{1, 0}));
+  // Priced: by the cost, which follows the price. A free A100 is first, a free H100 too.
+  for (const auto& [a100_price, h100_price, first] : {std::tuple{0.0, 1.0, std::size_t{0}}, std::tuple{1.0, 0.0, std::size_t{1}}}) {
+    requests[0].price_per_gpu_hour = a100_price;
+    requests[1].price_per_gpu_hour = h100_price;
+    for (std::size_t i = 0; i < 2; ++i) reports[i] = planner::search_deadline(requests[i], 8, 64);
+    o = planner::comparison_order(searches());
+    CHECK(o.by == "cost");
+    CHECK(o.order.front() == first);
+  }
+  // A deadline only one cluster meets puts that one first whatever its cost.
+  requests[0].price_per_gpu_hour = 0.0;
+  requests[1].price_per_gpu_hour = 1e6;
+  const double between = std::sqrt(a100_days * h100_days);
+  const bool h100_faster = h100_days < a100_days;
+  for (std::size_t i = 0; i < 2; ++i) {
+    requests[i].deadline_days = between;
+    requests[i].gpu_counts = {*reports[i].deadline_gpus};
+  }
+  for (std::size_t i = 0; i < 2; ++i) reports[i] = planner::search(requests[i]);
+  // search() at one count sets no deadline count: the meeting one is the one whose plan is in time.
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (*reports[i].plans.front().time_to_train_days <= between) reports[i].deadline_gpus = reports[i].plans.front().gpus;
+  }
+  REQUIRE(reports[0].deadline_gpus.has_value() != reports[1].deadline_gpus.has_value());
+  o = planner::comparison_order(searches());
+  CHECK(o.order.front() == (h100_faster ? 1u : 0u));
+  // JSON: each cluster's own search, then the ranking with the headline plans.
+  const nlohmann::ordered_json j = planner::comparison_json(searches(), 3);
+  REQUIRE(j["clusters"].size() == 2);
+  CHECK(j["clusters"][0]["cluster"] == "dgx-a100-80gb");
+  CHECK(j["clusters"][1]["gpu"] == requests[1].cluster.gpu.name);
+  CHECK(j["clusters"][1]["price_per_gpu_hour"] == 1e6);
+  CHECK(j["clusters"][0]["plans"].size() == std::min<std::size_t>(3, reports[0].plans.size()));
+  CHECK(j["comparison"]["by"] == "cost");
+  CHECK(j["comparison"]["ranking"][0]["meets_deadline"] == true);
+  CHECK(j["comparison"]["ranking"][1]["meets_deadline"] == false);
+  CHECK(j["comparison"]["ranking"][0]["plan"]["gpus"].get<std::int64_t>() > 0);
+  // Text: a row per cluster, the missed deadline explained.
+  const std::string table = planner::comparison_table(searches());
+  CHECK(table.find("hardware compared") != std::string::npos);
+  CHECK(table.find("cheapest first") != std::string::npos);
+  CHECK(table.find("missed") != std::string::npos);
+  CHECK(table.find(requests[0].cluster.gpu.name) != std::string::npos);
+  // CSV: every cluster's rows, named in a first column.
+  std::ostringstream csv;
+  planner::write_comparison_csv(searches(), csv);
+  CHECK(csv.str().rfind("cluster,rank,gpus,", 0) == 0);
+  CHECK(csv.str().find("\ndgx-a100-80gb,1,") != std::string::npos);
+  CHECK(csv.str().find("\ndgx-h100,1,") != std::string::npos);
+  // SVG: a curve and a legend entry per cluster.
+  std::ostringstream svg;
+  planner::write_comparison_curve_svg(searches(), svg);
+  std::size_t curves = 0, legends = 0;
+  for (std::size_t at = svg.str().find("class=\"curve\""); at != std::string::npos; at = svg.str().find("class=\"curve\"", at + 1)) ++curves;
+  for (std::size_t at = svg.str().find("class=\"legend\""); at != std::string::npos; at = svg.str().find("class=\"legend\"", at + 1)) ++legends;
+  CHECK(curves == 2);
+  CHECK(legends == 2);
+  // No feasible plan: ranked last, said so.
+  planner::PlanReport none;
+  const std::vector<planner::ClusterSearch> with_none{{"empty", &requests[0], &none}, {"dgx-h100", &requests[1], &reports[1]}};
+  CHECK(planner::comparison_order(with_none).order == std::vector<std::size_t>{1, 0});
+  CHECK(planner::comparison_table(with_none).find("no feasible plan") != std::string::npos);
+}
