@@ -141,8 +141,13 @@ TEST_CASE("report/summary: the typical error of the calibration travels with eac
   CHECK(text.find("published Ampere runs") != std::string::npos);
   CHECK(text.find("on model families left out of the fit") != std::string::npos);
   CHECK(text.find("none on this GPU's architecture") == std::string::npos);
-  CHECK(text.find("checked on") == std::string::npos);  // a100.json records no check suite
-  CHECK_FALSE(j["calibration_accuracy"].contains("checks"));
+  // a100.json records one check suite: Korthikanti et al. 2022's runs, in no fit.
+  const auto& a100_checks = r.scenario.cluster.gpu.calibration.checks;
+  REQUIRE(a100_checks.size() == 1);
+  CHECK(a100_checks.front().suite == "korthikanti2022.json");
+  CHECK(a100_checks.front().cases == 8);
+  CHECK(text.find("checked on            8 Ampere runs in no fit (korthikanti2022.json)") != std::string::npos);
+  CHECK(j["calibration_accuracy"]["checks"].size() == 1);
 
   // A B200 borrows the Hopper in-training fit, and says it has no runs of its own; the runs its
   // calibration was checked on (fit.checks: DGX Cloud's GB200 runs, NeMo's B200 long-sequence
