@@ -151,6 +151,16 @@ TEST_CASE("cli: plan --cluster A,B compares the hardware, and --cluster replaces
   const auto one = nlohmann::json::parse(trainsim(args.substr(0, args.find(" --price")) + " --price-per-gpu-hour 2 --top 2 --json -").output);
   CHECK(one["clusters"][0]["price_per_gpu_hour"] == 2.0);
   CHECK(one["clusters"][1]["price_per_gpu_hour"] == 2.0);
+  // --sensitivity asks its what-ifs of each cluster's best plan.
+  const Outcome sens = trainsim("plan --model gpt3-1.7b --cluster dgx-a100-80gb,dgx-h100 --gpus 16 --global-batch-size 64 "
+                                "--tp 2 --pp 2 --top 1 --sensitivity --json -");
+  REQUIRE(sens.code == 0);
+  const auto sj = nlohmann::json::parse(sens.output);
+  CHECK(sj["comparison"]["by"] == "tokens_per_s");
+  for (const auto& c : sj["clusters"]) {
+    REQUIRE(c.contains("best_plan_sensitivity"));
+    CHECK(c["best_plan_sensitivity"]["iteration_time_s"].get<double>() > 0);
+  }
   // A scenario's recipe on another cluster: the search runs on H100s, the output as for one cluster.
   const std::string golden = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/golden/gpt3-7.5b-tp4-pp2-a100.json";
   const Outcome moved = trainsim("plan --scenario " + golden + " --cluster dgx-h100 --tp 4 --pp 2 --top 1 --json -");
