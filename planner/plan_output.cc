@@ -470,25 +470,23 @@ void write_curves_svg(const std::string& title, const std::optional<double>& dea
   out << "<line x1=\"" << left << "\" y1=\"" << h - bottom << "\" x2=\"" << w - right << "\" y2=\"" << h - bottom
       << "\" stroke=\"black\"/>\n<line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left << "\" y2=\"" << h - bottom
       << "\" stroke=\"black\"/>\n";
+  // The GPU counts labelled: one curve's in its order; several curves' each once, increasing,
+  // leaving out those too close to the last labelled (their deadline searches probe different counts).
+  std::vector<double> ticks;
   if (curves.size() == 1) {
-    for (const auto& [x, y] : curves.front().points) {
-      out << "<text x=\"" << fmt("%.1f", X(x)) << "\" y=\"" << h - bottom + 18 << "\" text-anchor=\"middle\">"
-          << fmt("%.0f", x) << "</text>\n";
-    }
+    for (const auto& [x, y] : curves.front().points) ticks.push_back(x);
   } else {
-    // Each GPU count once, in increasing order, leaving out those too close to the last labelled
-    // (the curves' deadline searches probe different counts).
-    std::set<double> ticks;
+    std::set<double> counts;
     for (const Curve& c : curves) {
-      for (const auto& [x, y] : c.points) ticks.insert(x);
+      for (const auto& [x, y] : c.points) counts.insert(x);
     }
-    double last = -1e9;
-    for (double x : ticks) {
-      if (X(x) - last < 40) continue;
-      last = X(x);
-      out << "<text x=\"" << fmt("%.1f", X(x)) << "\" y=\"" << h - bottom + 18 << "\" text-anchor=\"middle\">"
-          << fmt("%.0f", x) << "</text>\n";
+    for (double x : counts) {
+      if (ticks.empty() || X(x) - X(ticks.back()) >= 40) ticks.push_back(x);
     }
+  }
+  for (double x : ticks) {
+    out << "<text x=\"" << fmt("%.1f", X(x)) << "\" y=\"" << h - bottom + 18 << "\" text-anchor=\"middle\">"
+        << fmt("%.0f", x) << "</text>\n";
   }
   for (double e = std::floor(ly0); e <= std::ceil(ly1); e += 1) {
     for (double m : {1.0, 2.0, 5.0}) {
@@ -574,9 +572,10 @@ bool meets_deadline(const ClusterSearch& c) { return c.request->deadline_days &&
 
 ComparisonOrder comparison_order(const std::vector<ClusterSearch>& searches) {
   ComparisonOrder o;
+  std::vector<const PlanResult*> headline;
   bool priced = true, timed = true;
   for (const ClusterSearch& c : searches) {
-    const PlanResult* r = headline_plan(*c.request, *c.report);
+    const PlanResult* r = headline.emplace_back(headline_plan(*c.request, *c.report));
     if (r == nullptr) continue;
     priced = priced && r->cost.has_value();
     timed = timed && r->deadline_days().has_value();
@@ -590,8 +589,7 @@ ComparisonOrder comparison_order(const std::vector<ClusterSearch>& searches) {
   };
   for (std::size_t i = 0; i < searches.size(); ++i) o.order.push_back(i);
   std::stable_sort(o.order.begin(), o.order.end(), [&](std::size_t a, std::size_t b) {
-    const PlanResult* ra = headline_plan(*searches[a].request, *searches[a].report);
-    const PlanResult* rb = headline_plan(*searches[b].request, *searches[b].report);
+    const PlanResult *ra = headline[a], *rb = headline[b];
     if ((ra == nullptr) != (rb == nullptr)) return rb == nullptr;
     if (ra == nullptr) return false;
     if (meets_deadline(searches[a]) != meets_deadline(searches[b])) return meets_deadline(searches[a]);
