@@ -752,6 +752,27 @@ std::vector<std::int64_t> admitted_gpu_counts(const PlanRequest& request, std::i
   return counts;
 }
 
+std::optional<double> time_to_train_lower_bound_days(const PlanRequest& request, std::int64_t gpus) {
+  if (!request.training.train_tokens || gpus <= 0) return std::nullopt;
+  const models::ModelSpec& m = request.model;
+  const double samples = static_cast<double>(request.training.global_batch_size);
+  // Model FLOPs (the vocabulary padded least, at TP 1) less the attention core's score and value
+  // products of every layer (forward, and the backward's two): a causal kernel skips up to half of
+  // them, and Megatron's count does not. What remains every plan executes at least once (MoE
+  // experts see top-k tokens each: trainsim drops none), and recomputation only adds to it.
+  const double layers = static_cast<double>(m.num_layers + m.mtp_num_layers);
+  const double executed =
+      std::max(0.0, models::model_flops(m, samples, 1) - 3.0 * layers * samples * models::attention_core_forward_flops(m));
+  // No kernel runs faster than the dense peak of the tensor cores the precision's GEMMs use, and
+  // at best the work is spread evenly over the GPUs.
+  const topo::GpuSpec& gpu = request.cluster.gpu;
+  const double peak = std::max(gpu.peak(models::tensor_core_type(request.training.precision)).per_second(),
+                               gpu.dense_16bit.per_second());
+  const double iteration_s = executed / (static_cast<double>(gpus) * peak);
+  const double tokens = samples * static_cast<double>(m.seq_length);
+  return *request.training.train_tokens / tokens * iteration_s / 86400.0;
+}
+
 PlanReport search_deadline(PlanRequest request, std::int64_t lo, std::int64_t hi, const Progress& progress) {
   TRAINSIM_CHECK(request.deadline_days.has_value(), "deadline search without a deadline");
   const std::vector<std::int64_t> counts = admitted_gpu_counts(request, lo, hi);
@@ -766,7 +787,8 @@ PlanReport search_deadline(PlanRequest request, std::int64_t lo, std::int64_t hi
   };
   auto meets = [&](std::size_t index) { return probe(index).deadline_gpus.has_value(); };
   // A geometric walk (GPU count doubling) up to the first count that meets the deadline, then
-  // bisection between it and the last count that did not (time to train falls with more GPUs).
+  // bisection between it and the last count that did not: where time to train falls with more
+  // GPUs, the smallest count in a few searches.
   std::optional<std::size_t> first_ok;
   std::optional<std::size_t> last_fail;
   for (std::size_t i = 0; i < counts.size();) {
@@ -790,6 +812,21 @@ PlanReport search_deadline(PlanRequest request, std::int64_t lo, std::int64_t hi
       }
     }
     first_ok = good;
+  }
+  // Time to train need not fall with more GPUs: a count the batch divides poorly gets worse plans
+  // than a smaller one (a data-parallel size that does not divide the batch forces more tensor or
+  // pipeline parallelism), so the walk may have stepped over a smaller count that meets the
+  // deadline, or past every one. The counts below its answer (all of them without one) that it
+  // did not probe are searched, smallest first, except those whose lower bound on the time to
+  // train already misses the deadline; the first that meets it is the answer.
+  for (std::size_t i = 0; i < (first_ok ? *first_ok : counts.size()); ++i) {
+    if (reports.count(counts[i])) continue;
+    const std::optional<double> bound = time_to_train_lower_bound_days(request, counts[i]);
+    if (bound && *bound > *request.deadline_days) continue;
+    if (meets(i)) {
+      first_ok = i;
+      break;
+    }
   }
   std::optional<std::int64_t> deadline_gpus;
   if (first_ok) deadline_gpus = counts[*first_ok];

@@ -163,9 +163,16 @@ config::Scenario scenario_of(const PlanRequest& request, const PlanResult& plan)
 // space passes Megatron's rules, increasing (the counts a deadline search walks).
 std::vector<std::int64_t> admitted_gpu_counts(const PlanRequest& request, std::int64_t lo, std::int64_t hi);
 
-// With a deadline and a GPU range [lo, hi]: among the whole-node counts that admit a valid plan,
-// a doubling walk then bisection finds the smallest whose best plan meets the deadline (each
-// probe is a full search at that count; time to train is assumed to fall with more GPUs).
+// A lower bound on the days any plan of the request on `gpus` GPUs takes to train its tokens
+// (none without train_tokens): the FLOPs every plan executes (model FLOPs less the attention
+// core's products), spread evenly over the GPUs at the dense peak of the precision's tensor cores.
+std::optional<double> time_to_train_lower_bound_days(const PlanRequest& request, std::int64_t gpus);
+
+// With a deadline and a GPU range [lo, hi]: the smallest whole-node count that admits a valid
+// plan and whose best plan meets the deadline. A doubling walk then bisection finds a count that
+// meets it in a few probes (each a full search at that count); as time to train need not fall
+// with more GPUs, every count below it that the walk skipped is then searched too, smallest first,
+// unless its lower bound (time_to_train_lower_bound_days) misses the deadline.
 PlanReport search_deadline(PlanRequest request, std::int64_t lo, std::int64_t hi, const Progress& progress = {});
 
 }  // namespace trainsim::planner

@@ -682,6 +682,82 @@ TEST_CASE("planner/search: an empty result says whether memory or Megatron's rul
   CHECK(capped.first_invalid.find("more than simulation.max_events (1000)") != std::string::npos);
 }
 
+TEST_CASE("planner/deadline: a smaller count than the walk's meets the deadline when time to train does not fall with GPUs") {
+  // GPT 1.7B at a global batch of 96 on DGX A100: 96 GPUs run data parallelism 96, while 128 need
+  // TP 4 (the batch has no data-parallel size 128), so 128 GPUs train more slowly than 96. A
+  // deadline just above 96's time: the doubling walk (8, 16, 32, 64, 128 fail; 256 meets) and
+  // bisection step over 96, and the check of the skipped counts finds it.
+  planner::PlanRequest r = request("gpt3-1.7b", "dgx-a100-80gb", 8, 96);
+  r.space.micro_batch = {1};
+  r.space.optimizer_sharding = {1};
+  auto days_at = [&](std::int64_t gpus) {
+    planner::PlanRequest one = r;
+    one.gpu_counts = {gpus};
+    return *planner::search(one).plans.front().time_to_train_days;
+  };
+  const double d96 = days_at(96), d128 = days_at(128);
+  REQUIRE(d128 > d96 * 1.05);
+  r.deadline_days = d96 * 1.001;
+  const planner::PlanReport rep = planner::search_deadline(r, 8, 512);
+  REQUIRE(rep.deadline_gpus.has_value());
+  CHECK(*rep.deadline_gpus == 96);
+  // Exact: every count below the answer that admits a plan was searched and missed the deadline,
+  // or cannot meet it by the lower bound.
+  std::map<std::int64_t, double> probed;
+  for (const planner::GpuCountResult& g : rep.per_gpu_count) {
+    if (g.best) probed[g.gpus] = *g.best->time_to_train_days;
+  }
+  CHECK(probed.count(96) == 1);
+  CHECK(probed.count(128) == 1);
+  for (std::int64_t n : planner::admitted_gpu_counts(r, 8, 512)) {
+    if (n >= 96) break;
+    CAPTURE(n);
+    if (probed.count(n)) {
+      CHECK(probed[n] > *r.deadline_days);
+    } else {
+      CHECK(*planner::time_to_train_lower_bound_days(r, n) > *r.deadline_days);
+    }
+  }
+  // Over 64..144 the walk probes 64, 128 and 144 (the range's end) and none meets the deadline;
+  // the check of the skipped counts still finds 96.
+  const planner::PlanReport narrow = planner::search_deadline(r, 64, 144);
+  REQUIRE(narrow.deadline_gpus.has_value());
+  CHECK(*narrow.deadline_gpus == 96);
+}
+
+TEST_CASE("planner/deadline: the lower bound on time to train holds for every plan found") {
+  // Dense BF16 and FP8 plans, with and without recomputation, over several GPU counts: no plan
+  // trains faster than the bound, and the bound is not vacuous (within 4x of the best plan).
+  std::vector<planner::PlanRequest> requests;
+  {
+    planner::PlanRequest r = request("gpt3-1.7b", "dgx-a100-80gb", 8, 96);
+    r.gpu_counts = {8, 32, 96, 128};
+    requests.push_back(r);
+  }
+  {
+    planner::PlanRequest r = request("llama3.1-8b", "dgx-h100", 8, 64);
+    r.training.precision = models::Precision::kFp8;
+    r.model.seq_length = 8192;
+    r.space.micro_batch = {1};
+    r.gpu_counts = {8, 64};
+    requests.push_back(r);
+  }
+  for (const planner::PlanRequest& r : requests) {
+    const planner::PlanReport rep = planner::search(r);
+    REQUIRE(!rep.plans.empty());
+    for (const planner::PlanResult& p : rep.plans) {
+      CAPTURE(planner::describe_plan(p));
+      CHECK(*p.time_to_train_days >= *planner::time_to_train_lower_bound_days(r, p.gpus));
+    }
+    for (const planner::GpuCountResult& g : rep.per_gpu_count) {
+      if (g.best) CHECK(*g.best->time_to_train_days < 4 * *planner::time_to_train_lower_bound_days(r, g.gpus));
+    }
+  }
+  planner::PlanRequest no_tokens = request("gpt3-1.7b", "dgx-a100-80gb", 8, 96);
+  no_tokens.training.train_tokens.reset();
+  CHECK(!planner::time_to_train_lower_bound_days(no_tokens, 8).has_value());
+}
+
 TEST_CASE("planner/deadline: the GPU counts walked are exactly those on which some plan is valid") {
   // The deadline search checks only tp x pp x cp x (a divisor of the batch) GPUs; every other
   // whole-node count must be one where the search finds every combination invalid.
