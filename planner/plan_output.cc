@@ -470,18 +470,20 @@ void write_curves_svg(const std::string& title, const std::optional<double>& dea
   out << "<line x1=\"" << left << "\" y1=\"" << h - bottom << "\" x2=\"" << w - right << "\" y2=\"" << h - bottom
       << "\" stroke=\"black\"/>\n<line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left << "\" y2=\"" << h - bottom
       << "\" stroke=\"black\"/>\n";
-  // The GPU counts labelled: one curve's in its order; several curves' each once, increasing,
-  // leaving out those too close to the last labelled (their deadline searches probe different counts).
+  // The GPU counts labelled, each once, increasing, leaving out those too close to the last
+  // labelled (a deadline search probes neighbouring counts; several curves probe different ones),
+  // except a count a deadline chose, which takes the place of a crowding neighbour.
+  std::set<double> counts, answers;
+  for (const Curve& c : curves) {
+    for (const auto& [x, y] : c.points) counts.insert(x);
+    if (c.chosen) answers.insert(static_cast<double>(*c.chosen));
+  }
   std::vector<double> ticks;
-  if (curves.size() == 1) {
-    for (const auto& [x, y] : curves.front().points) ticks.push_back(x);
-  } else {
-    std::set<double> counts;
-    for (const Curve& c : curves) {
-      for (const auto& [x, y] : c.points) counts.insert(x);
-    }
-    for (double x : counts) {
-      if (ticks.empty() || X(x) - X(ticks.back()) >= 40) ticks.push_back(x);
+  for (double x : counts) {
+    if (ticks.empty() || X(x) - X(ticks.back()) >= 40) {
+      ticks.push_back(x);
+    } else if (answers.count(x) && !answers.count(ticks.back())) {
+      ticks.back() = x;
     }
   }
   for (double x : ticks) {

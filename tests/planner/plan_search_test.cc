@@ -709,6 +709,17 @@ TEST_CASE("planner/deadline: a smaller count than the walk's meets the deadline 
   }
   CHECK(probed.count(96) == 1);
   CHECK(probed.count(128) == 1);
+  // The curve labels the answer's GPU count, and leaves out counts that would crowd the axis.
+  std::ostringstream svg;
+  planner::write_plan_curve_svg(r, rep, svg);
+  const std::string text = svg.str();
+  CHECK(text.find("\">96</text>") != std::string::npos);
+  std::size_t labels = 0;
+  for (const planner::GpuCountResult& g : rep.per_gpu_count) {
+    if (text.find("\">" + std::to_string(g.gpus) + "</text>") != std::string::npos) ++labels;
+  }
+  CHECK(labels < rep.per_gpu_count.size());
+  CHECK(labels >= rep.per_gpu_count.size() / 2);
   for (std::int64_t n : planner::admitted_gpu_counts(r, 8, 512)) {
     if (n >= 96) break;
     CAPTURE(n);
