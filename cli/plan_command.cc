@@ -31,7 +31,8 @@ struct PlanArgs {
   std::optional<std::int64_t> global_batch_size, seq_length;
   std::optional<double> train_tokens, deadline_days, headroom_gib;
   std::optional<double> gpu_mtbf_hours, restart_minutes, checkpoint_write_GBps;
-  std::optional<std::int64_t> checkpoint_interval;
+  std::optional<std::int64_t> checkpoint_interval, spare_nodes;
+  std::optional<double> node_repair_hours;
   bool async_checkpoint = false;
   std::int64_t top = 10;  // signed, so that a negative count is an error rather than a huge size_t
   std::string json, csv, svg;
@@ -156,6 +157,11 @@ void check_options(const PlanArgs& a) {
   check_range("--restart-minutes", a.restart_minutes, 0, 1e6, "minutes");
   check_range("--checkpoint-write-GBps", a.checkpoint_write_GBps, 1e-3, 1e9, "a bandwidth in GB/s");
   check_size("--checkpoint-interval", a.checkpoint_interval, std::numeric_limits<std::int32_t>::max());
+  if (a.spare_nodes && (*a.spare_nodes < 0 || *a.spare_nodes > (1 << 20))) {
+    throw InputError("command line", "--spare-nodes",
+                     "expected a number of nodes in [0, " + std::to_string(1 << 20) + "], got " + std::to_string(*a.spare_nodes));
+  }
+  check_range("--node-repair-hours", a.node_repair_hours, 1e-3, 1e6, "hours");
   check_jobs("--threads", a.threads);
   if (a.top < 0) throw InputError("command line", "--top", "expected a number of plans of at least 0, got " + std::to_string(a.top));
 }
@@ -164,7 +170,8 @@ void check_options(const PlanArgs& a) {
 // time to train with interruptions, which needs the MTBF, the restart time and the storage
 // bandwidth from one or the other.
 void apply_reliability(const PlanArgs& a, models::TrainingSpec& t) {
-  const bool asked = a.gpu_mtbf_hours || a.restart_minutes || a.checkpoint_write_GBps || a.checkpoint_interval || a.async_checkpoint;
+  const bool asked = a.gpu_mtbf_hours || a.restart_minutes || a.checkpoint_write_GBps || a.checkpoint_interval || a.async_checkpoint ||
+                     a.spare_nodes || a.node_repair_hours;
   if (!asked) return;
   models::ReliabilitySpec r;
   const bool from_scenario = t.reliability.has_value();
@@ -174,6 +181,15 @@ void apply_reliability(const PlanArgs& a, models::TrainingSpec& t) {
   if (a.checkpoint_write_GBps) r.checkpoint_write_GBps = *a.checkpoint_write_GBps;
   if (a.checkpoint_interval) r.checkpoint_interval_iterations = *a.checkpoint_interval;
   if (a.async_checkpoint) r.async_checkpoint = true;
+  if (a.spare_nodes) r.spare_nodes = *a.spare_nodes;
+  if (a.node_repair_hours) r.node_repair_hours = *a.node_repair_hours;
+  // The scenario's training.reliability rules: the repair time goes with the spares.
+  if (r.spare_nodes && r.node_repair_hours <= 0) {
+    throw InputError("command line", "--node-repair-hours", "required with --spare-nodes: the hours a failed node takes to return");
+  }
+  if (!r.spare_nodes && a.node_repair_hours) {
+    throw InputError("command line", "--node-repair-hours", "applies with --spare-nodes only (without them a spare is always ready)");
+  }
   if (!from_scenario) {
     for (const auto& [option, given] : {std::pair{"--gpu-mtbf-hours", a.gpu_mtbf_hours.has_value()},
                                         std::pair{"--restart-minutes", a.restart_minutes.has_value()},
@@ -444,6 +460,11 @@ void add_plan_command(CLI::App& app, Registry& registry) {
                 "With --gpu-mtbf-hours: asynchronous saves (training stops for the copy to host memory only)");
   cmd->add_option("--checkpoint-interval", a->checkpoint_interval,
                   "With --gpu-mtbf-hours: iterations between checkpoints (default: each plan's best)");
+  cmd->add_option("--spare-nodes", a->spare_nodes,
+                  "With --gpu-mtbf-hours: hot spare nodes beside the job's (default: one always ready); each "
+                  "interruption swaps one in, or waits for a repair when all are out; their GPUs count in the GPU-hours");
+  cmd->add_option("--node-repair-hours", a->node_repair_hours,
+                  "With --spare-nodes: hours a failed node takes to return to the spares");
   cmd->add_option("--memory-headroom", a->headroom_gib,
                   "GiB of GPU memory each plan must leave free beside its predicted peak (the CUDA context, NCCL's buffers, "
                   "allocator fragmentation: not modelled) (default: 0)");

@@ -558,6 +558,12 @@ ReliabilitySpec read_reliability(ObjectReader r) {
   m.checkpoint_write_GBps = r.require_double("checkpoint_write_GBps", 1e-3, 1e9);
   m.async_checkpoint = r.get_bool("async_checkpoint", false);
   m.checkpoint_interval_iterations = r.get_optional_int("checkpoint_interval_iterations", 1, std::numeric_limits<std::int32_t>::max());
+  m.spare_nodes = r.get_optional_int("spare_nodes", 0, 1 << 20);
+  if (m.spare_nodes) {
+    m.node_repair_hours = r.require_double("node_repair_hours", 1e-3, 1e6);
+  } else if (r.has("node_repair_hours")) {
+    r.fail("node_repair_hours", "applies with spare_nodes only (without them a spare is always ready)");
+  }
   r.finish();
   return m;
 }

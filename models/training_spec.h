@@ -167,6 +167,11 @@ struct ReliabilitySpec {
   bool async_checkpoint = false;
   // Megatron's --save-interval, in iterations; absent: the interval that maximises goodput.
   std::optional<std::int64_t> checkpoint_interval_iterations;
+  // Hot spare nodes held beside the job's, and the hours a failed node takes to come back to the
+  // pool (diagnosis, repair or replacement): each interruption swaps the failed node for a spare,
+  // or, with every spare in repair, waits for the first to return. Absent: a spare is always there.
+  std::optional<std::int64_t> spare_nodes;
+  double node_repair_hours = 0;
 };
 
 struct TrainingSpec {

@@ -160,6 +160,11 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
       << (rel.checkpoint_interval_iterations ? "every " + std::to_string(*rel.checkpoint_interval_iterations) + " iterations"
                                              : std::string("at each plan's best interval"))
       << fmt(", storage at %g GB/s)", rel.checkpoint_write_GBps);
+    if (rel.spare_nodes) {
+      o << ",\n       " << *rel.spare_nodes << (*rel.spare_nodes == 1 ? " spare node" : " spare nodes")
+        << " back from repair in " << fmt("%g h", rel.node_repair_hours)
+        << " (waits for one when all are out; their GPUs in exp_GPU-h)";
+    }
     if (train) o << ";\n       exp_days, exp_GPU-h: the time to train and GPU-hours with the interruptions";
     o << (request.price_per_gpu_hour && train ? "; cost prices exp_GPU-h\n" : "\n");
   }
@@ -364,6 +369,8 @@ Json plan_object(const PlanRequest& request, const PlanResult& r) {
   if (r.checkpoint_interval_iterations) plan["checkpoint_interval_iterations"] = *r.checkpoint_interval_iterations;
   if (r.expected_time_to_train_days) plan["expected_time_to_train_days"] = tidy(*r.expected_time_to_train_days);
   if (r.expected_gpu_hours) plan["expected_gpu_hours"] = tidy(*r.expected_gpu_hours);
+  if (r.no_spare_probability) plan["no_spare_probability"] = tidy(*r.no_spare_probability);
+  if (r.repair_wait_s) plan["repair_wait_s"] = tidy(*r.repair_wait_s);
   if (r.cost) plan["cost"] = tidy(*r.cost);
   plan["extrapolated"] = r.extrapolated;
   return plan;

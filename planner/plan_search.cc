@@ -512,11 +512,15 @@ PlanResult Searcher::to_result(const config::Scenario& s, double iteration_s, st
     std::optional<double> train_seconds;
     if (r.time_to_train_days) train_seconds = *r.time_to_train_days * 86400.0;
     const report::ReliabilityEstimate e = report::estimate_reliability(
-        *s.training.reliability, r.gpus, iteration_s, checkpoint, s.cluster.pcie_x16_GBps(), train_seconds);
+        *s.training.reliability, r.gpus, s.cluster.gpus_per_node, iteration_s, checkpoint, s.cluster.pcie_x16_GBps(), train_seconds);
     r.goodput = e.goodput;
     r.checkpoint_interval_iterations = e.checkpoint_interval_iterations;
     r.expected_time_to_train_days = e.expected_time_to_train_days;
     r.expected_gpu_hours = e.expected_gpu_hours;
+    if (e.spare_nodes) {
+      r.no_spare_probability = e.no_spare_probability;
+      r.repair_wait_s = e.repair_wait_s;
+    }
   }
   if (req_.price_per_gpu_hour && r.gpu_hours) r.cost = r.expected_gpu_hours.value_or(*r.gpu_hours) * *req_.price_per_gpu_hour;
   return r;

@@ -95,7 +95,11 @@ struct PlanResult {
   std::optional<double> goodput;
   std::optional<std::int64_t> checkpoint_interval_iterations;
   std::optional<double> expected_time_to_train_days;
-  std::optional<double> expected_gpu_hours;
+  std::optional<double> expected_gpu_hours;  // the spare nodes' GPUs included
+  // With spare nodes: the chance an interruption finds none ready, and the expected wait for a
+  // repair it adds to each interruption.
+  std::optional<double> no_spare_probability;
+  std::optional<double> repair_wait_s;
   std::optional<double> cost;
   bool extrapolated = false;
   // Tokens per second of elapsed time: tokens_per_s, times goodput when there is one. Plans rank

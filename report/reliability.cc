@@ -27,11 +27,20 @@ double elapsed_per_work(double tau_s, double checkpoint_s, double restart_s, dou
   return std::isfinite(v) ? v : std::numeric_limits<double>::infinity();
 }
 
-ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, std::int64_t gpus, double iteration_time_s,
-                                         const CheckpointSize& size, double pcie_GBps,
+double erlang_b(std::int64_t servers, double load) {
+  TRAINSIM_CHECK(servers >= 0 && load >= 0, "Erlang B inputs out of range");
+  // The stable recursion B(0) = 1, B(k) = a B(k-1) / (k + a B(k-1)).
+  double b = 1;
+  for (std::int64_t k = 1; k <= servers; ++k) b = load * b / (static_cast<double>(k) + load * b);
+  return b;
+}
+
+ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, std::int64_t gpus, std::int64_t gpus_per_node,
+                                         double iteration_time_s, const CheckpointSize& size, double pcie_GBps,
                                          std::optional<double> train_seconds) {
-  TRAINSIM_CHECK(gpus >= 1 && iteration_time_s > 0 && pcie_GBps > 0 && spec.gpu_mtbf_hours > 0 &&
-                     spec.checkpoint_write_GBps > 0 && spec.restart_minutes >= 0,
+  TRAINSIM_CHECK(gpus >= 1 && gpus_per_node >= 1 && iteration_time_s > 0 && pcie_GBps > 0 && spec.gpu_mtbf_hours > 0 &&
+                     spec.checkpoint_write_GBps > 0 && spec.restart_minutes >= 0 &&
+                     (!spec.spare_nodes || (*spec.spare_nodes >= 0 && spec.node_repair_hours > 0)),
                  "reliability inputs out of range");
   ReliabilityEstimate e;
   e.job_mtbf_hours = spec.gpu_mtbf_hours / static_cast<double>(gpus);
@@ -40,13 +49,22 @@ ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, st
   e.checkpoint_write_s = std::max(size.total_bytes / (spec.checkpoint_write_GBps * 1e9), e.checkpoint_copy_s);
   e.restart_s = spec.restart_minutes * 60;
   const double mtbf_s = e.job_mtbf_hours * 3600;
+  if (spec.spare_nodes) {
+    // The header's spare-node term: Erlang B at the repair load, then the soonest repair's wait.
+    const std::int64_t spares = *spec.spare_nodes;
+    e.spare_nodes = spares;
+    e.spare_gpus = spares * gpus_per_node;
+    e.no_spare_probability = erlang_b(spares, spec.node_repair_hours / e.job_mtbf_hours);
+    e.repair_wait_s = e.no_spare_probability * spec.node_repair_hours * 3600 / static_cast<double>(spares + 1);
+  }
+  const double down_s = e.restart_s + e.repair_wait_s;
 
   // Training stops per save: a synchronous save for the write; an asynchronous one for the copy,
   // and for what is left of the previous write when the interval is shorter than it.
   const auto blocking = [&](double tau) {
     return spec.async_checkpoint ? std::max(e.checkpoint_copy_s, e.checkpoint_write_s - tau) : e.checkpoint_write_s;
   };
-  const auto elapsed_at = [&](double tau) { return elapsed_per_work(tau, blocking(tau), e.restart_s, mtbf_s); };
+  const auto elapsed_at = [&](double tau) { return elapsed_per_work(tau, blocking(tau), down_s, mtbf_s); };
   const auto cost = [&](std::int64_t k) { return elapsed_at(static_cast<double>(k) * iteration_time_s); };
 
   std::int64_t k = 1;
@@ -86,7 +104,7 @@ ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, st
   if (train_seconds && e.goodput > 0) {
     const double elapsed = *train_seconds * ratio;
     e.expected_time_to_train_days = elapsed / 86400;
-    e.expected_gpu_hours = elapsed / 3600 * static_cast<double>(gpus);
+    e.expected_gpu_hours = elapsed / 3600 * static_cast<double>(gpus + e.spare_gpus);
     e.expected_interruptions = elapsed / mtbf_s;
   }
   return e;
@@ -97,8 +115,8 @@ std::optional<ReliabilityEstimate> estimate_reliability(const RunResult& r) {
   if (!s.training.reliability || r.iteration_time_s <= 0) return std::nullopt;
   std::optional<double> train_seconds;
   if (s.training.train_tokens) train_seconds = *s.training.train_tokens / r.tokens_per_s;
-  return estimate_reliability(*s.training.reliability, s.num_gpus(), r.iteration_time_s, checkpoint_size(r),
-                              s.cluster.pcie_x16_GBps(), train_seconds);
+  return estimate_reliability(*s.training.reliability, s.num_gpus(), s.cluster.gpus_per_node, r.iteration_time_s,
+                              checkpoint_size(r), s.cluster.pcie_x16_GBps(), train_seconds);
 }
 
 }  // namespace trainsim::report

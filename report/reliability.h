@@ -18,6 +18,17 @@
 // minimises the exact form over whole iterations instead (Megatron saves every
 // `--save-interval` iterations).
 //
+// R with spare nodes (ReliabilitySpec::spare_nodes S, repair time T_r): each interruption sends a
+// node to repair for T_r and swaps in a healthy spare; when all S are in repair, the job waits for
+// the first to return. The nodes in repair form an Erlang loss system (interruptions arriving at
+// rate 1 / M, S servers busy T_r each), so an interruption finds no spare with Erlang's B(S, T_r / M),
+// whatever the repair times' distribution (Erlang 1917; Kleinrock, "Queueing Systems" vol. 1, 1975,
+// sec. 3.7, on its insensitivity); it then waits T_r / (S + 1) on average (the soonest of the S
+// repairs under way, their remaining times uniform over T_r for fixed repairs; the same for
+// exponential ones, counting its own). R above is the restart plus B x T_r / (S + 1); the spares'
+// GPUs are held for the job, so its GPU-hours count them. Approximations: every interruption is
+// taken as a node to repair, and the queue's state while the job waits is that of a loss system.
+//
 // C: each GPU's shard of the checkpoint (models::StageInfo::checkpoint_bytes) leaves over its
 // PCIe link (the x16 rate NCCL's topology gives the GPU) and all shards go to storage at
 // checkpoint_write_GBps; a synchronous save stops training for the slower of the two, an
@@ -50,10 +61,16 @@ struct ReliabilityEstimate {
   std::int64_t checkpoint_interval_iterations = 0;
   bool interval_optimal = false;    // chosen by trainsim (the spec gave none)
   double restart_s = 0;
+  // With spare nodes: the chance that an interruption finds every spare in repair, the expected
+  // wait it adds to a restart (over all interruptions), and the spares' GPUs.
+  std::optional<std::int64_t> spare_nodes;
+  double no_spare_probability = 0;
+  double repair_wait_s = 0;
+  std::int64_t spare_gpus = 0;
   double goodput = 0;               // work / elapsed time, in (0, 1]
   // With a token budget: the elapsed time it takes with interruptions, what that costs in GPU
-  // time, and how many interruptions to expect on the way (none when goodput is 0: interruptions
-  // come faster than the job saves and restarts, and it never finishes).
+  // time (the spares' included), and how many interruptions to expect on the way (none when
+  // goodput is 0: interruptions come faster than the job saves and restarts, and it never finishes).
   std::optional<double> expected_time_to_train_days;
   std::optional<double> expected_gpu_hours;
   std::optional<double> expected_interruptions;
@@ -63,10 +80,15 @@ struct ReliabilityEstimate {
 // c >= 0, r >= 0. Infinity when the exponent overflows (a job that practically never finishes).
 double elapsed_per_work(double tau_s, double checkpoint_s, double restart_s, double mtbf_s);
 
-// The estimate for a plan of `gpus` GPUs at `iteration_time_s`, checkpoint `size`, GPU-to-host
-// rate `pcie_GBps`; `train_seconds` of fault-free training when the scenario has a token budget.
-ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, std::int64_t gpus, double iteration_time_s,
-                                         const CheckpointSize& size, double pcie_GBps,
+// Erlang's loss formula B(servers, load): the chance that an arrival finds every server busy.
+// REQUIRES: servers >= 0, load >= 0.
+double erlang_b(std::int64_t servers, double load);
+
+// The estimate for a plan of `gpus` GPUs (nodes of `gpus_per_node`) at `iteration_time_s`,
+// checkpoint `size`, GPU-to-host rate `pcie_GBps`; `train_seconds` of fault-free training when the
+// scenario has a token budget.
+ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, std::int64_t gpus, std::int64_t gpus_per_node,
+                                         double iteration_time_s, const CheckpointSize& size, double pcie_GBps,
                                          std::optional<double> train_seconds);
 
 // The estimate for a run whose scenario has training.reliability (nullopt otherwise).

@@ -114,6 +114,12 @@ Json reliability_json(const ReliabilityEstimate& e, double iteration_s) {
   j["checkpoint_interval_s"] = tidy(static_cast<double>(e.checkpoint_interval_iterations) * iteration_s);
   j["interval_optimal"] = e.interval_optimal;
   j["restart_s"] = tidy(e.restart_s);
+  if (e.spare_nodes) {
+    j["spare_nodes"] = *e.spare_nodes;
+    j["spare_gpus"] = e.spare_gpus;
+    j["no_spare_probability"] = tidy(e.no_spare_probability);
+    j["repair_wait_s"] = tidy(e.repair_wait_s);
+  }
   j["goodput"] = tidy(e.goodput);
   if (e.expected_time_to_train_days) j["expected_time_to_train_days"] = tidy(*e.expected_time_to_train_days);
   if (e.expected_gpu_hours) j["expected_gpu_hours"] = tidy(*e.expected_gpu_hours);
@@ -130,6 +136,11 @@ void reliability_text(std::ostream& o, const ReliabilityEstimate& e, double iter
     << (e.checkpoint_interval_iterations == 1 ? " iteration (" : " iterations (") << duration_text(interval)
     << (e.interval_optimal ? ", the best interval" : "") << "), training stops " << duration_text(e.checkpoint_blocking_s)
     << " per save\n";
+  if (e.spare_nodes) {
+    o << "                        " << *e.spare_nodes << (*e.spare_nodes == 1 ? " spare node" : " spare nodes") << " ("
+      << e.spare_gpus << " GPUs): " << fmt("%.3g%%", 100 * e.no_spare_probability)
+      << " of interruptions find none ready, adding " << duration_text(e.repair_wait_s) << " per interruption on average\n";
+  }
   if (e.goodput <= 0) {
     o << "  expected time         never: interruptions come faster than the job saves and restarts\n";
   } else if (e.expected_time_to_train_days) {

@@ -300,6 +300,24 @@ TEST_CASE("cli: interruptions: run and plan give goodput and the time to train w
   CHECK(svg.output.find("class=\"curve\"") != std::string::npos);
   CHECK(svg.output.find("class=\"fault-free\"") != std::string::npos);
   CHECK(svg.output.find("with interruptions") != std::string::npos);
+  // Spare nodes: each plan waits for repairs when all are out, and pays for the spares' GPUs.
+  const Outcome spares = trainsim(plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --spare-nodes 1 "
+                                         "--node-repair-hours 12 --json -");
+  REQUIRE(spares.code == 0);
+  const auto sj = nlohmann::json::parse(spares.output);
+  REQUIRE(sj["plans"].size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto& e = sj["plans"][i];
+    CHECK(e["no_spare_probability"].get<double>() > 0);
+    CHECK(e["repair_wait_s"].get<double>() > 0);
+    CHECK(e["goodput"].get<double>() < pj["plans"][i]["goodput"].get<double>());
+    CHECK(e["expected_gpu_hours"].get<double>() ==
+          doctest::Approx(e["expected_time_to_train_days"].get<double>() * 24 * (16 + 8)));
+  }
+  CHECK_FALSE(pj["plans"][0].contains("no_spare_probability"));
+  const Outcome spares_text = trainsim(plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --spare-nodes 1 "
+                                              "--node-repair-hours 12");
+  CHECK(spares_text.output.find("1 spare node back from repair in 12 h") != std::string::npos);
   // Any of the options asks for all three inputs.
   const Outcome missing = trainsim(plan + " --gpu-mtbf-hours 100 --checkpoint-write-GBps 1");
   CHECK(missing.code == 2);
@@ -317,11 +335,12 @@ TEST_CASE("cli: plan answers any value of any numeric option with a result or ex
       {"--model", "llama3.1-8b"},  {"--cluster", "dgx-h100"},       {"--gpus", "8"},    {"--global-batch-size", "8"},
       {"--tp", "1"},               {"--pp", "1"},                   {"--cp", "1"},      {"--micro-batch-sizes", "1"},
       {"--recompute", "full"},     {"--optimizer-sharding", "1"},   {"--threads", "1"}, {"--train-tokens", "1e9"},
-      {"--gpu-mtbf-hours", "50000"}, {"--restart-minutes", "10"},   {"--checkpoint-write-GBps", "100"}};
+      {"--gpu-mtbf-hours", "50000"}, {"--restart-minutes", "10"},   {"--checkpoint-write-GBps", "100"},
+      {"--spare-nodes", "2"},      {"--node-repair-hours", "24"}};
   const char* options[] = {"--gpus", "--global-batch-size", "--seq-length", "--tp", "--pp", "--vp", "--cp", "--ep",
                            "--micro-batch-sizes", "--optimizer-sharding", "--train-tokens", "--deadline-days",
                            "--price-per-gpu-hour", "--threads", "--top", "--gpu-mtbf-hours", "--restart-minutes",
-                           "--checkpoint-write-GBps", "--checkpoint-interval"};
+                           "--checkpoint-write-GBps", "--checkpoint-interval", "--spare-nodes", "--node-repair-hours"};
   const char* values[] = {"0", "-1", "3", "4294967297", "9223372036854775807", "nan", "-inf", "1e308", "abc"};
   int results = 0, errors = 0;
   for (const std::string option : options) {

@@ -2,9 +2,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "config/scenario.h"
 #include "tests/scenario_helpers.h"
@@ -80,7 +82,7 @@ TEST_CASE("report/reliability: the interval chosen is Young's for cheap saves, a
   report::CheckpointSize size;
   size.total_bytes = 100e9;
   size.per_gpu_bytes = 100e9 / 64;
-  const report::ReliabilityEstimate e = report::estimate_reliability(spec, 64, 1.0, size, 50, 86400.0 * 30);
+  const report::ReliabilityEstimate e = report::estimate_reliability(spec, 64, 8, 1.0, size, 50, 86400.0 * 30);
   CHECK(e.job_mtbf_hours == doctest::Approx(100));
   CHECK(e.checkpoint_write_s == doctest::Approx(10));
   CHECK(e.checkpoint_blocking_s == doctest::Approx(10));
@@ -103,12 +105,12 @@ TEST_CASE("report/reliability: the interval chosen is Young's for cheap saves, a
   // A given interval is kept; a longer job (more GPUs) loses more.
   models::ReliabilitySpec fixed = spec;
   fixed.checkpoint_interval_iterations = 100;
-  const report::ReliabilityEstimate f = report::estimate_reliability(fixed, 64, 1.0, size, 50, std::nullopt);
+  const report::ReliabilityEstimate f = report::estimate_reliability(fixed, 64, 8, 1.0, size, 50, std::nullopt);
   CHECK(f.checkpoint_interval_iterations == 100);
   CHECK_FALSE(f.interval_optimal);
   CHECK(f.goodput < e.goodput);
   CHECK_FALSE(f.expected_time_to_train_days.has_value());
-  CHECK(report::estimate_reliability(spec, 1024, 1.0, size, 50, std::nullopt).goodput < e.goodput);
+  CHECK(report::estimate_reliability(spec, 1024, 8, 1.0, size, 50, std::nullopt).goodput < e.goodput);
 }
 
 TEST_CASE("report/reliability: an asynchronous save stops training for the copy, and for the write it has to wait for") {
@@ -118,18 +120,18 @@ TEST_CASE("report/reliability: an asynchronous save stops training for the copy,
   size.per_gpu_bytes = 125e9;
   models::ReliabilitySpec spec = spec_of(8000, 5, 1, true);
   spec.checkpoint_interval_iterations = 2000;  // 2,000 s: the write ends before the next save
-  const report::ReliabilityEstimate slow_iterations = report::estimate_reliability(spec, 8, 1.0, size, 50, std::nullopt);
+  const report::ReliabilityEstimate slow_iterations = report::estimate_reliability(spec, 8, 8, 1.0, size, 50, std::nullopt);
   CHECK(slow_iterations.checkpoint_copy_s == doctest::Approx(2.5));
   CHECK(slow_iterations.checkpoint_write_s == doctest::Approx(1000));
   CHECK(slow_iterations.checkpoint_blocking_s == doctest::Approx(2.5));
   spec.checkpoint_interval_iterations = 400;  // the next save waits 600 s for the write
-  CHECK(report::estimate_reliability(spec, 8, 1.0, size, 50, std::nullopt).checkpoint_blocking_s == doctest::Approx(600));
+  CHECK(report::estimate_reliability(spec, 8, 8, 1.0, size, 50, std::nullopt).checkpoint_blocking_s == doctest::Approx(600));
   // Synchronous saves stop training for the write; asynchronous ones do better at their best interval.
   spec.checkpoint_interval_iterations.reset();
   models::ReliabilitySpec sync = spec;
   sync.async_checkpoint = false;
-  const report::ReliabilityEstimate a = report::estimate_reliability(spec, 8, 1.0, size, 50, std::nullopt);
-  const report::ReliabilityEstimate s = report::estimate_reliability(sync, 8, 1.0, size, 50, std::nullopt);
+  const report::ReliabilityEstimate a = report::estimate_reliability(spec, 8, 8, 1.0, size, 50, std::nullopt);
+  const report::ReliabilityEstimate s = report::estimate_reliability(sync, 8, 8, 1.0, size, 50, std::nullopt);
   CHECK(s.checkpoint_blocking_s == doctest::Approx(1000));
   CHECK(a.goodput > s.goodput);
   CHECK(a.checkpoint_blocking_s < 1000);
@@ -163,4 +165,87 @@ TEST_CASE("report/reliability: a checkpoint holds each parameter's 16-bit weight
   REQUIRE(e->expected_time_to_train_days.has_value());
   const double days = *r.scenario.training.train_tokens / r.tokens_per_s / 86400;
   CHECK(*e->expected_time_to_train_days == doctest::Approx(days / e->goodput));
+}
+
+TEST_CASE("report/reliability: Erlang's loss formula") {
+  CHECK(report::erlang_b(0, 3.0) == 1.0);
+  CHECK(report::erlang_b(1, 1.0) == doctest::Approx(0.5));
+  CHECK(report::erlang_b(2, 1.0) == doctest::Approx(0.2));
+  CHECK(report::erlang_b(10, 5.0) == doctest::Approx(0.018385).epsilon(1e-4));  // the standard tables' value
+  CHECK(report::erlang_b(4, 0.0) == 0.0);
+  // Stable where the factorials overflow.
+  const double b = report::erlang_b(2000, 1900.0);
+  CHECK(b > 0);
+  CHECK(b < 0.1);
+}
+
+namespace {
+
+// The spare pool played out: interruptions of a running job every Exp(m) hours, each sending a
+// node to repair for `repair` hours and taking a healthy spare; with all `spares` in repair the
+// job waits (and meets no interruption) until the soonest repair ends. Mean wait per interruption.
+double replay_spares(double m, double repair, std::int64_t spares, std::int64_t interruptions, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> in_repair;  // a min-heap of the repairs' end times
+  const auto later = [](double a, double b) { return a > b; };
+  double t = 0, waited = 0;
+  for (std::int64_t i = 0; i < interruptions; ++i) {
+    const double u = (static_cast<double>(rng() >> 11) + 1) / 9007199254740992.0;
+    t += -m * std::log(u);
+    while (!in_repair.empty() && in_repair.front() <= t) {
+      std::pop_heap(in_repair.begin(), in_repair.end(), later);
+      in_repair.pop_back();
+    }
+    in_repair.push_back(t + repair);
+    std::push_heap(in_repair.begin(), in_repair.end(), later);
+    if (static_cast<std::int64_t>(in_repair.size()) > spares) {
+      std::pop_heap(in_repair.begin(), in_repair.end(), later);
+      waited += in_repair.back() - t;
+      t = in_repair.back();
+      in_repair.pop_back();
+    }
+  }
+  return waited / static_cast<double>(interruptions);
+}
+
+}  // namespace
+
+TEST_CASE("report/reliability: spare nodes, the wait for a repair, and the spares' GPU-hours") {
+  // Llama 3's interruption rate on 16,384 GPUs (one every 3.09 hours) and a day's repair.
+  report::CheckpointSize size;
+  size.total_bytes = 5.7e12;
+  size.per_gpu_bytes = 5.7e12 / 16384;
+  models::ReliabilitySpec spec = spec_of(50677, 10, 2000, false);
+  const report::ReliabilityEstimate unlimited = report::estimate_reliability(spec, 16384, 8, 8.0, size, 50, 86400.0 * 80);
+  CHECK_FALSE(unlimited.spare_nodes.has_value());
+  CHECK(unlimited.repair_wait_s == 0);
+  spec.node_repair_hours = 24;
+  double previous = 0;
+  for (const std::int64_t spares : {0, 4, 8, 12, 16, 64}) {
+    CAPTURE(spares);
+    spec.spare_nodes = spares;
+    const report::ReliabilityEstimate e = report::estimate_reliability(spec, 16384, 8, 8.0, size, 50, 86400.0 * 80);
+    REQUIRE(e.spare_nodes.has_value());
+    CHECK(e.spare_gpus == 8 * spares);
+    const double load = 24 / e.job_mtbf_hours;
+    CHECK(e.no_spare_probability == doctest::Approx(report::erlang_b(spares, load)));
+    CHECK(e.repair_wait_s == doctest::Approx(e.no_spare_probability * 24 * 3600 / static_cast<double>(spares + 1)));
+    // Against the pool played out: within 3% where waits are common enough to measure.
+    if (e.no_spare_probability > 0.01) {
+      const double replayed_h = replay_spares(e.job_mtbf_hours, 24, spares, 200000, 7 + static_cast<std::uint64_t>(spares));
+      CHECK(e.repair_wait_s / 3600 == doctest::Approx(replayed_h).epsilon(0.03));
+    }
+    // More spares, fewer waits; never better than a spare always ready.
+    CHECK(e.goodput >= previous);
+    CHECK(e.goodput <= unlimited.goodput);
+    previous = e.goodput;
+    // The spares are held for the whole job: the GPU-hours count them.
+    if (e.expected_time_to_train_days) {
+      CHECK(*e.expected_gpu_hours == doctest::Approx(*e.expected_time_to_train_days * 24 * static_cast<double>(16384 + 8 * spares)));
+    }
+  }
+  CHECK(previous == doctest::Approx(unlimited.goodput).epsilon(1e-6));
+  // No spare at all: every interruption waits out its own node's repair.
+  spec.spare_nodes = 0;
+  CHECK(report::estimate_reliability(spec, 16384, 8, 8.0, size, 50, std::nullopt).repair_wait_s == doctest::Approx(24 * 3600));
 }
