@@ -23,6 +23,9 @@ namespace trainsim::cli {
 
 namespace {
 
+// The most GPU counts --all-gpu-counts searches (each a full search: a bound on the time asked).
+constexpr std::size_t kMaxAllGpuCounts = 256;
+
 struct PlanArgs {
   std::string scenario, model, gpus, precision, quant_recipe;
   std::vector<std::string> clusters;  // several: a hardware comparison
@@ -46,6 +49,7 @@ struct PlanArgs {
   int threads = 0;
   bool exact = false;
   bool sensitivity = false;
+  bool all_gpu_counts = false;
 };
 
 // "N" or "A..B" (GPU counts, whole nodes of `cluster`, named in the message when not empty).
@@ -330,6 +334,10 @@ int run(const PlanArgs& a) {
     throw InputError("--svg", a.svg, "the time-to-train curve needs --train-tokens");
   }
 
+  if (a.all_gpu_counts && a.gpus.find("..") == std::string::npos) {
+    throw InputError("--all-gpu-counts", "", "needs a range of GPU counts, --gpus A..B");
+  }
+
   // One search per cluster: the scenario's, or each --cluster (which replaces a scenario's).
   std::vector<std::string> labels = a.clusters;
   if (labels.empty()) labels.push_back(req.cluster.name);
@@ -357,7 +365,19 @@ int run(const PlanArgs& a) {
     if (tty && comparison) std::fprintf(stderr, "  %s\n", labels[i].c_str());
     planner::PlanRequest& r = requests[i];
     const auto [lo, hi] = ranges[i];
-    if (a.deadline_days && lo < hi) {
+    if (a.all_gpu_counts && lo < hi) {
+      // Every count of the range that admits a valid plan (with a deadline, the smallest that
+      // meets it among them); none admitting one, the first, whose search says why.
+      r.gpu_counts = planner::admitted_gpu_counts(r, lo, hi);
+      if (r.gpu_counts.size() > kMaxAllGpuCounts) {
+        throw InputError("--all-gpu-counts", a.gpus,
+                         std::to_string(r.gpu_counts.size()) + " GPU counts of the range admit a plan" +
+                             (comparison ? " on " + labels[i] : std::string()) + ", more than the " +
+                             std::to_string(kMaxAllGpuCounts) + " searched at most: narrow --gpus, or leave the option out");
+      }
+      if (r.gpu_counts.empty()) r.gpu_counts = {lo};
+      reports.push_back(planner::search(r, progress));
+    } else if (a.deadline_days && lo < hi) {
       reports.push_back(planner::search_deadline(r, lo, hi, progress));
     } else {
       // One count, or a doubling grid of node counts over the range.
@@ -447,6 +467,9 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--fp8-recipe", a->quant_recipe, "With fp8: delayed | tensorwise | mxfp8 (Blackwell)");
   cmd->add_option("--train-tokens", a->train_tokens, "Token budget: report time to train and GPU-hours");
   cmd->add_option("--deadline-days", a->deadline_days, "With a GPU range: the smallest GPU count that trains in time");
+  cmd->add_flag("--all-gpu-counts", a->all_gpu_counts,
+                "With a GPU range: search every whole-node count in it on which some plan is valid (default: a doubling "
+                "grid, or with --deadline-days the counts its walk needs), for the whole curve");
   cmd->add_option("--price-per-gpu-hour", a->prices,
                   "Report the cost of training; with several --cluster, one price for all or one per cluster, in their order")
       ->delimiter(',');

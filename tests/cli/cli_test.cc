@@ -173,6 +173,35 @@ TEST_CASE("cli: plan --cluster A,B compares the hardware, and --cluster replaces
   CHECK(m["plans"][0]["iteration_time_s"].get<double>() < nlohmann::json::parse(here.output)["plans"][0]["iteration_time_s"].get<double>());
 }
 
+TEST_CASE("cli: plan --all-gpu-counts searches every count of the range that admits a plan") {
+  // GPT 1.7B at batch 96 over 8..144 GPUs: the doubling grid searches 8, 16, 32, 64, 128 and 144;
+  // every count admits data-parallel sizes dividing 96 and the model-parallel sizes tried.
+  const std::string plan = "plan --model gpt3-1.7b --cluster dgx-a100-80gb --gpus 8..144 --global-batch-size 96 --tp 1 2 4 "
+                           "--pp 1 3 --micro-batch-sizes 1 --optimizer-sharding 1 --train-tokens 15e12 --top 1 --json -";
+  const Outcome all = trainsim(plan + " --all-gpu-counts");
+  REQUIRE(all.code == 0);
+  const auto j = nlohmann::json::parse(all.output);
+  std::vector<std::int64_t> counts;
+  for (const auto& g : j["per_gpu_count"]) counts.push_back(g["gpus"].get<std::int64_t>());
+  CHECK(counts == std::vector<std::int64_t>{8, 16, 24, 32, 48, 64, 72, 96, 128, 144});
+  const Outcome grid = trainsim(plan);
+  REQUIRE(grid.code == 0);
+  CHECK(nlohmann::json::parse(grid.output)["per_gpu_count"].size() == 6);
+  // With a deadline, the same answer as the deadline search's (96: 128 GPUs need TP 4 and train
+  // more slowly), over the whole curve.
+  const double d96 = j["per_gpu_count"][7]["time_to_train_days"].get<double>();
+  const std::string deadline = " --deadline-days " + std::to_string(d96 * 1.001);
+  const auto every = nlohmann::json::parse(trainsim(plan + " --all-gpu-counts" + deadline).output);
+  const auto walked = nlohmann::json::parse(trainsim(plan + deadline).output);
+  CHECK(every["deadline_gpus"] == 96);
+  CHECK(walked["deadline_gpus"] == 96);
+  CHECK(walked["per_gpu_count"].size() < every["per_gpu_count"].size());
+  // A single count has no range to search.
+  const Outcome one = trainsim("plan --model gpt3-1.7b --cluster dgx-a100-80gb --gpus 8 --global-batch-size 96 --all-gpu-counts");
+  CHECK(one.code == 2);
+  CHECK(one.output.find("--all-gpu-counts: needs a range") != std::string::npos);
+}
+
 TEST_CASE("cli: plan --cp-comm-type tries the named context-parallel exchanges, by default a scenario's") {
   const std::string args = "plan --model llama3.1-8b --cluster dgx-h100 --gpus 8 --global-batch-size 8 --seq-length 16384 --tp 2 "
                            "--pp 1 --cp 2 --micro-batch-sizes 1 --optimizer-sharding 1 --json -";
