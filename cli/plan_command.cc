@@ -35,7 +35,7 @@ struct PlanArgs {
   std::optional<double> train_tokens, deadline_days, headroom_gib;
   std::optional<double> gpu_mtbf_hours, restart_minutes, checkpoint_write_GBps;
   std::optional<std::int64_t> checkpoint_interval, spare_nodes;
-  std::optional<double> node_repair_hours;
+  std::optional<double> node_repair_hours, node_repair_share;
   bool async_checkpoint = false;
   std::int64_t top = 10;  // signed, so that a negative count is an error rather than a huge size_t
   std::string json, csv, svg;
@@ -166,6 +166,7 @@ void check_options(const PlanArgs& a) {
                      "expected a number of nodes in [0, " + std::to_string(1 << 20) + "], got " + std::to_string(*a.spare_nodes));
   }
   check_range("--node-repair-hours", a.node_repair_hours, 1e-3, 1e6, "hours");
+  check_range("--node-repair-share", a.node_repair_share, 1e-6, 1, "a share of interruptions");
   check_jobs("--threads", a.threads);
   if (a.top < 0) throw InputError("command line", "--top", "expected a number of plans of at least 0, got " + std::to_string(a.top));
 }
@@ -175,7 +176,7 @@ void check_options(const PlanArgs& a) {
 // bandwidth from one or the other.
 void apply_reliability(const PlanArgs& a, models::TrainingSpec& t) {
   const bool asked = a.gpu_mtbf_hours || a.restart_minutes || a.checkpoint_write_GBps || a.checkpoint_interval || a.async_checkpoint ||
-                     a.spare_nodes || a.node_repair_hours;
+                     a.spare_nodes || a.node_repair_hours || a.node_repair_share;
   if (!asked) return;
   models::ReliabilitySpec r;
   const bool from_scenario = t.reliability.has_value();
@@ -187,12 +188,16 @@ void apply_reliability(const PlanArgs& a, models::TrainingSpec& t) {
   if (a.async_checkpoint) r.async_checkpoint = true;
   if (a.spare_nodes) r.spare_nodes = *a.spare_nodes;
   if (a.node_repair_hours) r.node_repair_hours = *a.node_repair_hours;
+  if (a.node_repair_share) r.node_repair_share = *a.node_repair_share;
   // The scenario's training.reliability rules: the repair time goes with the spares.
   if (r.spare_nodes && r.node_repair_hours <= 0) {
     throw InputError("command line", "--node-repair-hours", "required with --spare-nodes: the hours a failed node takes to return");
   }
-  if (!r.spare_nodes && a.node_repair_hours) {
-    throw InputError("command line", "--node-repair-hours", "applies with --spare-nodes only (without them a spare is always ready)");
+  for (const auto& [option, given] : {std::pair{"--node-repair-hours", a.node_repair_hours.has_value()},
+                                      std::pair{"--node-repair-share", a.node_repair_share.has_value()}}) {
+    if (!r.spare_nodes && given) {
+      throw InputError("command line", option, "applies with --spare-nodes only (without them a spare is always ready)");
+    }
   }
   if (!from_scenario) {
     for (const auto& [option, given] : {std::pair{"--gpu-mtbf-hours", a.gpu_mtbf_hours.has_value()},
@@ -488,6 +493,9 @@ void add_plan_command(CLI::App& app, Registry& registry) {
                   "interruption swaps one in, or waits for a repair when all are out; their GPUs count in the GPU-hours");
   cmd->add_option("--node-repair-hours", a->node_repair_hours,
                   "With --spare-nodes: hours a failed node takes to return to the spares");
+  cmd->add_option("--node-repair-share", a->node_repair_share,
+                  "With --spare-nodes: share of interruptions that take a node out for repair (default: 1; Llama 3's "
+                  "hardware share: 0.78)");
   cmd->add_option("--memory-headroom", a->headroom_gib,
                   "GiB of GPU memory each plan must leave free beside its predicted peak (the CUDA context, NCCL's buffers, "
                   "allocator fragmentation: not modelled) (default: 0)");

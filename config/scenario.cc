@@ -561,8 +561,11 @@ ReliabilitySpec read_reliability(ObjectReader r) {
   m.spare_nodes = r.get_optional_int("spare_nodes", 0, 1 << 20);
   if (m.spare_nodes) {
     m.node_repair_hours = r.require_double("node_repair_hours", 1e-3, 1e6);
-  } else if (r.has("node_repair_hours")) {
-    r.fail("node_repair_hours", "applies with spare_nodes only (without them a spare is always ready)");
+    m.node_repair_share = r.get_double("node_repair_share", 1.0, 1e-6, 1.0);
+  } else {
+    for (const char* key : {"node_repair_hours", "node_repair_share"}) {
+      if (r.has(key)) r.fail(key, "applies with spare_nodes only (without them a spare is always ready)");
+    }
   }
   r.finish();
   return m;

@@ -40,7 +40,8 @@ ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, st
                                          std::optional<double> train_seconds) {
   TRAINSIM_CHECK(gpus >= 1 && gpus_per_node >= 1 && iteration_time_s > 0 && pcie_GBps > 0 && spec.gpu_mtbf_hours > 0 &&
                      spec.checkpoint_write_GBps > 0 && spec.restart_minutes >= 0 &&
-                     (!spec.spare_nodes || (*spec.spare_nodes >= 0 && spec.node_repair_hours > 0)),
+                     (!spec.spare_nodes || (*spec.spare_nodes >= 0 && spec.node_repair_hours > 0 && spec.node_repair_share > 0 &&
+                                            spec.node_repair_share <= 1)),
                  "reliability inputs out of range");
   ReliabilityEstimate e;
   e.job_mtbf_hours = spec.gpu_mtbf_hours / static_cast<double>(gpus);
@@ -53,9 +54,12 @@ ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, st
     // The header's spare-node term: Erlang B at the repair load, then the soonest repair's wait.
     const std::int64_t spares = *spec.spare_nodes;
     e.spare_nodes = spares;
+    e.node_repair_share = spec.node_repair_share;
     e.spare_gpus = spares * gpus_per_node;
-    e.no_spare_probability = erlang_b(spares, spec.node_repair_hours / e.job_mtbf_hours);
-    e.repair_wait_s = e.no_spare_probability * spec.node_repair_hours * 3600 / static_cast<double>(spares + 1);
+    // Repairs arrive with the share f of interruptions that need one; only those can wait.
+    const double f = spec.node_repair_share;
+    e.no_spare_probability = erlang_b(spares, f * spec.node_repair_hours / e.job_mtbf_hours);
+    e.repair_wait_s = f * e.no_spare_probability * spec.node_repair_hours * 3600 / static_cast<double>(spares + 1);
   }
   const double down_s = e.restart_s + e.repair_wait_s;
 

@@ -25,9 +25,11 @@
 // whatever the repair times' distribution (Erlang 1917; Kleinrock, "Queueing Systems" vol. 1, 1975,
 // sec. 3.7, on its insensitivity); it then waits T_r / (S + 1) on average (the soonest of the S
 // repairs under way, their remaining times uniform over T_r for fixed repairs; the same for
-// exponential ones, counting its own). R above is the restart plus B x T_r / (S + 1); the spares'
-// GPUs are held for the job, so its GPU-hours count them. Approximations: every interruption is
-// taken as a node to repair, and the queue's state while the job waits is that of a loss system.
+// exponential ones, counting its own). Where only a share f of interruptions takes a node out
+// (ReliabilitySpec::node_repair_share), repairs arrive at f / M: B(S, f T_r / M), and R above is
+// the restart plus f B T_r / (S + 1). The spares' GPUs are held for the job, so its GPU-hours
+// count them. Approximation: the queue's state while the job waits is that of a loss system
+// (spares failing while idle are not counted).
 //
 // C: each GPU's shard of the checkpoint (models::StageInfo::checkpoint_bytes) leaves over its
 // PCIe link (the x16 rate NCCL's topology gives the GPU) and all shards go to storage at
@@ -61,9 +63,10 @@ struct ReliabilityEstimate {
   std::int64_t checkpoint_interval_iterations = 0;
   bool interval_optimal = false;    // chosen by trainsim (the spec gave none)
   double restart_s = 0;
-  // With spare nodes: the chance that an interruption finds every spare in repair, the expected
-  // wait it adds to a restart (over all interruptions), and the spares' GPUs.
+  // With spare nodes: the chance that an interruption needing a spare finds every spare in
+  // repair, the expected wait it adds to a restart (over all interruptions), and the spares' GPUs.
   std::optional<std::int64_t> spare_nodes;
+  double node_repair_share = 1;     // of interruptions: those that take a node out
   double no_spare_probability = 0;
   double repair_wait_s = 0;
   std::int64_t spare_gpus = 0;

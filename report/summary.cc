@@ -117,6 +117,7 @@ Json reliability_json(const ReliabilityEstimate& e, double iteration_s) {
   if (e.spare_nodes) {
     j["spare_nodes"] = *e.spare_nodes;
     j["spare_gpus"] = e.spare_gpus;
+    j["node_repair_share"] = tidy(e.node_repair_share);
     j["no_spare_probability"] = tidy(e.no_spare_probability);
     j["repair_wait_s"] = tidy(e.repair_wait_s);
   }
@@ -139,7 +140,9 @@ void reliability_text(std::ostream& o, const ReliabilityEstimate& e, double iter
   if (e.spare_nodes) {
     o << "                        " << *e.spare_nodes << (*e.spare_nodes == 1 ? " spare node" : " spare nodes") << " ("
       << e.spare_gpus << " GPUs): " << fmt("%.3g%%", 100 * e.no_spare_probability)
-      << " of interruptions find none ready, adding " << duration_text(e.repair_wait_s) << " per interruption on average\n";
+      << (e.node_repair_share < 1 ? fmt(" of the %.3g%% of interruptions that take a node out", 100 * e.node_repair_share)
+                                  : std::string(" of interruptions"))
+      << " find none ready, adding " << duration_text(e.repair_wait_s) << " per interruption on average\n";
   }
   if (e.goodput <= 0) {
     o << "  expected time         never: interruptions come faster than the job saves and restarts\n";

@@ -365,11 +365,12 @@ TEST_CASE("cli: plan answers any value of any numeric option with a result or ex
       {"--tp", "1"},               {"--pp", "1"},                   {"--cp", "1"},      {"--micro-batch-sizes", "1"},
       {"--recompute", "full"},     {"--optimizer-sharding", "1"},   {"--threads", "1"}, {"--train-tokens", "1e9"},
       {"--gpu-mtbf-hours", "50000"}, {"--restart-minutes", "10"},   {"--checkpoint-write-GBps", "100"},
-      {"--spare-nodes", "2"},      {"--node-repair-hours", "24"}};
+      {"--spare-nodes", "2"},      {"--node-repair-hours", "24"},   {"--node-repair-share", "0.78"}};
   const char* options[] = {"--gpus", "--global-batch-size", "--seq-length", "--tp", "--pp", "--vp", "--cp", "--ep",
                            "--micro-batch-sizes", "--optimizer-sharding", "--train-tokens", "--deadline-days",
                            "--price-per-gpu-hour", "--threads", "--top", "--gpu-mtbf-hours", "--restart-minutes",
-                           "--checkpoint-write-GBps", "--checkpoint-interval", "--spare-nodes", "--node-repair-hours"};
+                           "--checkpoint-write-GBps", "--checkpoint-interval", "--spare-nodes", "--node-repair-hours",
+                           "--node-repair-share"};
   const char* values[] = {"0", "-1", "3", "4294967297", "9223372036854775807", "nan", "-inf", "1e308", "abc"};
   int results = 0, errors = 0;
   for (const std::string option : options) {

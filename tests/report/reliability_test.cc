@@ -183,9 +183,12 @@ namespace {
 
 // The spare pool played out: interruptions of a running job every Exp(m) hours, each sending a
 // node to repair for `repair` hours and taking a healthy spare; with all `spares` in repair the
-// job waits (and meets no interruption) until the soonest repair ends. Mean wait per interruption.
-double replay_spares(double m, double repair, std::int64_t spares, std::int64_t interruptions, std::uint64_t seed) {
+// job waits (and meets no interruption) until the soonest repair ends; only a share `need` of the
+// interruptions takes a node out. Mean wait per interruption.
+double replay_spares(double m, double repair, std::int64_t spares, std::int64_t interruptions, std::uint64_t seed,
+                     double need = 1) {
   std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> coin(0, 1);
   std::vector<double> in_repair;  // a min-heap of the repairs' end times
   const auto later = [](double a, double b) { return a > b; };
   double t = 0, waited = 0;
@@ -196,6 +199,7 @@ double replay_spares(double m, double repair, std::int64_t spares, std::int64_t 
       std::pop_heap(in_repair.begin(), in_repair.end(), later);
       in_repair.pop_back();
     }
+    if (need < 1 && coin(rng) >= need) continue;  // a restart without a repair
     in_repair.push_back(t + repair);
     std::push_heap(in_repair.begin(), in_repair.end(), later);
     if (static_cast<std::int64_t>(in_repair.size()) > spares) {
@@ -245,6 +249,15 @@ TEST_CASE("report/reliability: spare nodes, the wait for a repair, and the spare
     }
   }
   CHECK(previous == doctest::Approx(unlimited.goodput).epsilon(1e-6));
+  // Llama 3's hardware share: 78% of interruptions take a node out; the rest restart at once.
+  spec.spare_nodes = 8;
+  const double all_wait = report::estimate_reliability(spec, 16384, 8, 8.0, size, 50, std::nullopt).repair_wait_s;
+  spec.node_repair_share = 0.78;
+  const report::ReliabilityEstimate part = report::estimate_reliability(spec, 16384, 8, 8.0, size, 50, std::nullopt);
+  CHECK(part.no_spare_probability == doctest::Approx(report::erlang_b(8, 0.78 * 24 / part.job_mtbf_hours)));
+  CHECK(part.repair_wait_s < all_wait);
+  CHECK(part.repair_wait_s / 3600 == doctest::Approx(replay_spares(part.job_mtbf_hours, 24, 8, 200000, 99, 0.78)).epsilon(0.03));
+  spec.node_repair_share = 1;
   // No spare at all: every interruption waits out its own node's repair.
   spec.spare_nodes = 0;
   CHECK(report::estimate_reliability(spec, 16384, 8, 8.0, size, 50, std::nullopt).repair_wait_s == doctest::Approx(24 * 3600));
