@@ -151,14 +151,15 @@ TEST_CASE("report/summary: the typical error of the calibration travels with eac
 
   // A B200 borrows the Hopper in-training fit, and says it has no runs of its own; the runs its
   // calibration was checked on (fit.checks: DGX Cloud's GB200 runs, NeMo's B200 long-sequence
-  // runs, Megatron-Bridge's Blackwell rows) are printed beside it.
+  // runs, Megatron-Bridge's Blackwell rows, SimuMax's B200 runs, NeMo's Blackwell tables) are
+  // printed beside it.
   r = tests::simulate_file(kDefault, {"model.preset=\"gpt3-1.7b\"", "cluster.preset=\"dgx-b200\"", "cluster.num_nodes=4",
                                       "parallelism.tensor_model_parallel_size=2", "parallelism.pipeline_model_parallel_size=4",
                                       "training.global_batch_size=32"});
   CHECK(report::summary_text(r).find("Hopper runs the calibration was fitted to") != std::string::npos);
   CHECK(report::summary_text(r).find("; none on this GPU's architecture yet") != std::string::npos);
   const auto& checks = r.scenario.cluster.gpu.calibration.checks;
-  REQUIRE(checks.size() == 5);
+  REQUIRE(checks.size() == 6);
   CHECK(checks.front().architecture == "blackwell");
   CHECK(checks.front().cases == 18);
   CHECK(checks.front().mean_time_error < 0);
@@ -168,8 +169,11 @@ TEST_CASE("report/summary: the typical error of the calibration travels with eac
   CHECK(checks[2].cases == 22);
   CHECK(checks[3].suite == "megatron_bridge_moe.json");
   CHECK(checks[3].cases == 8);
-  CHECK(checks.back().suite == "simumax_b200.json");
-  CHECK(checks.back().cases == 43);
+  CHECK(checks[4].suite == "simumax_b200.json");
+  CHECK(checks[4].cases == 43);
+  CHECK(checks[4].mean_time_error < 0);
+  CHECK(checks.back().suite == "nemo_perf_summary.json");
+  CHECK(checks.back().cases == 16);
   CHECK(checks.back().mean_time_error < 0);
   CHECK(report::summary_text(r).find("checked on            18 Blackwell runs in no fit (dgxc_gb200.json): 11.9% (largest 17%), "
                                      "predictions 11.9% fast on average") != std::string::npos);
@@ -181,6 +185,8 @@ TEST_CASE("report/summary: the typical error of the calibration travels with eac
                                      "predictions 7.9% fast on average") != std::string::npos);
   CHECK(report::summary_text(r).find("checked on            43 Blackwell runs in no fit (simumax_b200.json): 19.4% (largest 33%), "
                                      "predictions 19.4% fast on average") != std::string::npos);
+  CHECK(report::summary_text(r).find("checked on            16 Blackwell runs in no fit (nemo_perf_summary.json): 10.6% (largest 24%), "
+                                     "predictions 9.1% fast on average") != std::string::npos);
   CHECK(report::summary_json(r)["calibration_accuracy"]["checks"][0]["suite"] == "dgxc_gb200.json");
 
   // A calibration without the records (e.g. fitted from GEMMs alone, in code) prints no claim.

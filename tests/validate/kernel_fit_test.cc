@@ -339,7 +339,8 @@ TEST_CASE("validate/calibrate: the full B200 fit (XLA's GEMMs, cuDNN's GB200 att
                    testing::source_path("validate/suites/nemo_long_sequence.json"),
                    testing::source_path("validate/suites/megatron_bridge_llama.json"),
                    testing::source_path("validate/suites/megatron_bridge_moe.json"),
-                   testing::source_path("validate/suites/simumax_b200.json")};
+                   testing::source_path("validate/suites/simumax_b200.json"),
+                   testing::source_path("validate/suites/nemo_perf_summary.json")};
   in.jobs = 2;
   const validate::CalibrationResult r = validate::calibrate(in);
   CHECK(validate::calibration_json(r).dump(2) + "\n" == testing::read_text(testing::source_path("scenarios/calibration/b200.json")));

@@ -272,6 +272,48 @@ TEST_CASE("validate/secondary suites: Megatron-Bridge's MoE tables: within 16% b
   CHECK(without >= 0.15);
 }
 
+TEST_CASE("validate/secondary suites: NeMo's Blackwell performance summary: GB200 on 25.04 within 12%, B200 on 25.02 fast, Mixtral too") {
+  // validate/suites/nemo_perf_summary.json (README, "A fourteenth suite"), in no fit: every row
+  // of NeMo's 25.02 DGX-B200 and 25.04 DGX-GB200 pre-training tables (GPT-3 175B, Llama 3 8B /
+  // 70B / 405B, Nemotron-4 15B / 340B, Mixtral 8x7B and 8x22B; FP8), the first check of Mixtral.
+  // On GB200 (25.04) every row is within 12% (MAPE 7.0%); on B200 (25.02, the first release with
+  // B200 recipes) every row comes out fast, 4-24%, Mixtral the most. The bounds hold these figures
+  // against regressions.
+  const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/nemo_perf_summary.json"));
+  REQUIRE(suite.cases.size() == 16);
+  validate::ValidateOptions options;
+  options.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const validate::ValidationReport r = validate::validate_suite(suite, options);
+  REQUIRE(r.cases.size() == 16);
+  int b200 = 0;
+  int gb200 = 0;
+  for (const validate::CaseResult& c : r.cases) {
+    CAPTURE(c.id);
+    CHECK(c.fits);
+    const double e = c.metrics.front().error;
+    if (c.family == "gb200") {
+      ++gb200;
+      CHECK(std::abs(e) <= 0.12);
+    } else {
+      ++b200;
+      CHECK(e < 0.0);
+      CHECK(e >= -0.26);
+    }
+  }
+  CHECK(b200 == 8);
+  CHECK(gb200 == 8);
+  for (const validate::PrimarySummary& p : r.primary) {
+    MESSAGE((p.family.empty() ? "all" : p.family) << ": MAPE " << 100.0 * p.errors.mape << "%, max "
+                                                  << 100.0 * p.errors.max_abs_error << "%");
+    if (p.family == "gb200") CHECK(p.errors.mape <= 0.08);
+  }
+  for (const validate::FamilySummary& f : r.families) {
+    for (const validate::MetricSummary& m : f.metrics) {
+      if (m.metric == validate::Metric::kIterationTime && m.errors.spearman) CHECK(*m.errors.spearman >= 0.9);
+    }
+  }
+}
+
 TEST_CASE("validate/secondary suites: NeMo's long-sequence runs bound the attention model, both ways") {
   // validate/suites/nemo_long_sequence.json (README, "A seventh suite"), in no fit: Llama 2 7B on
   // H100 (NeMo 24.03) and Llama 3 8B on B200 (NeMo 25.04), FP8, 4K to 1M tokens with context
