@@ -241,13 +241,14 @@ TEST_CASE("validate/calibrate: the shipped H100 calibration predicts kernels mea
 
 TEST_CASE("validate/calibrate: refitting the GEMMs of the shipped sweep reproduces scenarios/calibration/h100.json byte for byte") {
   // With the file's checks: the held-out DGX Cloud runs, their NeMo 25.04 successors,
-  // Megatron-Bridge's H100 rows (Llama, then the mixtures of experts) and MosaicML's H100 tables
-  // (PyTorch FSDP under Composer).
+  // Megatron-Bridge's H100 rows (Llama, then the mixtures of experts), MosaicML's H100 tables
+  // (PyTorch FSDP under Composer) and Megatron-Core's Mixtral 8x7B figures.
   check_refit_reproduces(kGemmFile, "h100-sxm5-80gb", "scenarios/calibration/h100.json",
                          {testing::source_path("validate/suites/dgxc_heldout.json"), testing::source_path("validate/suites/dgxc_v2504.json"),
                           testing::source_path("validate/suites/megatron_bridge_llama.json"),
                           testing::source_path("validate/suites/megatron_bridge_moe.json"),
-                          testing::source_path("validate/suites/mosaicml_h100.json")});
+                          testing::source_path("validate/suites/mosaicml_h100.json"),
+                          testing::source_path("validate/suites/megatron_moe_readme.json")});
 }
 
 TEST_CASE("validate/calibrate: runs priced with a calibration keep the attention implementation they name") {
