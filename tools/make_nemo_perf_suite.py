@@ -34,11 +34,9 @@ def case(r):
     fsdp = bool(r.get("fsdp"))
     current_scaling = r["release"] != "25.02"
     notes = ["recipe: " + r["recipe"]]
-    model = {"preset": PRESETS[r["model"]]}
+    model = {"preset": PRESETS[r["model"]], "seq_length": r["seq"]}
     if r["model"] != PRESETS[r["model"]]:
         notes.append("%s as the %s preset (the same shape)" % (r["model"], PRESETS[r["model"]]))
-    if r["seq"] != 4096 or r["model"].startswith("llama3-"):
-        model["seq_length"] = r["seq"]
     if r["model"] == "gpt3-175b":
         model.update({"hidden_dropout": 0.0, "attention_dropout": 0.0})
         notes.append("dropout 0 (NeMo's performance recipes)")
@@ -99,7 +97,8 @@ def case(r):
     # model FLOPs use, in every row but Mixtral 8x22B's: NeMo counts the causal half of attention
     # there (0.369 TFLOP per token at 65,536 tokens against the full formula's 0.504).
     causal = r["model"] == "mixtral-8x22b"
-    if "model_tflops_per_gpu" in r and not causal:
+    compare_tflops = "model_tflops_per_gpu" in r and not causal
+    if compare_tflops:
         notes.append("model TFLOP/s per GPU compared too: at the published tokens/s the published figure follows Megatron's formula"
                      + (" but for 1.0% more per token" if r["model"] == "llama3.1-405b" else " (within 0.1%)"))
     elif causal:
@@ -107,7 +106,7 @@ def case(r):
                      "Megatron's full score matrix per token at 65,536 tokens), trainsim's model FLOPs the full one")
     c = make_bridge_suite.bridge_case(r, run_id(r), model, parallelism, training, notes,
                                       "the segment NVIDIA recommends for jobs of 128+ GPUs; the source does not state the placement")
-    if "model_tflops_per_gpu" in r and not causal:
+    if compare_tflops:
         c["measured"]["model_tflops_per_gpu"] = r["model_tflops_per_gpu"]
     return c
 
