@@ -362,7 +362,16 @@ void Engine::attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& 
       const TimePoint started = std::clamp(ds.last_transfer_start, issued, now);
       if (issued > st.last_end) {  // not issued yet: held back by something else
         const CauseChain& c = last_chain_[stream_index(rank, d.stream)];
-        if (c.n == 0) acc.gap_other += issued - st.last_end;
+        if (c.n == 0) {
+          // Nothing on its stream held it: the host issued it late. Up to the end of the
+          // synchronizing task the host waited for, the gap is that task's (a pipeline transfer
+          // before scatter/gather's all-gather: the bubble); the host's own issuing after it is
+          // not attributed.
+          const HostState& h = host_[rank];
+          const TimePoint held_until = h.synced ? std::clamp(h.base_time, st.last_end, issued) : st.last_end;
+          if (held_until > st.last_end) acc.gap_issue[h.sync_category] += held_until - st.last_end;
+          acc.gap_other += issued - held_until;
+        }
         for (std::uint8_t k = 0; k < c.n; ++k) {
           const TimePoint lo = std::max(c.from[k], st.last_end);
           const TimePoint hi = k + 1 < c.n ? std::min(c.from[k + 1], issued) : issued;
@@ -520,6 +529,8 @@ void Engine::host_synchronized(std::uint32_t rank, std::uint32_t cls, TaskIndex 
   h.base_time = queue_.now();
   h.base_issue = host_issue_[cls][ti];
   ++h.next_sync;
+  h.synced = true;
+  h.sync_category = ranks_[rank].rc->tasks[ti].category;
   // Every stream whose head waited for the host may go on.
   try_start_all(rank);
 }

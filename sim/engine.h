@@ -239,6 +239,10 @@ class Engine {
     TimePoint base_time;
     Duration base_issue;
     std::uint32_t next_sync = 0;
+    // The synchronizing task the host last waited for (its reporting category), once one has
+    // ended: a task issued after it was held back by it until base_time.
+    bool synced = false;
+    std::uint8_t sync_category = 0;
   };
   std::vector<HostState> host_;
   static constexpr TimePoint kNotIssued = TimePoint{} + Duration::max();

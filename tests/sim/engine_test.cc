@@ -234,6 +234,55 @@ TEST_CASE("sim/Engine: at a synchronizing task the host waits for it to end befo
   CHECK(free_start.ps() == 12'000'000);
 }
 
+TEST_CASE("sim/Engine: a gap the host's synchronization caused is the synchronizing task's") {
+  // Rank 0: kernel (10 us), a send (category 3) the host synchronizes on, then a collective
+  // (category 4, a third stream) after it and a kernel after that: scatter/gather's all-gather
+  // after a pipeline receive. Rank 1 receives after a 50 us kernel. Host time 2 us per task.
+  TaskGraph g(2, {"compute", "p2p", "tp"}, {"all"}, {"next", "prev"});
+  g.set_reverse_peer_slot(0, 1);
+  g.set_reverse_peer_slot(1, 0);
+  const auto c0 = g.add_class("r0");
+  const auto c1 = g.add_class("r1");
+  const auto k0 = compute(g, c0, "k0", 10'000);
+  Task t;
+  t.kind = TaskKind::kPointToPoint;
+  t.stream = 1;
+  t.category = 3;
+  t.host_sync = true;
+  const std::vector<Transfer> send{Transfer{true, 0, Bytes(1000)}};
+  t.payload = g.add_transfers(c0, send);
+  t.payload_count = 1;
+  t.name = g.intern("send");
+  const TaskIndex snd = g.add_task(c0, t, std::vector<TaskIndex>{k0});
+  const auto gather = collective(g, c0, 1000, {snd}, 2, 4);
+  const auto after = compute(g, c0, "after", 1'000, {gather});
+  const auto k1 = compute(g, c1, "k1", 50'000);
+  p2p(g, c1, {Transfer{false, 1, Bytes(1000)}}, {k1});
+  g.set_class_of(RankId{0}, c0);
+  g.set_class_of(RankId{1}, c1);
+  g.set_peer(RankId{0}, 0, RankId{1});
+  g.set_peer(RankId{1}, 1, RankId{0});
+  Communicator solo;
+  solo.members = {RankId{0}};
+  g.set_comm(RankId{0}, 0, g.add_communicator(solo));
+  g.set_simulated({RankId{0}, RankId{1}});
+  HostBoundTiming timing(Duration::from_us(2));
+  Engine engine(g, timing, EngineOptions{false, {RankId{0}, RankId{1}}, 0});
+  const EngineResult r = engine.run();
+  // The send ends at 54 us (the receive posted at 52); the host issues the collective at 56 us,
+  // which ends at 58 us, when `after` starts.
+  CHECK(end_of(r, RankId{0}, snd).ps() == 54'000'000);
+  CHECK(start_of(r, RankId{0}, gather).ps() == 56'000'000);
+  CHECK(start_of(r, RankId{0}, after).ps() == 58'000'000);
+  // The compute stream idled from 12 us (k0 ran from its issue at 2 us) to 58 us: to 54 us held
+  // back by the send the host waited for, 2 us of the host's own issuing, 2 us of the collective.
+  const RankAccount& a = r.accounts[0];
+  CHECK(a.gap_issue[3].ps() == 42'000'000);
+  CHECK(a.gap_other.ps() == 2'000'000);
+  CHECK(a.gap_exposed[4].ps() == 2'000'000);
+  CHECK(a.gap_wait[4].ps() == 0);
+}
+
 TEST_CASE("sim/Engine: a collective starts when its last member arrives") {
   TaskGraph g = make_graph(2);
   const auto c0 = g.add_class("slow");
