@@ -105,8 +105,11 @@ TEST_CASE("validate/calibration: a100-megatron-deepspeed.json is a100.json plus 
   CHECK(a100.host_issue == sim::Duration::zero());
   stack.host_issue = a100.host_issue;
   stack.source = a100.source;
-  // The runs a100.json is checked on are its own (a base file's checks are never carried over).
-  CHECK(stack.checks.empty());
+  // The runs each is checked on are its own (a base file's checks are never carried over):
+  // BigScience's Megatron-DeepSpeed plans here, Korthikanti et al.'s Megatron-LM runs there.
+  REQUIRE(stack.checks.size() == 1);
+  CHECK(stack.checks.front().suite == "bigscience_tr11_topology.json");
+  CHECK(stack.checks.front().cases == 23);
   CHECK_FALSE(a100.checks.empty());
   stack.checks = a100.checks;
   CHECK(stack == a100);
