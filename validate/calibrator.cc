@@ -190,7 +190,7 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
         break;
       }
       case InputKind::kSuite: {
-        Suite s = read_suite(file);
+        Suite s = with_metrics(read_suite(file));
         suite_names.push_back(base_name(file));
         for (Case& c : s.cases) runs.cases.push_back(std::move(c));
         break;
@@ -509,7 +509,7 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
     Suite host_runs;
     std::vector<std::string> names;
     for (const std::string& file : in.host_runs) {
-      Suite s = read_suite(file);
+      Suite s = with_metrics(read_suite(file));
       names.push_back(base_name(file));
       for (Case& c : s.cases) host_runs.cases.push_back(std::move(c));
     }
@@ -545,7 +545,7 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
     Json checks = Json::array();
     const std::string arch = topo::to_string(out.gpu.architecture);
     for (const std::string& file : in.check_runs) {
-      const Suite priced = with_calibration(read_suite(file), out.gpu.architecture, cal, cal.sustained_fraction);
+      const Suite priced = with_calibration(with_metrics(read_suite(file)), out.gpu.architecture, cal, cal.sustained_fraction);
       FitReport report;
       report.part = "check on " + base_name(file) + " (" + arch + " runs in no fit)";
       if (priced.cases.empty()) {

@@ -88,10 +88,16 @@ Case read_case(const Json& value, const std::string& file, const std::string& pa
                                              config::describe(*stage));
     }
   }
+  if (measured.has("out_of_memory")) {
+    c.out_of_memory = measured.get_bool("out_of_memory", false);
+    if (*c.out_of_memory && !c.measured.empty()) {
+      measured.fail("out_of_memory", "a run that ran out of memory has no measured " + std::string(to_string(c.measured.front().metric)));
+    }
+  }
   measured.finish();
-  if (c.measured.empty()) {
+  if (c.measured.empty() && !c.out_of_memory) {
     r.fail("measured", "expected at least one measured value: iteration_time_s, model_tflops_per_gpu, "
-                       "hardware_tflops_per_gpu, mfu or peak_memory_bytes");
+                       "hardware_tflops_per_gpu, mfu, peak_memory_bytes or out_of_memory");
   }
   r.finish();
   return c;
@@ -118,6 +124,11 @@ const char* to_string(Metric m) {
 double time_like(Metric metric, double value) {
   const bool throughput = metric == Metric::kModelTflops || metric == Metric::kHardwareTflops || metric == Metric::kMfu;
   return throughput ? 1.0 / value : value;
+}
+
+Suite with_metrics(Suite suite) {
+  std::erase_if(suite.cases, [](const Case& c) { return c.measured.empty(); });
+  return suite;
 }
 
 std::vector<std::string> families_of(const std::vector<Case>& cases) {

@@ -7,7 +7,8 @@
 //   "cases": [ { "id": "...", "source": "...", "family": "gpt", "notes": ["assumption", ...],
 //                "scenario": { ... } | "scenario_file": "relative/or/absolute.json",
 //                "measured": { "iteration_time_s": 13.75, ...,
-//                              "peak_memory_stage": "last" | 0.. /* whose peak_memory_bytes */ } } ],
+//                              "peak_memory_stage": "last" | 0.. /* whose peak_memory_bytes */,
+//                              "out_of_memory": true | false /* whether the run ran out of GPU memory */ } } ],
 //   "excluded": [ { "id": "...", "reason": "..." } ] }
 
 #include <array>
@@ -43,6 +44,9 @@ struct Case {
   // The pipeline stage whose GPU measured peak_memory_bytes (Megatron logs the memory of the last
   // rank, a last-stage GPU); none: the largest peak of any stage, the GPU that decides the fit.
   std::optional<std::int64_t> peak_memory_stage;
+  // Whether the run ran out of GPU memory, where the source says: compared with the prediction's
+  // verdict (fits). A case may give only this (a plan that could not run has no time).
+  std::optional<bool> out_of_memory;
 };
 
 struct ExcludedCase {
@@ -75,5 +79,9 @@ std::vector<std::string> families_of(const std::vector<Case>& cases);
 
 // Reads a suite. `only` keeps the cases whose id contains it (empty: all).
 Suite read_suite(const std::string& file, const std::string& only = "", OnCaseError on_error = OnCaseError::kThrow);
+
+// `suite` without the cases that measured no metric (only an out-of-memory verdict): what a fit
+// or a check compares.
+Suite with_metrics(Suite suite);
 
 }  // namespace trainsim::validate

@@ -63,6 +63,7 @@ CaseResult compare(const Case& c, const report::RunResult& r) {
   out.source = c.source;
   out.family = c.family;
   out.fits = r.fits;
+  out.out_of_memory = c.out_of_memory;
   for (const Measurement& m : c.measured) {
     double predicted = predicted_value(r, m.metric);
     if (m.metric == Metric::kPeakMemory && c.peak_memory_stage) {
@@ -177,8 +178,20 @@ ValidationReport validate_suite(const Suite& suite, const ValidateOptions& optio
     }
   }
   report.summary = summarize_metrics(report.cases);
+  for (const CaseResult& c : report.cases) {
+    if (!c.out_of_memory) continue;
+    ++report.memory_verdicts.n;
+    if (*c.out_of_memory == !c.fits) {
+      ++report.memory_verdicts.agree;
+    } else {
+      report.memory_verdicts.disagree.push_back(c.id);
+    }
+  }
+  // Families and the primary metric: the cases with a measured metric.
   std::map<std::string, std::vector<CaseResult>> by_family;
-  for (const CaseResult& c : report.cases) by_family[c.family].push_back(c);
+  for (const CaseResult& c : report.cases) {
+    if (!c.metrics.empty()) by_family[c.family].push_back(c);
+  }
   for (const auto& [family, cases] : by_family) report.families.push_back(FamilySummary{family, summarize_metrics(cases)});
   auto primary = [](const std::vector<CaseResult>& cases) {
     std::vector<double> predicted, measured;
@@ -190,8 +203,12 @@ ValidationReport validate_suite(const Suite& suite, const ValidateOptions& optio
     e.spearman.reset();
     return e;
   };
-  if (report.cases.empty()) return report;
-  report.primary.push_back(PrimarySummary{"", primary(report.cases)});
+  std::vector<CaseResult> with_metrics;
+  for (const CaseResult& c : report.cases) {
+    if (!c.metrics.empty()) with_metrics.push_back(c);
+  }
+  if (with_metrics.empty()) return report;
+  report.primary.push_back(PrimarySummary{"", primary(with_metrics)});
   if (by_family.size() > 1 || (by_family.size() == 1 && !by_family.begin()->first.empty())) {
     for (const auto& [family, cases] : by_family) report.primary.push_back(PrimarySummary{family, primary(cases)});
   }
@@ -205,7 +222,9 @@ nlohmann::json to_json(const ValidationReport& r) {
     for (const MetricResult& m : c.metrics) {
       metrics[to_string(m.metric)] = {{"predicted", m.predicted}, {"measured", m.measured}, {"error", m.error}};
     }
-    cases.push_back({{"id", c.id}, {"source", c.source}, {"family", c.family}, {"fits", c.fits}, {"metrics", metrics}});
+    nlohmann::json one = {{"id", c.id}, {"source", c.source}, {"family", c.family}, {"fits", c.fits}, {"metrics", metrics}};
+    if (c.out_of_memory) one["out_of_memory"] = {{"predicted", !c.fits}, {"measured", *c.out_of_memory}};
+    cases.push_back(std::move(one));
   }
   nlohmann::json families = nlohmann::json::object();
   for (const FamilySummary& f : r.families) families[f.family.empty() ? "-" : f.family] = summary_json(f.metrics);
@@ -217,8 +236,13 @@ nlohmann::json to_json(const ValidationReport& r) {
   for (const PrimarySummary& p : r.primary) {
     primary[p.family.empty() ? "all" : p.family] = {{"n", p.errors.n}, {"mape", p.errors.mape}, {"max_abs_error", p.errors.max_abs_error}};
   }
-  return {{"suite", r.suite_file}, {"cases", cases},         {"summary", summary_json(r.summary)},
-          {"families", families},  {"primary", primary},     {"excluded", excluded}, {"failed", failed}};
+  nlohmann::json out = {{"suite", r.suite_file}, {"cases", cases},     {"summary", summary_json(r.summary)},
+                        {"families", families},  {"primary", primary}, {"excluded", excluded},
+                        {"failed", failed}};
+  if (r.memory_verdicts.n > 0) {
+    out["memory_verdicts"] = {{"n", r.memory_verdicts.n}, {"agree", r.memory_verdicts.agree}, {"disagree", r.memory_verdicts.disagree}};
+  }
+  return out;
 }
 
 std::string to_text(const ValidationReport& r) {
@@ -248,6 +272,15 @@ std::string to_text(const ValidationReport& r) {
       o << "\n";
       first = false;
     }
+    if (c.out_of_memory) {
+      o << "  " << pad(first ? c.id : "", id_width) << pad("out_of_memory", 26) << rpad(!c.fits ? "yes" : "no", 12)
+        << rpad(*c.out_of_memory ? "yes" : "no", 12) << rpad(*c.out_of_memory == !c.fits ? "agree" : "DISAGREE", 9);
+      if (first) {
+        const auto index = std::find(sources.begin(), sources.end(), c.source) - sources.begin() + 1;
+        o << "  [" << index << "]";
+      }
+      o << "\n";
+    }
   }
   std::size_t family_width = 12;
   for (const FamilySummary& f : r.families) family_width = std::max(family_width, f.family.size() + 2);
@@ -261,6 +294,14 @@ std::string to_text(const ValidationReport& r) {
   for (const PrimarySummary& p : r.primary) {
     o << "  " << pad(p.family.empty() ? "all" : p.family, family_width) << pad("primary", 26) << rpad(std::to_string(p.errors.n), 5)
       << rpad(plain_percent(p.errors.mape), 9) << rpad(plain_percent(p.errors.max_abs_error), 10) << "\n";
+  }
+  if (r.memory_verdicts.n > 0) {
+    o << "\n  out-of-memory verdicts: " << r.memory_verdicts.agree << " of " << r.memory_verdicts.n << " agree";
+    if (!r.memory_verdicts.disagree.empty()) {
+      o << "; not:";
+      for (const std::string& id : r.memory_verdicts.disagree) o << " " << id;
+    }
+    o << "\n";
   }
   if (!r.failed.empty()) {
     o << "\n  could not be predicted (bad input; not in the summaries):\n";

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,7 +31,15 @@ struct CaseResult {
   std::string source;
   std::string family;
   bool fits = true;  // the predicted plan fits in GPU memory
-  std::vector<MetricResult> metrics;
+  std::optional<bool> out_of_memory;  // measured, where the case says (Case::out_of_memory)
+  std::vector<MetricResult> metrics;  // empty when the case measured only out_of_memory
+};
+
+// The cases that measured whether they ran out of memory, against the predictions' verdicts.
+struct MemoryVerdicts {
+  std::size_t n = 0;
+  std::size_t agree = 0;
+  std::vector<std::string> disagree;  // ids, in case order
 };
 
 struct MetricSummary {
@@ -56,7 +65,8 @@ struct ValidationReport {
   std::vector<CaseResult> cases;
   std::vector<MetricSummary> summary;    // every case, per metric (kMetrics order, measured ones only)
   std::vector<FamilySummary> families;   // sorted by family name
-  std::vector<PrimarySummary> primary;   // all cases first, then per family
+  std::vector<PrimarySummary> primary;   // all cases with a metric first, then per family
+  MemoryVerdicts memory_verdicts;
   std::vector<ExcludedCase> excluded;
   std::vector<FailedCase> failed;        // unreadable cases, then cases whose scenario is bad input
 };

@@ -349,14 +349,15 @@ TEST_CASE("validate/secondary suites: Megatron-Core's Mixtral 8x7B on H100: MCor
 }
 
 TEST_CASE("validate/secondary suites: BigScience's plans for one 181B model on 384 A100: TP 4 ahead of TP 8 on both sides") {
-  // validate/suites/bigscience_tr11_topology.json (README, "A sixteenth suite"), in no fit: 23
-  // timed plans (and 3 that ran out of memory) of one 181B GPT on 48 Jean Zay nodes, Feb. 2022,
-  // Megatron-DeepSpeed with ZeRO-1 and full recomputation; the only measurement at hand of many
-  // competing plans for one large model on A100. The bounds hold the README's figures (MAPE 9.9%,
-  // the 14 plans at a global batch of 2,048 sequences 5.5%) against regressions; the plans with the most
-  // data parallelism come out fast (PP 2 DP 24: 26-30%), which Jean Zay's Omni-Path, slower than
-  // its four 100 Gb/s links, explains only in part (README).
-  const SecondaryResult s = validate_secondary("validate/suites/bigscience_tr11_topology.json", 23);
+  // validate/suites/bigscience_tr11_topology.json (README, "A sixteenth suite"), in no fit: 26
+  // runs of 23 plans of one 181B GPT on 48 Jean Zay nodes, Feb. 2022, Megatron-DeepSpeed with
+  // ZeRO-1 and full recomputation; the only measurement at hand of many competing plans for one
+  // large model on A100. The bounds hold the README's figures (MAPE 9.9% over the 23 timed runs,
+  // the 14 at a global batch of 2,048 sequences 5.5%) against regressions; the plans with the
+  // most data parallelism come out fast (PP 2 DP 24: 26-30%), which Jean Zay's Omni-Path, slower
+  // than its four 100 Gb/s links, explains only in part (README).
+  const SecondaryResult s = validate_secondary("validate/suites/bigscience_tr11_topology.json", 26);
+  CHECK(s.errors.n == 23);
   CHECK(s.errors.mape <= 0.12);
   bool family_seen = false;
   for (const validate::PrimarySummary& p : s.report.primary) {
@@ -368,27 +369,29 @@ TEST_CASE("validate/secondary suites: BigScience's plans for one 181B model on 3
   std::map<std::string, std::pair<double, double>> times;  // id -> (predicted, measured)
   for (const validate::CaseResult& c : s.report.cases) {
     CAPTURE(c.id);
+    REQUIRE(c.out_of_memory.has_value());
+    if (*c.out_of_memory) {
+      CHECK(c.metrics.empty());
+      continue;
+    }
     CHECK(c.fits);  // every plan that ran is predicted to fit
     REQUIRE(c.metrics.front().metric == validate::Metric::kIterationTime);
     times[c.id] = {c.metrics.front().predicted, c.metrics.front().measured};
   }
   // At the same pipeline depth (PP 12) and micro-batch (2), TP 4 with twice the data parallelism
   // is faster than TP 8, measured and predicted: the trade behind the plan search's
-  // ranking of Narayanan et al.'s 145.6B model (README, "Planning").
+  // ranking of Narayanan et al.'s 145.6B model (README, "Capacity planning").
   const auto& tp4 = times.at("bigscience_tr11_181b_dp8_tp4_pp12_mbs2_gbs2048_2022-02-25");
   const auto& tp8 = times.at("bigscience_tr11_181b_dp4_tp8_pp12_mbs2_gbs2048_2022-02-25");
   CHECK(tp4.second < tp8.second);
   CHECK(tp4.first < tp8.first);
-  // The plan with all 48 nodes in data parallelism (TP 8, PP 1) ran out of memory; so it does here.
-  const validate::Suite suite = validate::read_suite(testing::source_path("validate/suites/bigscience_tr11_topology.json"));
-  validate::Suite oom;
-  for (validate::Case c : suite.cases) {
-    if (c.id != "bigscience_tr11_181b_dp24_tp8_pp2_mbs1_gbs2016_2022-02-25") continue;
-    c.scenario.parallel.pipeline_model_parallel_size = 1;
-    oom.cases.push_back(std::move(c));
-  }
-  REQUIRE(oom.cases.size() == 1);
-  CHECK_FALSE(validate::validate_suite(oom).cases.front().fits);
+  // Memory verdicts: the plan with all 48 nodes in data parallelism (TP 8, PP 1) ran out of
+  // memory, and so it does here; the two TP 2 PP 6 plans that did are predicted at 73 and 78 GiB
+  // of 80, which the allocator's cache, NCCL's and DeepSpeed's buffers exceed (README).
+  CHECK(s.report.memory_verdicts.n == 26);
+  CHECK(s.report.memory_verdicts.agree >= 24);
+  const auto& no = s.report.memory_verdicts.disagree;
+  CHECK(std::find(no.begin(), no.end(), "bigscience_tr11_181b_dp48_tp8_pp1_mbs1_gbs2016_2022-02-25") == no.end());
 }
 
 TEST_CASE("validate/secondary suites: NeMo's long-sequence runs bound the attention model, both ways") {

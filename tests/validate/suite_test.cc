@@ -104,6 +104,50 @@ TEST_CASE("validate/ValidationReport: errors are (predicted - measured) / measur
   CHECK(contains(validate::to_text(r), "[1] test input"));
 }
 
+TEST_CASE("validate/Suite: a measured out-of-memory verdict is compared with the prediction's, and needs no time") {
+  // GPT 1.7B on one node: micro-batch 4 fits 80 GB; 64 sequences a micro-batch without
+  // recomputation do not (the memory estimate's own verdict, not a measurement).
+  const std::string big =
+      R"({"model": {"preset": "gpt3-1.7b"}, "training": {"micro_batch_size": 64, "global_batch_size": 512},
+          "cluster": {"preset": "dgx-a100-80gb", "num_nodes": 1}})";
+  const std::string text = R"({"cases": [{"id": "ran", "source": "s", "scenario": )" + kScenario +
+                           R"(, "measured": {"iteration_time_s": 1, "out_of_memory": false}},
+      {"id": "oom", "source": "s", "scenario": )" + big + R"(, "measured": {"out_of_memory": true}},
+      {"id": "said-oom", "source": "s", "scenario": )" + kScenario + R"(, "measured": {"out_of_memory": true}}]})";
+  const validate::Suite s = validate::read_suite(testing::temp_file("oom_suite.json", text));
+  REQUIRE(s.cases.size() == 3);
+  CHECK(s.cases[0].out_of_memory == false);
+  CHECK(s.cases[1].measured.empty());
+  CHECK(s.cases[1].out_of_memory == true);
+  CHECK(validate::with_metrics(s).cases.size() == 1);  // what a fit or a check compares
+  const validate::ValidationReport r = validate::validate_suite(s);
+  REQUIRE(r.cases.size() == 3);
+  CHECK(r.cases[0].fits);
+  CHECK_FALSE(r.cases[1].fits);
+  CHECK(r.cases[1].metrics.empty());
+  CHECK(r.memory_verdicts.n == 3);
+  CHECK(r.memory_verdicts.agree == 2);
+  REQUIRE(r.memory_verdicts.disagree.size() == 1);
+  CHECK(r.memory_verdicts.disagree[0] == "said-oom");
+  // The primary metric is over the case with a time only.
+  REQUIRE(!r.primary.empty());
+  CHECK(r.primary.front().errors.n == 1);
+  const nlohmann::json j = validate::to_json(r);
+  CHECK(j["cases"][1]["out_of_memory"]["predicted"] == true);
+  CHECK(j["cases"][1]["out_of_memory"]["measured"] == true);
+  CHECK(j["cases"][2]["out_of_memory"]["predicted"] == false);
+  CHECK(j["memory_verdicts"]["agree"] == 2);
+  const std::string out = validate::to_text(r);
+  CHECK(contains(out, "out-of-memory verdicts: 2 of 3 agree; not: said-oom"));
+  CHECK(contains(out, "DISAGREE"));
+  // A run that ran out of memory has no time; the verdict is a boolean.
+  CHECK(contains(error_of(one_case(R"(, "measured": {"iteration_time_s": 1, "out_of_memory": true})")),
+                 "/cases/0/measured/out_of_memory: a run that ran out of memory has no measured iteration_time_s"));
+  CHECK(contains(error_of(one_case(R"(, "measured": {"out_of_memory": 1})")), "/cases/0/measured/out_of_memory: expected true or false"));
+  // A plan known only to have run (it fit) is a verdict too.
+  CHECK(error_of(one_case(R"(, "measured": {"out_of_memory": false})")).empty());
+}
+
 TEST_CASE("validate/Suite: on request, a case that cannot be read is recorded and the others kept") {
   const std::string text = R"({"cases": [{"id": "good", "source": "s", "scenario": )" + kScenario +
                            R"(, "measured": {"mfu": 0.5}}, {"id": "bad", "source": "s", "scenario": {"model": {"preset": "gpt3-1.7b"}},
