@@ -282,18 +282,20 @@ std::string to_text(const ValidationReport& r) {
       o << "\n";
     }
   }
-  std::size_t family_width = 12;
-  for (const FamilySummary& f : r.families) family_width = std::max(family_width, f.family.size() + 2);
-  o << "\n  " << pad("family", family_width) << pad("metric", 26) << rpad("n", 5) << rpad("MAPE", 9) << rpad("max|err|", 10)
-    << rpad("Spearman", 10) << "\n";
-  summary_rows(o, "all", family_width, r.summary);
-  if (r.families.size() > 1 || (r.families.size() == 1 && !r.families.front().family.empty())) {
-    for (const FamilySummary& f : r.families) summary_rows(o, f.family.empty() ? "-" : f.family, family_width, f.metrics);
-  }
-  o << "\n  primary metric of each case (iteration time, else throughput):\n";
-  for (const PrimarySummary& p : r.primary) {
-    o << "  " << pad(p.family.empty() ? "all" : p.family, family_width) << pad("primary", 26) << rpad(std::to_string(p.errors.n), 5)
-      << rpad(plain_percent(p.errors.mape), 9) << rpad(plain_percent(p.errors.max_abs_error), 10) << "\n";
+  if (!r.summary.empty()) {  // some case measured a metric
+    std::size_t family_width = 12;
+    for (const FamilySummary& f : r.families) family_width = std::max(family_width, f.family.size() + 2);
+    o << "\n  " << pad("family", family_width) << pad("metric", 26) << rpad("n", 5) << rpad("MAPE", 9) << rpad("max|err|", 10)
+      << rpad("Spearman", 10) << "\n";
+    summary_rows(o, "all", family_width, r.summary);
+    if (r.families.size() > 1 || (r.families.size() == 1 && !r.families.front().family.empty())) {
+      for (const FamilySummary& f : r.families) summary_rows(o, f.family.empty() ? "-" : f.family, family_width, f.metrics);
+    }
+    o << "\n  primary metric of each case (iteration time, else throughput):\n";
+    for (const PrimarySummary& p : r.primary) {
+      o << "  " << pad(p.family.empty() ? "all" : p.family, family_width) << pad("primary", 26) << rpad(std::to_string(p.errors.n), 5)
+        << rpad(plain_percent(p.errors.mape), 9) << rpad(plain_percent(p.errors.max_abs_error), 10) << "\n";
+    }
   }
   if (r.memory_verdicts.n > 0) {
     o << "\n  out-of-memory verdicts: " << r.memory_verdicts.agree << " of " << r.memory_verdicts.n << " agree";
