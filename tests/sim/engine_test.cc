@@ -63,10 +63,14 @@ TaskIndex collective(TaskGraph& g, std::uint32_t c, std::int64_t bytes, std::vec
   return g.add_task(c, t, deps);
 }
 
-TaskIndex p2p(TaskGraph& g, std::uint32_t c, std::vector<Transfer> transfers, std::vector<TaskIndex> deps = {}) {
+// A batch of transfers on stream 1; `host_sync`: the host waits for it before it issues more.
+TaskIndex p2p(TaskGraph& g, std::uint32_t c, std::vector<Transfer> transfers, std::vector<TaskIndex> deps = {},
+              bool host_sync = false, std::uint8_t category = 0) {
   Task t;
   t.kind = TaskKind::kPointToPoint;
   t.stream = 1;
+  t.category = category;
+  t.host_sync = host_sync;
   t.payload = g.add_transfers(c, transfers);
   t.payload_count = static_cast<std::uint32_t>(transfers.size());
   t.name = g.intern("p2p");
@@ -113,21 +117,17 @@ EngineResult run_alone(TaskGraph& g) {
   return engine.run();
 }
 
-TimePoint end_of(const EngineResult& r, RankId rank, TaskIndex task) {
+const TaskRecord& record_of(const EngineResult& r, RankId rank, TaskIndex task) {
   for (const TaskRecord& rec : r.records) {
-    if (rec.rank == rank && rec.task == task) return rec.end;
+    if (rec.rank == rank && rec.task == task) return rec;
   }
   FAIL("task not recorded");
-  return {};
+  static const TaskRecord none{};
+  return none;
 }
 
-TimePoint start_of(const EngineResult& r, RankId rank, TaskIndex task) {
-  for (const TaskRecord& rec : r.records) {
-    if (rec.rank == rank && rec.task == task) return rec.start;
-  }
-  FAIL("task not recorded");
-  return {};
-}
+TimePoint end_of(const EngineResult& r, RankId rank, TaskIndex task) { return record_of(r, rank, task).end; }
+TimePoint start_of(const EngineResult& r, RankId rank, TaskIndex task) { return record_of(r, rank, task).start; }
 
 }  // namespace
 
@@ -202,15 +202,7 @@ TEST_CASE("sim/Engine: at a synchronizing task the host waits for it to end befo
     const auto c0 = g.add_class("r0");
     const auto c1 = g.add_class("r1");
     const auto k0 = compute(g, c0, "k0", 10'000);
-    Task t;
-    t.kind = TaskKind::kPointToPoint;
-    t.stream = 1;
-    t.host_sync = sync;
-    const std::vector<Transfer> send{Transfer{true, 0, Bytes(1000)}};
-    t.payload = g.add_transfers(c0, send);
-    t.payload_count = 1;
-    t.name = g.intern("send");
-    const TaskIndex snd = g.add_task(c0, t, std::vector<TaskIndex>{k0});
+    const TaskIndex snd = p2p(g, c0, {Transfer{true, 0, Bytes(1000)}}, {k0}, sync);
     const auto after = compute(g, c0, "after", 1'000);
     const auto k1 = compute(g, c1, "k1", 50'000);
     p2p(g, c1, {Transfer{false, 1, Bytes(1000)}}, {k1});
@@ -244,16 +236,7 @@ TEST_CASE("sim/Engine: a gap the host's synchronization caused is the synchroniz
   const auto c0 = g.add_class("r0");
   const auto c1 = g.add_class("r1");
   const auto k0 = compute(g, c0, "k0", 10'000);
-  Task t;
-  t.kind = TaskKind::kPointToPoint;
-  t.stream = 1;
-  t.category = 3;
-  t.host_sync = true;
-  const std::vector<Transfer> send{Transfer{true, 0, Bytes(1000)}};
-  t.payload = g.add_transfers(c0, send);
-  t.payload_count = 1;
-  t.name = g.intern("send");
-  const TaskIndex snd = g.add_task(c0, t, std::vector<TaskIndex>{k0});
+  const TaskIndex snd = p2p(g, c0, {Transfer{true, 0, Bytes(1000)}}, {k0}, true, 3);
   const auto gather = collective(g, c0, 1000, {snd}, 2, 4);
   const auto after = compute(g, c0, "after", 1'000, {gather});
   const auto k1 = compute(g, c1, "k1", 50'000);
