@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <map>
 
 #include "models/graph_vocabulary.h"
@@ -348,7 +349,7 @@ Timeline build_timeline(const RunResult& r) {
       sl.name = name_of(g.name(task.name));
       Row& row = lane.rows[static_cast<std::size_t>(row_of[task.stream])];
       row.slices.push_back(sl);
-      if (rec->start > rec->posted) {
+      if (task.kind != sim::TaskKind::kCompute && rec->start > rec->posted) {
         Slice wait = sl;
         wait.kind = SliceKind::kWaitPeers;
         wait.start_ps = rec->posted.ps();
@@ -361,7 +362,9 @@ Timeline build_timeline(const RunResult& r) {
 
     // The compute row's gaps, attributed as the engine attributes them: to the dependency that
     // ended last (when the task was issued); its waiting part is a bubble when it is a pipeline
-    // transfer, its transfer part exposed communication.
+    // transfer, its transfer part exposed communication. A compute task's record is issued when
+    // its dependencies were done and it reached the head of the stream; from then to its start
+    // the host was still launching (the breakdown's host launch), which is not a gap here.
     Row& compute = lane.rows[0];
     const auto& order = rc.stream_tasks[models::kComputeStream];
     // The task that held task x's issue back, as the engine recorded it.
@@ -369,6 +372,13 @@ Timeline build_timeline(const RunResult& r) {
       if (xr.holder == sim::TaskRecord::kNoHolder || records[xr.holder] == nullptr) return {nullptr, nullptr};
       return {&rc.tasks[xr.holder], records[xr.holder]};
     };
+    // The host's synchronizations (Task::host_sync) by the time they ended: communication the
+    // host issued late with nothing on its stream holding it back waited for the last of them.
+    std::vector<std::pair<std::int64_t, std::uint8_t>> syncs;
+    for (std::size_t ti = 0; ti < records.size(); ++ti) {
+      if (records[ti] != nullptr && rc.tasks[ti].host_sync) syncs.emplace_back(records[ti]->end.ps(), rc.tasks[ti].category);
+    }
+    std::sort(syncs.begin(), syncs.end());
     std::int64_t free_since = 0;
     const sim::Task* last_task = nullptr;
     for (sim::TaskIndex ti : order) {
@@ -391,8 +401,10 @@ Timeline build_timeline(const RunResult& r) {
         if (cause != nullptr && (cause->kind != sim::TaskKind::kCompute || models::is_communication(cause->category))) {
           // Three parts, as the engine splits them: before the dependency was issued (held back
           // by what its record names), while it waited for its peers, while it transferred.
-          const std::int64_t dep_issued = std::clamp(cause_rec->posted.ps(), free_since, issued);
-          const std::int64_t split = std::clamp(cause_rec->start.ps(), dep_issued, issued);
+          // Work on another stream (a copy to or from the host) is exposed for the whole gap.
+          const bool on_gpu = cause->kind == sim::TaskKind::kCompute;
+          const std::int64_t dep_issued = on_gpu ? free_since : std::clamp(cause_rec->posted.ps(), free_since, issued);
+          const std::int64_t split = on_gpu ? free_since : std::clamp(cause_rec->start.ps(), dep_issued, issued);
           const std::string what = g.name(cause->name);
           Slice gap;
           gap.microbatch = cause->microbatch;
@@ -412,7 +424,23 @@ Timeline build_timeline(const RunResult& r) {
               [&](const sim::TaskRecord& xr, std::int64_t from, std::int64_t to, std::size_t depth) {
                 if (to <= from) return;
                 const auto [y, yr] = holder_of(xr);
-                if (y == nullptr) return;  // nothing held it back: idle, as the engine counts it
+                if (y == nullptr) {
+                  // Nothing on its stream held it back: the host issued it late. Up to the end of
+                  // the last synchronization before, the wait is that synchronizing task's (a
+                  // pipeline transfer before scatter/gather's all-gather: the bubble); the host's
+                  // own issuing after it is idle, as the engine counts it.
+                  if (depth != 1) return;
+                  const auto after = std::upper_bound(syncs.begin(), syncs.end(), std::pair{issued, std::uint8_t{0xff}});
+                  if (after == syncs.begin()) return;
+                  const auto& [sync_end, category] = *std::prev(after);
+                  const std::int64_t until = std::clamp(sync_end, from, to);
+                  if (category == models::kPpComm) {
+                    add(SliceKind::kBubble, from, until, "pipeline bubble: " + what + " issued after the host's wait for a pipeline transfer");
+                  } else if (models::is_communication(category)) {
+                    add(SliceKind::kBlocked, from, until, "exposed " + comm_kind_name(category) + " communication (the host waited for it before " + what + ")");
+                  }
+                  return;
+                }
                 std::int64_t own_from = from;
                 if (y->kind != sim::TaskKind::kCompute && depth < sim::kCauseChainDepth && holder_of(*yr).first != nullptr) {
                   own_from = std::clamp(yr->posted.ps(), from, to);

@@ -224,7 +224,7 @@ void write_trace(const RunResult& r, std::ostream& out) {
       for (std::uint32_t i = 0; i < t.payload_count; ++i) bytes += rc.transfers[t.payload + i].bytes.count();
       args += ",\"bytes\":" + std::to_string(bytes) + ",\"transfers\":" + std::to_string(t.payload_count);
     }
-    if (rec.start > rec.posted) {
+    if (t.kind != sim::TaskKind::kCompute && rec.start > rec.posted) {
       // The part a communication task spent waiting for its peers.
       sep();
       out << "{\"name\":\"wait: " << name << "\",\"cat\":\"sync\",\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << tid

@@ -289,6 +289,7 @@ void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const Rank
   RankAccount& acc = result_.accounts[ranks_[rank].account];
   if (primary && start > queue_.now()) acc.host_wait += start - queue_.now();
   TaskIndex current = first;
+  TimePoint ready = queue_.now();  // deps done and at the head of its stream; `start` adds the host's lag
   TimePoint end = start + compute_duration(rank, cls, rc.tasks[current]);
   while (dependents[current] == 0 && st.next < order.size()) {
     const TaskIndex next = order[st.next];
@@ -298,27 +299,29 @@ void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const Rank
     const TimePoint next_issued = issued_at(rank, cls, next);
     if (next_issued == kNotIssued) break;
     // `current` ends at `end`; `next` starts then.
-    finish_compute(rank, rc.tasks[current], current, start, end);
+    finish_compute(rank, rc.tasks[current], current, ready, start, end);
     ++st.next;
     ++completed_[stream_index(rank, s)];
     current = next;
+    ready = end;
     start = std::max(end, next_issued);
     if (primary && start > end) acc.host_wait += start - end;
     if (nt.alloc_bytes != 0) change_memory(rank, nt.alloc_bytes, start);
     end = start + compute_duration(rank, cls, nt);
   }
-  st.posted = start;
+  st.posted = ready;
   st.transfer_start = start;
   queue_.push(end, 0, EventPayload{EventKind::kTaskDone, rank, s});
 }
 
 // Book-keeping of a compute task that ended inside a chain (no event of its own).
-void Engine::finish_compute(std::uint32_t rank, const Task& task, TaskIndex index, TimePoint start, TimePoint end) {
+void Engine::finish_compute(std::uint32_t rank, const Task& task, TaskIndex index, TimePoint ready, TimePoint start,
+                            TimePoint end) {
   ++result_.tasks_executed;
   if (task.free_bytes != 0) change_memory(rank, -task.free_bytes, end);
   RankAccount& acc = result_.accounts[ranks_[rank].account];
   acc.busy[task.category] += end - start;
-  if (ranks_[rank].recorded) result_.records.push_back(TaskRecord{RankId{rank}, index, start, start, end, 0, 0, 1});
+  if (ranks_[rank].recorded) result_.records.push_back(TaskRecord{RankId{rank}, index, ready, start, end, 0, 0, 1});
 }
 
 void Engine::chain_after(CauseChain& chain, std::uint32_t rank, std::uint32_t ys, TaskIndex y_index) const {

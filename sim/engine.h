@@ -55,7 +55,7 @@ struct TaskRecord {
   RankId rank{};
   TaskIndex task = 0;
   TimePoint posted;    // when the task was issued (reached the head of its stream, deps done)
-  TimePoint start;     // compute: = posted; communication: when the transfer began
+  TimePoint start;     // compute: when the host's launch reached it (>= posted); communication: when the transfer began
   TimePoint end;
   std::uint8_t algorithm = 0, protocol = 0;  // communication only (TimingModel labels)
   double speed_fraction = 1;                 // communication: achieved share of its max rate
@@ -216,7 +216,7 @@ class Engine {
   // A synchronizing task ended: the host goes on from `now`.
   void host_synchronized(std::uint32_t rank, std::uint32_t cls, TaskIndex ti);
   void start_compute_chain(std::uint32_t rank, std::uint32_t s, const RankClass& rc, TaskIndex first, TimePoint start);
-  void finish_compute(std::uint32_t rank, const Task& task, TaskIndex index, TimePoint start, TimePoint end);
+  void finish_compute(std::uint32_t rank, const Task& task, TaskIndex index, TimePoint ready, TimePoint start, TimePoint end);
   [[noreturn]] void report_deadlock();
 
   const TaskGraph& graph_;

@@ -136,6 +136,32 @@ TEST_CASE("report/timeline: the compute row's bubble is the summary's pipeline b
   }
 }
 
+TEST_CASE("report/timeline: a bubble behind the host's wait for scatter/gather's all-gather is drawn as the summary counts it") {
+  // With scatter/gather (Megatron's --scatter-gather-tensors-in-pipeline, DeepSpeed's pipeline
+  // engine) the host waits for the all-gather that reassembles a received activation before it
+  // issues the next pipeline transfer; the summary charges that wait to the pipeline, so the
+  // compute row must draw it as a bubble too, not as idle time.
+  const report::RunResult r = run_recorded(teaching("03b-pipeline-1f1b.json"),
+                                           {"training.scatter_gather_tensors_in_pipeline=true",
+                                            "cluster.calibration=\"a100-megatron-deepspeed.json\""});
+  const report::Timeline t = report::build_timeline(r);
+  REQUIRE(t.lanes.size() == r.stages.size());
+  for (std::size_t i = 0; i < t.lanes.size(); ++i) {
+    CAPTURE(i);
+    CHECK(r.stages[i].breakdown.pipeline_bubble_s > 0);
+    CHECK(static_cast<double>(t.lanes[i].bubble_ps) * 1e-12 == doctest::Approx(r.stages[i].breakdown.pipeline_bubble_s).epsilon(1e-9));
+    // Each kind's exposed communication too (the host's launch lag is neither).
+    for (const auto& [kind, summary] : r.stages[i].breakdown.exposed_by_kind) {
+      CAPTURE(kind);
+      std::int64_t drawn = 0;
+      for (const report::Slice& g : t.lanes[i].rows[0].gaps) {
+        if (g.name < t.names.size() && t.names[g.name].rfind("exposed " + kind + " communication", 0) == 0) drawn += g.busy_ps;
+      }
+      CHECK(static_cast<double>(drawn) * 1e-12 == doctest::Approx(summary).epsilon(1e-9));
+    }
+  }
+}
+
 TEST_CASE("report/timeline: memory peaks at the end of the warm-up (1F1B) and of all forwards (GPipe)") {
   for (const char* schedule : {"1f1b", "gpipe"}) {
     CAPTURE(schedule);
