@@ -188,9 +188,12 @@ ValidationReport validate_suite(const Suite& suite, const ValidateOptions& optio
     }
   }
   // Families and the primary metric: the cases with a measured metric.
+  std::vector<CaseResult> with_metrics;
   std::map<std::string, std::vector<CaseResult>> by_family;
   for (const CaseResult& c : report.cases) {
-    if (!c.metrics.empty()) by_family[c.family].push_back(c);
+    if (c.metrics.empty()) continue;
+    with_metrics.push_back(c);
+    by_family[c.family].push_back(c);
   }
   for (const auto& [family, cases] : by_family) report.families.push_back(FamilySummary{family, summarize_metrics(cases)});
   auto primary = [](const std::vector<CaseResult>& cases) {
@@ -203,10 +206,6 @@ ValidationReport validate_suite(const Suite& suite, const ValidateOptions& optio
     e.spearman.reset();
     return e;
   };
-  std::vector<CaseResult> with_metrics;
-  for (const CaseResult& c : report.cases) {
-    if (!c.metrics.empty()) with_metrics.push_back(c);
-  }
   if (with_metrics.empty()) return report;
   report.primary.push_back(PrimarySummary{"", primary(with_metrics)});
   if (by_family.size() > 1 || (by_family.size() == 1 && !by_family.begin()->first.empty())) {
@@ -260,13 +259,13 @@ std::string to_text(const ValidationReport& r) {
   o << "  " << pad("case", id_width) << pad("metric", 26) << rpad("predicted", 12) << rpad("measured", 12) << rpad("error", 9)
     << "  source\n";
   for (const CaseResult& c : r.cases) {
+    const auto source_number = std::find(sources.begin(), sources.end(), c.source) - sources.begin() + 1;
     bool first = true;
     for (const MetricResult& m : c.metrics) {
       o << "  " << pad(first ? c.id : "", id_width) << pad(to_string(m.metric), 26) << rpad(value_text(m.metric, m.predicted), 12)
         << rpad(value_text(m.metric, m.measured), 12) << rpad(percent(m.error), 9);
       if (first) {
-        const auto index = std::find(sources.begin(), sources.end(), c.source) - sources.begin() + 1;
-        o << "  [" << index << "]";
+        o << "  [" << source_number << "]";
         if (!c.fits) o << " (predicted not to fit in memory)";
       }
       o << "\n";
@@ -275,10 +274,7 @@ std::string to_text(const ValidationReport& r) {
     if (c.out_of_memory) {
       o << "  " << pad(first ? c.id : "", id_width) << pad("out_of_memory", 26) << rpad(!c.fits ? "yes" : "no", 12)
         << rpad(*c.out_of_memory ? "yes" : "no", 12) << rpad(*c.out_of_memory == !c.fits ? "agree" : "DISAGREE", 9);
-      if (first) {
-        const auto index = std::find(sources.begin(), sources.end(), c.source) - sources.begin() + 1;
-        o << "  [" << index << "]";
-      }
+      if (first) o << "  [" << source_number << "]";
       o << "\n";
     }
   }
