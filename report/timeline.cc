@@ -214,7 +214,7 @@ const char* slice_kind_name(SliceKind k) {
   static constexpr const char* kNames[kSliceKinds] = {"forward",    "backward",   "recompute",      "optimizer",
                                                       "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
                                                       "broadcast",  "send_recv",  "wait",           "bubble",
-                                                      "blocked",    "host_copy"};
+                                                      "blocked",    "host_copy",  "host_launch"};
   return kNames[static_cast<std::size_t>(k)];
 }
 
@@ -232,20 +232,23 @@ const char* slice_kind_label(SliceKind k) {
                                                        "waiting for peers",
                                                        "pipeline bubble",
                                                        "waiting for communication",
-                                                       "host copy"};
+                                                       "host copy",
+                                                       "waiting for the host"};
   return kLabels[static_cast<std::size_t>(k)];
 }
 
 const char* slice_kind_color(SliceKind k) {
   // Tableau 10, a palette designed to stay distinguishable (Stone, Tableau Software, 2016); host
-  // copies take a dark teal of its 20-colour extension.
+  // copies take a dark teal of its 20-colour extension, waiting for the host its light brown.
   static constexpr const char* kColors[kSliceKinds] = {"#4e79a7", "#59a14f", "#b07aa1", "#9c755f", "#e15759",
                                                        "#f28e2b", "#edc948", "#ff9da7", "#bab0ac", "#76b7b2",
-                                                       "#d4d4d4", "#e15759", "#8c8c8c", "#499894"};
+                                                       "#d4d4d4", "#e15759", "#8c8c8c", "#499894", "#d7b5a6"};
   return kColors[static_cast<std::size_t>(k)];
 }
 
-bool is_gap_kind(SliceKind k) { return k == SliceKind::kWaitPeers || k == SliceKind::kBubble || k == SliceKind::kBlocked; }
+bool is_gap_kind(SliceKind k) {
+  return k == SliceKind::kWaitPeers || k == SliceKind::kBubble || k == SliceKind::kBlocked || k == SliceKind::kHostLaunch;
+}
 
 double bubble_fraction(const RunResult& r) {
   return r.iteration_time_s > 0 ? r.breakdown.pipeline_bubble_s / r.iteration_time_s : 0;
@@ -364,7 +367,7 @@ Timeline build_timeline(const RunResult& r) {
     // ended last (when the task was issued); its waiting part is a bubble when it is a pipeline
     // transfer, its transfer part exposed communication. A compute task's record is issued when
     // its dependencies were done and it reached the head of the stream; from then to its start
-    // the host was still launching (the breakdown's host launch), which is not a gap here.
+    // the host was still launching it (the breakdown's host launch).
     Row& compute = lane.rows[0];
     const auto& order = rc.stream_tasks[models::kComputeStream];
     // The task that held task x's issue back, as the engine recorded it.
@@ -459,6 +462,16 @@ Timeline build_timeline(const RunResult& r) {
               pipeline ? "pipeline bubble: waiting for " + what : "waiting for peers at " + what);
           add(SliceKind::kBlocked, split, issued, "exposed " + comm_kind_name(cause->category) + " communication: " + what);
         }
+      }
+      if (rec->start > rec->posted) {
+        Slice wait;
+        wait.kind = SliceKind::kHostLaunch;
+        wait.microbatch = task.microbatch;
+        wait.start_ps = rec->posted.ps();
+        wait.end_ps = rec->start.ps();
+        wait.busy_ps = wait.end_ps - wait.start_ps;
+        wait.name = name_of("waiting for the host to launch " + g.name(task.name));
+        compute.gaps.push_back(wait);
       }
       free_since = rec->end.ps();
       last_task = &task;

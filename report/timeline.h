@@ -34,6 +34,7 @@ enum class SliceKind : std::uint8_t {
   kBubble,           // compute row: waiting for another pipeline stage
   kBlocked,          // compute row: waiting for communication (exposed, or peers at a collective)
   kHostCopy,         // copy to or from host memory (activation offloading)
+  kHostLaunch,       // compute row: ready, waiting for the host to launch it (the breakdown's host launch)
   kCount
 };
 inline constexpr std::size_t kSliceKinds = static_cast<std::size_t>(SliceKind::kCount);
@@ -41,7 +42,7 @@ inline constexpr std::size_t kSliceKinds = static_cast<std::size_t>(SliceKind::k
 const char* slice_kind_name(SliceKind k);   // identifier: "forward", "all_reduce", "bubble", ...
 const char* slice_kind_label(SliceKind k);  // legend text: "forward", "all-reduce", "pipeline bubble", ...
 const char* slice_kind_color(SliceKind k);  // "#rrggbb"
-bool is_gap_kind(SliceKind k);              // wait, bubble, blocked: drawn under the work
+bool is_gap_kind(SliceKind k);              // wait, bubble, blocked, host launch: drawn under the work
 
 struct Slice {
   std::int64_t start_ps = 0, end_ps = 0;

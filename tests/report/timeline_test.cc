@@ -136,7 +136,7 @@ TEST_CASE("report/timeline: the compute row's bubble is the summary's pipeline b
   }
 }
 
-TEST_CASE("report/timeline: a bubble behind the host's wait for scatter/gather's all-gather is drawn as the summary counts it") {
+TEST_CASE("report/timeline: a bubble behind the host's wait for scatter/gather's all-gather, and the host's launch lag, are drawn as the summary counts them") {
   // With scatter/gather (Megatron's --scatter-gather-tensors-in-pipeline, DeepSpeed's pipeline
   // engine) the host waits for the all-gather that reassembles a received activation before it
   // issues the next pipeline transfer; the summary charges that wait to the pipeline, so the
@@ -150,7 +150,11 @@ TEST_CASE("report/timeline: a bubble behind the host's wait for scatter/gather's
     CAPTURE(i);
     CHECK(r.stages[i].breakdown.pipeline_bubble_s > 0);
     CHECK(static_cast<double>(t.lanes[i].bubble_ps) * 1e-12 == doctest::Approx(r.stages[i].breakdown.pipeline_bubble_s).epsilon(1e-9));
-    // Each kind's exposed communication too (the host's launch lag is neither).
+    // Each kind's exposed communication too, and the host's launch lag on its own.
+    std::int64_t host = 0;
+    for (const report::Slice& g : t.lanes[i].rows[0].gaps) host += g.kind == report::SliceKind::kHostLaunch ? g.busy_ps : 0;
+    CHECK(r.stages[i].breakdown.host_launch_s > 0);
+    CHECK(static_cast<double>(host) * 1e-12 == doctest::Approx(r.stages[i].breakdown.host_launch_s).epsilon(1e-9));
     for (const auto& [kind, summary] : r.stages[i].breakdown.exposed_by_kind) {
       CAPTURE(kind);
       std::int64_t drawn = 0;
