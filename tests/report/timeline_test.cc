@@ -6,6 +6,7 @@
 #include <libxml/parser.h>
 #include <libxml/xpath.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
@@ -162,6 +163,33 @@ TEST_CASE("report/timeline: a bubble behind the host's wait for scatter/gather's
         if (g.name < t.names.size() && t.names[g.name].rfind("exposed " + kind + " communication", 0) == 0) drawn += g.busy_ps;
       }
       CHECK(static_cast<double>(drawn) * 1e-12 == doctest::Approx(summary).epsilon(1e-9));
+    }
+  }
+}
+
+TEST_CASE("report/timeline: on every teaching scenario the compute row's gaps are the summary's bubble, exposed communication and host launch") {
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/teaching")) {
+    if (entry.path().extension() != ".json") continue;
+    CAPTURE(entry.path().filename().string());
+    const report::RunResult r = run_recorded(entry.path().string());
+    const report::Timeline t = report::build_timeline(r);
+    REQUIRE(t.lanes.size() == r.stages.size());
+    for (std::size_t i = 0; i < t.lanes.size(); ++i) {
+      CAPTURE(i);
+      const auto& b = r.stages[i].breakdown;
+      std::map<std::string, std::int64_t> drawn;  // by kind of exposed communication
+      std::int64_t host = 0;
+      for (const report::Slice& g : t.lanes[i].rows[0].gaps) {
+        if (g.kind == report::SliceKind::kHostLaunch) host += g.busy_ps;
+        const std::string& name = g.name < t.names.size() ? t.names[g.name] : "";
+        if (name.rfind("exposed ", 0) == 0) drawn[name.substr(8, name.find(' ', 8) - 8)] += g.busy_ps;
+      }
+      CHECK(static_cast<double>(t.lanes[i].bubble_ps) * 1e-12 == doctest::Approx(b.pipeline_bubble_s).epsilon(1e-9));
+      CHECK(static_cast<double>(host) * 1e-12 == doctest::Approx(b.host_launch_s).epsilon(1e-9));
+      for (const auto& [kind, summary] : b.exposed_by_kind) {
+        CAPTURE(kind);
+        CHECK(static_cast<double>(drawn[kind]) * 1e-12 == doctest::Approx(summary).epsilon(1e-9));
+      }
     }
   }
 }
