@@ -156,7 +156,9 @@ TEST_CASE("report/timeline: a bubble behind the host's wait for scatter/gather's
     for (const report::Slice& g : t.lanes[i].rows[0].gaps) host += g.kind == report::SliceKind::kHostLaunch ? g.busy_ps : 0;
     CHECK(r.stages[i].breakdown.host_launch_s > 0);
     CHECK(static_cast<double>(host) * 1e-12 == doctest::Approx(r.stages[i].breakdown.host_launch_s).epsilon(1e-9));
-    for (const auto& [kind, summary] : r.stages[i].breakdown.exposed_by_kind) {
+    for (const auto& entry : r.stages[i].breakdown.exposed_by_kind) {
+      const std::string& kind = entry.first;  // a plain variable: clang 14 cannot capture a binding
+      const double summary = entry.second;
       CAPTURE(kind);
       std::int64_t drawn = 0;
       for (const report::Slice& g : t.lanes[i].rows[0].gaps) {
@@ -186,7 +188,9 @@ TEST_CASE("report/timeline: on every teaching scenario the compute row's gaps ar
       }
       CHECK(static_cast<double>(t.lanes[i].bubble_ps) * 1e-12 == doctest::Approx(b.pipeline_bubble_s).epsilon(1e-9));
       CHECK(static_cast<double>(host) * 1e-12 == doctest::Approx(b.host_launch_s).epsilon(1e-9));
-      for (const auto& [kind, summary] : b.exposed_by_kind) {
+      for (const auto& by_kind : b.exposed_by_kind) {
+        const std::string& kind = by_kind.first;
+        const double summary = by_kind.second;
         CAPTURE(kind);
         CHECK(static_cast<double>(drawn[kind]) * 1e-12 == doctest::Approx(summary).epsilon(1e-9));
       }
