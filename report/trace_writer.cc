@@ -224,11 +224,14 @@ void write_trace(const RunResult& r, std::ostream& out) {
       for (std::uint32_t i = 0; i < t.payload_count; ++i) bytes += rc.transfers[t.payload + i].bytes.count();
       args += ",\"bytes\":" + std::to_string(bytes) + ",\"transfers\":" + std::to_string(t.payload_count);
     }
-    if (t.kind != sim::TaskKind::kCompute && rec.start > rec.posted) {
-      // The part a communication task spent waiting for its peers.
+    if (rec.start > rec.posted) {
+      // The part a communication task spent waiting for its peers; a kernel, ready, waiting for
+      // the host to launch it (the summary's "waiting for the host").
+      const bool kernel = t.kind == sim::TaskKind::kCompute;
       sep();
-      out << "{\"name\":\"wait: " << name << "\",\"cat\":\"sync\",\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << tid
-          << ",\"ts\":" << micros(rec.posted.ps()) << ",\"dur\":" << micros((rec.start - rec.posted).ps()) << "}";
+      out << "{\"name\":\"" << (kernel ? "host launch: " : "wait: ") << name << "\",\"cat\":\"" << (kernel ? "host_wait" : "sync")
+          << "\",\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << tid << ",\"ts\":" << micros(rec.posted.ps())
+          << ",\"dur\":" << micros((rec.start - rec.posted).ps()) << "}";
     }
     sep();
     out << "{\"name\":\"" << name << "\",\"cat\":\"" << cat << "\",\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << tid

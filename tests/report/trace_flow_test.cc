@@ -104,3 +104,29 @@ TEST_CASE("report/trace: --trace-ranks picks the processes, and bad ranks are in
   CHECK_THROWS_AS(trace_of({}, {8}), InputError);   // out of range
   CHECK_THROWS_AS(trace_of({}, {-1}), InputError);
 }
+
+TEST_CASE("report/trace: a kernel waiting for the host has a host-launch slice, as long as the summary's wait") {
+  // Megatron-DeepSpeed's host time per task (a100-megatron-deepspeed.json) leaves kernels ready
+  // before the host has launched them; each stage's slices add up to its "waiting for the host".
+  const config::Scenario s = config::load_scenario(
+      std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/teaching/03b-pipeline-1f1b.json",
+      {"training.scatter_gather_tensors_in_pipeline=true", "cluster.calibration=\"a100-megatron-deepspeed.json\""});
+  const report::RunResult r = report::simulate(s);
+  std::ostringstream out;
+  report::write_trace(r, out);
+  const auto trace = nlohmann::json::parse(out.str());
+  std::map<std::int64_t, double> host_us;  // by rank
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "host_wait") {
+      CHECK(e["name"].get<std::string>().rfind("host launch: ", 0) == 0);
+      CHECK(e["tid"] == 7);  // the compute stream's thread ("stream 7 compute"), the only one with kernels here
+      host_us[e["pid"].get<std::int64_t>()] += e["dur"].get<double>();
+    }
+  }
+  REQUIRE(!r.stages.empty());
+  for (const report::StageReport& st : r.stages) {
+    CAPTURE(st.stage);
+    CHECK(st.breakdown.host_launch_s > 0);
+    CHECK(host_us[st.rank] * 1e-6 == doctest::Approx(st.breakdown.host_launch_s).epsilon(1e-4));
+  }
+}
