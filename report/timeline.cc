@@ -336,10 +336,15 @@ Timeline build_timeline(const RunResult& r) {
       return -1;
     };
 
+    // The host's synchronizations (Task::host_sync) by the time they ended (sorted below):
+    // communication the host issued late with nothing on its stream holding it back waited for
+    // the last of them.
+    std::vector<std::pair<std::int64_t, std::uint8_t>> syncs;
     for (std::size_t ti = 0; ti < records.size(); ++ti) {
       const sim::TaskRecord* rec = records[ti];
       if (rec == nullptr) continue;
       const sim::Task& task = rc.tasks[ti];
+      if (task.host_sync) syncs.emplace_back(rec->end.ps(), task.category);
       lane.finish_ps = std::max(lane.finish_ps, rec->end.ps());
       Slice sl;
       sl.start_ps = rec->start.ps();
@@ -375,12 +380,6 @@ Timeline build_timeline(const RunResult& r) {
       if (xr.holder == sim::TaskRecord::kNoHolder || records[xr.holder] == nullptr) return {nullptr, nullptr};
       return {&rc.tasks[xr.holder], records[xr.holder]};
     };
-    // The host's synchronizations (Task::host_sync) by the time they ended: communication the
-    // host issued late with nothing on its stream holding it back waited for the last of them.
-    std::vector<std::pair<std::int64_t, std::uint8_t>> syncs;
-    for (std::size_t ti = 0; ti < records.size(); ++ti) {
-      if (records[ti] != nullptr && rc.tasks[ti].host_sync) syncs.emplace_back(records[ti]->end.ps(), rc.tasks[ti].category);
-    }
     std::sort(syncs.begin(), syncs.end());
     std::int64_t free_since = 0;
     const sim::Task* last_task = nullptr;
