@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <functional>
-#include <iterator>
 #include <map>
 
 #include "models/graph_vocabulary.h"
@@ -286,6 +284,10 @@ Timeline build_timeline(const RunResult& r) {
     auto it = by_rank.find(sim::index(rec.rank));
     if (it != by_rank.end()) it->second[rec.task] = &rec;
   }
+  std::map<std::uint32_t, std::vector<const sim::GapRecord*>> gaps_of;
+  for (const sim::GapRecord& gr : r.engine.gaps) {
+    if (by_rank.count(sim::index(gr.rank)) != 0) gaps_of[sim::index(gr.rank)].push_back(&gr);
+  }
   for (const sim::MemorySample& m : r.engine.memory) {
     auto it = memory_of.find(sim::index(m.rank));
     if (it != memory_of.end()) it->second.push_back(MemoryPoint{m.time.ps(), m.bytes});
@@ -336,15 +338,10 @@ Timeline build_timeline(const RunResult& r) {
       return -1;
     };
 
-    // The host's synchronizations (Task::host_sync) by the time they ended (sorted below):
-    // communication the host issued late with nothing on its stream holding it back waited for
-    // the last of them.
-    std::vector<std::pair<std::int64_t, std::uint8_t>> syncs;
     for (std::size_t ti = 0; ti < records.size(); ++ti) {
       const sim::TaskRecord* rec = records[ti];
       if (rec == nullptr) continue;
       const sim::Task& task = rc.tasks[ti];
-      if (task.host_sync) syncs.emplace_back(rec->end.ps(), task.category);
       lane.finish_ps = std::max(lane.finish_ps, rec->end.ps());
       Slice sl;
       sl.start_ps = rec->start.ps();
@@ -368,100 +365,56 @@ Timeline build_timeline(const RunResult& r) {
       }
     }
 
-    // The compute row's gaps, attributed as the engine attributes them: to the dependency that
-    // ended last (when the task was issued); its waiting part is a bubble when it is a pipeline
-    // transfer, its transfer part exposed communication. A compute task's record is issued when
-    // its dependencies were done and it reached the head of the stream; from then to its start
-    // the host was still launching it (the breakdown's host launch).
+    // The compute row's gaps as the engine charged them (sim::GapRecord): waiting for a pipeline
+    // transfer is the bubble, for other communication (in flight, queued, or waiting for peers)
+    // blocked; the rest is idle, not drawn. A compute task's record is issued when its
+    // dependencies were done and it reached the head of the stream; from then to its start the
+    // host was still launching it (the breakdown's host launch).
     Row& compute = lane.rows[0];
-    const auto& order = rc.stream_tasks[models::kComputeStream];
-    // The task that held task x's issue back, as the engine recorded it.
-    auto holder_of = [&](const sim::TaskRecord& xr) -> std::pair<const sim::Task*, const sim::TaskRecord*> {
-      if (xr.holder == sim::TaskRecord::kNoHolder || records[xr.holder] == nullptr) return {nullptr, nullptr};
-      return {&rc.tasks[xr.holder], records[xr.holder]};
-    };
-    std::sort(syncs.begin(), syncs.end());
+    for (const sim::GapRecord* gr : gaps_of[rank]) {
+      const std::uint8_t category = gr->category;
+      if (!models::is_communication(category) || gr->dependency == sim::GapRecord::kNone) continue;
+      const sim::Task& dep = rc.tasks[gr->dependency];
+      const std::string what = g.name(dep.name);
+      const bool pipeline = category == models::kPpComm;
+      const std::string kind = comm_kind_name(category);
+      std::string label;
+      switch (gr->cause) {
+        case sim::GapRecord::Cause::kHeldBack:
+          label = pipeline ? "pipeline bubble: " + what + " held back by a pipeline transfer"
+                           : "exposed " + kind + " communication (queued before " + what + ")";
+          break;
+        case sim::GapRecord::Cause::kHostSync:
+          label = pipeline ? "pipeline bubble: " + what + " issued after the host's wait for a pipeline transfer"
+                           : "exposed " + kind + " communication (the host waited for it before " + what + ")";
+          break;
+        case sim::GapRecord::Cause::kWaiting:
+          label = pipeline ? "pipeline bubble: waiting for " + what : "waiting for peers at " + what;
+          break;
+        case sim::GapRecord::Cause::kTransferring:
+          label = "exposed " + kind + " communication: " + what;
+          break;
+        case sim::GapRecord::Cause::kUnattributed:
+          continue;
+      }
+      // A pipeline transfer's own time on the wire is exposed communication, as the breakdown counts it.
+      const bool bubble = pipeline && gr->cause != sim::GapRecord::Cause::kTransferring;
+      Slice gap;
+      gap.kind = bubble ? SliceKind::kBubble : SliceKind::kBlocked;
+      gap.microbatch = dep.microbatch;
+      gap.start_ps = gr->from.ps();
+      gap.end_ps = gr->to.ps();
+      gap.busy_ps = gap.end_ps - gap.start_ps;
+      gap.name = name_of(label);
+      if (bubble) lane.bubble_ps += gap.busy_ps;
+      compute.gaps.push_back(gap);
+    }
     std::int64_t free_since = 0;
     const sim::Task* last_task = nullptr;
-    for (sim::TaskIndex ti : order) {
+    for (sim::TaskIndex ti : rc.stream_tasks[models::kComputeStream]) {
       const sim::TaskRecord* rec = records[ti];
       if (rec == nullptr) continue;
       const sim::Task& task = rc.tasks[ti];
-      const std::int64_t issued = rec->posted.ps();
-      if (issued > free_since) {
-        const sim::Task* cause = nullptr;
-        const sim::TaskRecord* cause_rec = nullptr;
-        for (std::uint32_t i = 0; i < task.deps_count; ++i) {
-          const sim::TaskIndex d = rc.deps[task.deps_begin + i];
-          const sim::TaskRecord* dr = records[d];
-          if (dr != nullptr && dr->end.ps() == issued) {
-            cause = &rc.tasks[d];
-            cause_rec = dr;
-            break;
-          }
-        }
-        if (cause != nullptr && (cause->kind != sim::TaskKind::kCompute || models::is_communication(cause->category))) {
-          // Three parts, as the engine splits them: before the dependency was issued (held back
-          // by what its record names), while it waited for its peers, while it transferred.
-          // Work on another stream (a copy to or from the host) is exposed for the whole gap.
-          const bool on_gpu = cause->kind == sim::TaskKind::kCompute;
-          const std::int64_t dep_issued = on_gpu ? free_since : std::clamp(cause_rec->posted.ps(), free_since, issued);
-          const std::int64_t split = on_gpu ? free_since : std::clamp(cause_rec->start.ps(), dep_issued, issued);
-          const std::string what = g.name(cause->name);
-          Slice gap;
-          gap.microbatch = cause->microbatch;
-          auto add = [&](SliceKind kind, std::int64_t from, std::int64_t to, const std::string& label) {
-            if (to <= from) return;
-            gap.kind = kind;
-            gap.start_ps = from;
-            gap.end_ps = to;
-            gap.busy_ps = to - from;
-            gap.name = name_of(label);
-            if (kind == SliceKind::kBubble) lane.bubble_ps += gap.busy_ps;
-            compute.gaps.push_back(gap);
-          };
-          // Before the dependency was issued: what held it back, and what held that back in turn,
-          // as far back as the engine follows the chain (sim::kCauseChainDepth tasks).
-          std::function<void(const sim::TaskRecord&, std::int64_t, std::int64_t, std::size_t)> held_back =
-              [&](const sim::TaskRecord& xr, std::int64_t from, std::int64_t to, std::size_t depth) {
-                if (to <= from) return;
-                const auto [y, yr] = holder_of(xr);
-                if (y == nullptr) {
-                  // Nothing on its stream held it back: the host issued it late. Up to the end of
-                  // the last synchronization before, the wait is that synchronizing task's (a
-                  // pipeline transfer before scatter/gather's all-gather: the bubble); the host's
-                  // own issuing after it is idle, as the engine counts it.
-                  if (depth != 1) return;
-                  const auto after = std::upper_bound(syncs.begin(), syncs.end(), std::pair{issued, std::uint8_t{0xff}});
-                  if (after == syncs.begin()) return;
-                  const auto& [sync_end, category] = *std::prev(after);
-                  const std::int64_t until = std::clamp(sync_end, from, to);
-                  if (category == models::kPpComm) {
-                    add(SliceKind::kBubble, from, until, "pipeline bubble: " + what + " issued after the host's wait for a pipeline transfer");
-                  } else if (models::is_communication(category)) {
-                    add(SliceKind::kBlocked, from, until, "exposed " + comm_kind_name(category) + " communication (the host waited for it before " + what + ")");
-                  }
-                  return;
-                }
-                std::int64_t own_from = from;
-                if (y->kind != sim::TaskKind::kCompute && depth < sim::kCauseChainDepth && holder_of(*yr).first != nullptr) {
-                  own_from = std::clamp(yr->posted.ps(), from, to);
-                  held_back(*yr, from, own_from, depth + 1);
-                }
-                if (y->category == models::kPpComm) {
-                  add(SliceKind::kBubble, own_from, to, "pipeline bubble: " + what + " held back by a pipeline transfer");
-                } else if (models::is_communication(y->category)) {
-                  add(SliceKind::kBlocked, own_from, to,
-                      "exposed " + comm_kind_name(y->category) + " communication (queued before " + what + ")");
-                }
-              };
-          held_back(*cause_rec, free_since, dep_issued, 1);
-          const bool pipeline = cause->category == models::kPpComm;
-          add(pipeline ? SliceKind::kBubble : SliceKind::kBlocked, dep_issued, split,
-              pipeline ? "pipeline bubble: waiting for " + what : "waiting for peers at " + what);
-          add(SliceKind::kBlocked, split, issued, "exposed " + comm_kind_name(cause->category) + " communication: " + what);
-        }
-      }
       if (rec->start > rec->posted) {
         Slice wait;
         wait.kind = SliceKind::kHostLaunch;

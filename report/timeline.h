@@ -2,9 +2,10 @@
 // Timeline: the recorded ranks of a run as the pictures draw them. One lane per recorded rank,
 // one row per stream; every executed task is a slice classified by what it does (forward,
 // backward, recompute, optimizer, collective by type, point-to-point). The compute row's idle
-// time is split by the rule the summary's breakdown uses (the engine's gap attribution): waiting
-// for another pipeline stage (bubble), for communication in flight or for peers (blocked), or
-// nothing (idle, not drawn). Each lane also carries its memory over time.
+// time is drawn from the stretches the engine charged to causes (sim::GapRecord, the same ones
+// the summary's breakdown adds up): waiting for another pipeline stage (bubble), for
+// communication in flight or for peers (blocked), for the host's launch, or nothing (idle, not
+// drawn). Each lane also carries its memory over time.
 //
 // merge() summarises a timeline at a resolution so that a picture stays readable and bounded:
 // neighbouring slices of one kind and micro-batch closer than the resolution become one block,

@@ -213,16 +213,16 @@ void Engine::try_start(std::uint32_t rank, std::uint32_t s) {
     }
     return;
   }
-  if (s == options_.primary_stream) attribute_gap(rank, rc, task, st);
+  if (s == options_.primary_stream) attribute_gap(rank, rc, order[st.next], st);
   // What held this task back until now: a dependency that just ended, else the previous task
   // of its own stream (it queued behind it).
   CauseChain& chain = chain_[stream_index(rank, s)];
   chain = CauseChain{};
   const std::uint32_t* ref = dep_refs_[ranks_[rank].cls].data() + task.deps_begin;
-  for (std::uint32_t i = 0; i < task.deps_count && chain.holder == TaskRecord::kNoHolder; ++i) {
+  for (std::uint32_t i = 0; i < task.deps_count && chain.holder == CauseChain::kNoHolder; ++i) {
     if (ended_last_at(rank, ref[i] & 15u, ref[i] >> 4, now)) chain_after(chain, rank, ref[i] & 15u, rc.deps[task.deps_begin + i]);
   }
-  if (chain.holder == TaskRecord::kNoHolder && st.next > 0 && st.last_end == now) chain_after(chain, rank, s, order[st.next - 1]);
+  if (chain.holder == CauseChain::kNoHolder && st.next > 0 && st.last_end == now) chain_after(chain, rank, s, order[st.next - 1]);
   st.busy = true;
   ++st.next;
   st.posted = now;
@@ -347,46 +347,71 @@ void Engine::chain_after(CauseChain& chain, std::uint32_t rank, std::uint32_t ys
   ++chain.n;
 }
 
-void Engine::attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& task,
-                           StreamState& st) {
+void Engine::charge_gap(RankAccount& acc, bool recorded, const GapRecord& gap) {
+  const Duration d = gap.to - gap.from;
+  switch (gap.cause) {
+    case GapRecord::Cause::kHeldBack:
+    case GapRecord::Cause::kHostSync:
+      acc.gap_issue[gap.category] += d;
+      break;
+    case GapRecord::Cause::kWaiting:
+      acc.gap_wait[gap.category] += d;
+      break;
+    case GapRecord::Cause::kTransferring:
+      acc.gap_exposed[gap.category] += d;
+      break;
+    case GapRecord::Cause::kUnattributed:
+      acc.gap_other += d;
+      break;
+  }
+  if (recorded && d > Duration::zero()) result_.gaps.push_back(gap);
+}
+
+void Engine::attribute_gap(std::uint32_t rank, const RankClass& rc, TaskIndex ti, StreamState& st) {
   const TimePoint now = queue_.now();
-  const Duration gap = now - st.last_end;
-  if (gap <= Duration::zero()) return;
+  if (now <= st.last_end) return;
   RankAccount& acc = result_.accounts[ranks_[rank].account];
+  const bool recorded = ranks_[rank].recorded;
+  const Task& task = rc.tasks[ti];
+  using Cause = GapRecord::Cause;
+  auto gap = [&](Cause cause, std::uint8_t category, TimePoint from, TimePoint to, TaskIndex dep) {
+    return GapRecord{RankId{rank}, from, to, ti, dep, category, cause};
+  };
   // The task waited for the dependency that ended last, i.e. at `now`.
   for (std::uint32_t i = 0; i < task.deps_count; ++i) {
-    const Task& d = rc.tasks[rc.deps[task.deps_begin + i]];
+    const TaskIndex di = rc.deps[task.deps_begin + i];
+    const Task& d = rc.tasks[di];
     if (!ended_last_at(rank, d.stream, d.position, now)) continue;
-    const StreamState& ds = stream_state(rank, d.stream);
-    if (d.kind == TaskKind::kCompute) {
-      acc.gap_exposed[d.category] += gap;  // hidden work on another stream
-    } else {
-      const TimePoint issued = std::clamp(ds.last_posted, st.last_end, now);
-      const TimePoint started = std::clamp(ds.last_transfer_start, issued, now);
-      if (issued > st.last_end) {  // not issued yet: held back by something else
-        const CauseChain& c = last_chain_[stream_index(rank, d.stream)];
-        if (c.n == 0) {
-          // Nothing on its stream held it: the host issued it late. Up to the end of the
-          // synchronizing task the host waited for, the gap is that task's (a pipeline transfer
-          // before scatter/gather's all-gather: the bubble); the host's own issuing after it is
-          // not attributed.
-          const HostState& h = host_[rank];
-          const TimePoint held_until = h.synced ? std::clamp(h.base_time, st.last_end, issued) : st.last_end;
-          if (held_until > st.last_end) acc.gap_issue[h.sync_category] += held_until - st.last_end;
-          acc.gap_other += issued - held_until;
-        }
-        for (std::uint8_t k = 0; k < c.n; ++k) {
-          const TimePoint lo = std::max(c.from[k], st.last_end);
-          const TimePoint hi = k + 1 < c.n ? std::min(c.from[k + 1], issued) : issued;
-          if (hi > lo) acc.gap_issue[c.cat[k]] += hi - lo;
-        }
-      }
-      acc.gap_wait[d.category] += started - issued;  // issued, waiting for its peers
-      acc.gap_exposed[d.category] += now - started;  // transferring
+    if (d.kind == TaskKind::kCompute) {  // hidden work on another stream
+      charge_gap(acc, recorded, gap(Cause::kTransferring, d.category, st.last_end, now, di));
+      return;
     }
+    const StreamState& ds = stream_state(rank, d.stream);
+    const TimePoint issued = std::clamp(ds.last_posted, st.last_end, now);
+    const TimePoint started = std::clamp(ds.last_transfer_start, issued, now);
+    if (issued > st.last_end) {  // not issued yet: held back by something else
+      const CauseChain& c = last_chain_[stream_index(rank, d.stream)];
+      if (c.n == 0) {
+        // Nothing on its stream held it: the host issued it late. Up to the end of the
+        // synchronizing task the host waited for, the gap is that task's (a pipeline transfer
+        // before scatter/gather's all-gather: the bubble); the host's own issuing after it is
+        // not attributed.
+        const HostState& h = host_[rank];
+        const TimePoint held_until = h.synced ? std::clamp(h.base_time, st.last_end, issued) : st.last_end;
+        if (held_until > st.last_end) charge_gap(acc, recorded, gap(Cause::kHostSync, h.sync_category, st.last_end, held_until, di));
+        charge_gap(acc, recorded, gap(Cause::kUnattributed, 0, held_until, issued, di));
+      }
+      for (std::uint8_t k = 0; k < c.n; ++k) {
+        const TimePoint lo = std::max(c.from[k], st.last_end);
+        const TimePoint hi = k + 1 < c.n ? std::min(c.from[k + 1], issued) : issued;
+        if (hi > lo) charge_gap(acc, recorded, gap(Cause::kHeldBack, c.cat[k], lo, hi, di));
+      }
+    }
+    charge_gap(acc, recorded, gap(Cause::kWaiting, d.category, issued, started, di));  // issued, waiting for its peers
+    charge_gap(acc, recorded, gap(Cause::kTransferring, d.category, started, now, di));
     return;
   }
-  acc.gap_other += gap;
+  charge_gap(acc, recorded, gap(Cause::kUnattributed, 0, st.last_end, now, GapRecord::kNone));
 }
 
 void Engine::post_collective(std::uint32_t rank, std::uint32_t s, const Task& task,
@@ -517,8 +542,8 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   if (s == options_.primary_stream) rs.primary_end = now;
   if (now > result_.makespan) result_.makespan = now;
   if (rs.recorded) {
-    result_.records.push_back(TaskRecord{RankId{rank}, ti, st.posted, st.transfer_start, now, st.algorithm,
-                                         st.protocol, st.speed_fraction, chain_[stream_index(rank, s)].holder});
+    result_.records.push_back(
+        TaskRecord{RankId{rank}, ti, st.posted, st.transfer_start, now, st.algorithm, st.protocol, st.speed_fraction});
   }
   // Only this stream and the streams with a task depending on this one can start something.
   try_start_streams(rank, (1u << s) | dependent_streams_[rs.cls][ti]);

@@ -59,15 +59,28 @@ struct TaskRecord {
   TimePoint end;
   std::uint8_t algorithm = 0, protocol = 0;  // communication only (TimingModel labels)
   double speed_fraction = 1;                 // communication: achieved share of its max rate
-  // The task that held its issue back: a dependency that ended as it was issued, or the task
-  // before it on its stream (kNoHolder when nothing did, and for compute tasks run inside a chain).
-  TaskIndex holder = kNoHolder;
-  static constexpr TaskIndex kNoHolder = 0xffffffffu;
 };
 
-// How many tasks back the engine follows what held a task's issue back when it charges the
-// wait (Engine::CauseChain); report::build_timeline draws the same chain.
-inline constexpr std::size_t kCauseChainDepth = 4;
+// One stretch of a recorded rank's primary-stream idle time and what the engine charged it to:
+// per rank and category, these sum to RankAccount's gap arrays, so a picture of the gaps draws
+// exactly what the breakdown counts.
+struct GapRecord {
+  enum class Cause : std::uint8_t {
+    kHeldBack,      // the dependency was not issued yet: held back by a task of `category` (gap_issue)
+    kHostSync,      // the host issued the dependency late: it waited for a synchronizing task of
+                    // `category` to end (gap_issue)
+    kWaiting,       // the dependency, of `category`, was issued and waited for its peers (gap_wait)
+    kTransferring,  // the dependency, of `category`, was transferring, or ran on another stream (gap_exposed)
+    kUnattributed,  // nothing ended as the task was issued, or the host was issuing (gap_other)
+  };
+  static constexpr TaskIndex kNone = 0xffffffffu;
+  RankId rank{};
+  TimePoint from, to;
+  TaskIndex task = 0;         // the primary-stream task that waited
+  TaskIndex dependency = kNone;  // the dependency that ended as it was issued (kNone when none did)
+  std::uint8_t category = 0;  // the category charged
+  Cause cause = Cause::kUnattributed;
+};
 
 struct MemorySample {
   RankId rank{};
@@ -102,6 +115,7 @@ struct EngineResult {
   std::vector<RankId> ranks;            // simulated ranks, ascending
   std::vector<RankAccount> accounts;    // parallel to `ranks`
   std::vector<TaskRecord> records;      // recorded ranks only, in completion order
+  std::vector<GapRecord> gaps;          // recorded ranks only, in time order per rank
   std::vector<MemorySample> memory;     // recorded ranks only
   std::uint64_t events = 0;
   std::uint64_t tasks_executed = 0;
@@ -167,11 +181,12 @@ class Engine {
   // the short all-reduce's own time to tensor parallelism. The oldest causes merge into the
   // oldest segment kept.
   struct CauseChain {
-    static constexpr std::size_t kDepth = kCauseChainDepth;
+    static constexpr std::size_t kDepth = 4;
     std::array<TimePoint, kDepth> from{};
     std::array<std::uint8_t, kDepth> cat{};
     std::uint8_t n = 0;
-    TaskIndex holder = TaskRecord::kNoHolder;  // the task that held this one back
+    static constexpr TaskIndex kNoHolder = 0xffffffffu;
+    TaskIndex holder = kNoHolder;  // the task that held this one back
   };
   // `chain` becomes that of a task held back by task `y` (on stream `ys` of `rank`, ended now).
   void chain_after(CauseChain& chain, std::uint32_t rank, std::uint32_t ys, TaskIndex y) const;
@@ -193,7 +208,9 @@ class Engine {
   // Streams of `rank` whose head may have become startable: `mask` has one bit per stream.
   void try_start_streams(std::uint32_t rank, std::uint32_t mask);
   void try_start(std::uint32_t rank, std::uint32_t s);
-  void attribute_gap(std::uint32_t rank, const RankClass& rc, const Task& task, StreamState& st);
+  void attribute_gap(std::uint32_t rank, const RankClass& rc, TaskIndex ti, StreamState& st);
+  // Adds `gap` to the account array its cause names (and to the result's gaps when the rank is recorded).
+  void charge_gap(RankAccount& acc, bool recorded, const GapRecord& gap);
   void post_collective(std::uint32_t rank, std::uint32_t s, const Task& task, const RankClass& rc);
   void post_transfer(std::uint32_t rank, std::uint32_t s, const Transfer& t, std::uint8_t category);
   std::uint32_t new_instance();
