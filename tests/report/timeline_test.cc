@@ -6,6 +6,7 @@
 #include <libxml/parser.h>
 #include <libxml/xpath.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -184,6 +185,83 @@ TEST_CASE("report/timeline: on every teaching scenario the compute row's gaps ar
     const report::RunResult r = run_recorded(entry.path().string());
     check_gaps_are_breakdown(r, report::build_timeline(r));
   }
+}
+
+// Each recorded rank's gap records against the engine's own account of it: per category they sum
+// to the account's gap arrays to the picosecond, and they tile the compute stream's idle time
+// (every stretch from the end of one compute task to the issue of the next, nothing else).
+void check_gap_records(const report::RunResult& r) {
+  const sim::EngineResult& e = r.engine;
+  const sim::TaskGraph& g = r.workload->graph;
+  std::map<std::uint32_t, std::vector<const sim::TaskRecord*>> compute_of;  // by start
+  for (const sim::TaskRecord& rec : e.records) {
+    if (g.rank_class(g.class_of(rec.rank)).tasks[rec.task].stream == 0) compute_of[sim::index(rec.rank)].push_back(&rec);
+  }
+  REQUIRE(!compute_of.empty());
+  for (auto& entry : compute_of) {
+    const std::uint32_t rank = entry.first;
+    CAPTURE(rank);
+    auto& tasks = entry.second;
+    std::sort(tasks.begin(), tasks.end(), [](const sim::TaskRecord* a, const sim::TaskRecord* b) { return a->start < b->start; });
+    const auto at = std::find(e.ranks.begin(), e.ranks.end(), sim::RankId{rank});
+    REQUIRE(at != e.ranks.end());
+    const sim::RankAccount& acc = e.accounts[static_cast<std::size_t>(at - e.ranks.begin())];
+    sim::RankAccount sum;
+    std::map<sim::TaskIndex, sim::Duration> before;  // gap charged before each task
+    sim::TimePoint last;
+    for (const sim::GapRecord& gr : e.gaps) {
+      if (sim::index(gr.rank) != rank) continue;
+      CHECK(gr.from < gr.to);
+      CHECK(gr.from >= last);  // in time order, no overlap
+      last = gr.to;
+      const sim::Duration d = gr.to - gr.from;
+      before[gr.task] += d;
+      switch (gr.cause) {
+        case sim::GapRecord::Cause::kHeldBack:
+        case sim::GapRecord::Cause::kHostSync:
+          sum.gap_issue[gr.category] += d;
+          break;
+        case sim::GapRecord::Cause::kWaiting:
+          sum.gap_wait[gr.category] += d;
+          break;
+        case sim::GapRecord::Cause::kTransferring:
+          sum.gap_exposed[gr.category] += d;
+          break;
+        case sim::GapRecord::Cause::kUnattributed:
+          sum.gap_other += d;
+          break;
+      }
+    }
+    CHECK(sum.gap_other == acc.gap_other);
+    for (std::size_t c = 0; c < sim::kMaxCategories; ++c) {
+      CAPTURE(c);
+      CHECK(sum.gap_issue[c] == acc.gap_issue[c]);
+      CHECK(sum.gap_wait[c] == acc.gap_wait[c]);
+      CHECK(sum.gap_exposed[c] == acc.gap_exposed[c]);
+    }
+    sim::TimePoint free_since;
+    std::size_t gaps = 0;
+    for (const sim::TaskRecord* rec : tasks) {
+      const sim::Duration idle = rec->posted > free_since ? rec->posted - free_since : sim::Duration::zero();
+      const auto charged = before.find(rec->task);
+      CHECK((charged == before.end() ? sim::Duration::zero() : charged->second) == idle);
+      if (idle > sim::Duration::zero()) ++gaps;
+      free_since = rec->end;
+    }
+    CHECK(before.size() == gaps);  // no record charged to a task that did not wait
+  }
+}
+
+TEST_CASE("sim/Engine: on every teaching scenario a recorded rank's gap records tile its compute idle time and sum to its account") {
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/teaching")) {
+    if (entry.path().extension() != ".json") continue;
+    CAPTURE(entry.path().filename().string());
+    check_gap_records(run_recorded(entry.path().string()));
+  }
+  // Every rank simulated and recorded, the host synchronizing before scatter/gather's all-gather.
+  check_gap_records(run_recorded(teaching("03b-pipeline-1f1b.json"),
+                                 {"simulation.fidelity=\"full\"", "training.scatter_gather_tensors_in_pipeline=true",
+                                  "cluster.calibration=\"a100-megatron-deepspeed.json\""}));
 }
 
 TEST_CASE("report/timeline: memory peaks at the end of the warm-up (1F1B) and of all forwards (GPipe)") {
