@@ -179,14 +179,22 @@ constexpr const char* kScript = R"JS(
     var res = (t1 - t0) / D.plotW;
     visible(arr, res).forEach(function (b) {
       var x0 = Math.max(D.plotX - 1, x(b.s)), x1 = Math.min(D.plotX + D.plotW + 1, x(b.e));
-      var r = el("rect", { x: x0.toFixed(1), y: 0, width: Math.max(0.4, x1 - x0).toFixed(1), height: h, fill: fill(b.k) }, g);
+      // Work merged below a pixel is as high as the share of its span its tasks run (one task
+      // fills the row; report::block_height), gaps fill the row.
+      var bh = h;
+      if (!D.kinds[b.k].gap && b.e > b.s && b.busy < b.e - b.s) {
+        bh = h * b.busy / (b.e - b.s);
+        bh = bh > h - 0.05 ? h : Math.max(1, bh);
+      }
+      var r = el("rect", { x: x0.toFixed(1), y: (h - bh).toFixed(1), width: Math.max(0.4, x1 - x0).toFixed(1), height: bh.toFixed(1), fill: fill(b.k) }, g);
       if (b.ch > 0 && b.ch % 2 === 1) r.setAttribute("fill-opacity", "0.55");
       b.panel = panel; b.lane = lane; b.row = row;
       r.setAttribute("data-b", blocks.length);
       blocks.push(b);
       var font = Math.min(10, h - 5), text = String(b.mb + 1);
       if (labels && b.mb >= 0 && !D.kinds[b.k].gap && x1 - x0 >= 0.62 * font * text.length + 4) {
-        el("text", { x: ((x0 + x1) / 2).toFixed(1), y: (h / 2 + font * 0.36).toFixed(1), "font-size": font, fill: "#fff", "text-anchor": "middle", "pointer-events": "none" }, g, text);
+        var inside = bh >= font + 2;  // on the block, else in dark type over the row
+        el("text", { x: ((x0 + x1) / 2).toFixed(1), y: ((inside ? h - bh / 2 : h / 2) + font * 0.36).toFixed(1), "font-size": font, fill: inside ? "#fff" : "#333", "text-anchor": "middle", "pointer-events": "none" }, g, text);
       }
     });
   }
@@ -367,7 +375,11 @@ void write_html(const std::vector<Timeline>& panels_in, std::ostream& out) {
     out << "<span class=\"item\"><span class=\"sw\" style=\"background:" << background << "\"></span>"
         << xml_escape(slice_kind_label(item.kind)) << "</span>";
   }
-  out << "</div>\n<div class=\"note\">" << xml_escape(legend_note(panels)) << "</div>\n";
+  // The note describes the first view, the whole iteration at one pixel per block.
+  std::vector<Timeline> first_view;
+  const auto pixel = static_cast<std::int64_t>(std::ceil(static_cast<double>(axis) / probe.plot_width));
+  for (const Timeline& t : panels_in) first_view.push_back(merge(t, pixel, kMaxHtmlBlocks / panels_in.size()));
+  out << "</div>\n<div class=\"note\">" << xml_escape(legend_note(first_view)) << "</div>\n";
   out << "<div id=\"controls\"><button id=\"zin\">zoom in</button><button id=\"zout\">zoom out</button><button id=\"reset\">"
          "whole iteration</button> <span class=\"note\">drag to pan, wheel to zoom, double-click to reset, hover for details"
          "</span> <span id=\"view\" class=\"note\"></span></div>\n";

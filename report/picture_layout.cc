@@ -171,9 +171,38 @@ std::string lane_color(std::size_t i, std::size_t n) {
   return buf;
 }
 
+namespace {
+
+// The share of a work block's span its tasks run (1 for gaps and single tasks).
+double busy_share(const Slice& s) {
+  const std::int64_t span = s.duration();
+  if (is_gap_kind(s.kind) || span <= 0 || s.busy_ps >= span) return 1;
+  return static_cast<double>(s.busy_ps) / static_cast<double>(span);
+}
+
+}  // namespace
+
+double block_height(const Slice& s, double row_height) {
+  const double h = row_height * busy_share(s);
+  return h > row_height - 0.05 ? row_height : std::max(1.0, h);
+}
+
 std::string legend_note(const std::vector<Timeline>& panels) {
   std::string note = "Numbers on blocks: micro-batch (from 1). Hatched: pipeline bubble; grey hatched: compute waiting for "
                      "communication; blank: idle.";
+  const auto has_short_block = [&] {
+    for (const Timeline& t : panels) {
+      for (const Lane& lane : t.lanes) {
+        for (const Row& row : lane.rows) {
+          for (const Slice& s : row.slices) {
+            if (busy_share(s) < kShortBlock) return true;
+          }
+        }
+      }
+    }
+    return false;
+  };
+  if (has_short_block()) note += " A low block: short tasks merged, as high as the share of its span they run.";
   for (const Timeline& t : panels) {
     if (t.virtual_stages > 1) {
       note += " Lighter blocks: odd model chunks (interleaved virtual stages).";

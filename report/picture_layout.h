@@ -52,8 +52,16 @@ struct PictureLayout {
 // REQUIRES: panels is not empty.
 PictureLayout layout_picture(const std::vector<Timeline>& panels);
 
-// The note under the legend (what the numbers and the lighter shade mean).
+// The note under the legend (what the numbers, the lighter shade and short blocks mean).
 std::string legend_note(const std::vector<Timeline>& panels);
+
+// Height of block `s` in a row `row_height` high. A gap fills the row; work fills the share of
+// its span that its tasks run (one task fills the row; a block merging tasks too short to draw
+// apart is as high as they kept the stream busy, at least 1 px), bottom-aligned, so the waiting
+// drawn underneath shows above it.
+double block_height(const Slice& s, double row_height);
+// Below this share of its row a block counts as short (legend_note explains the heights).
+inline constexpr double kShortBlock = 0.9;
 
 // Time axis ticks for [t0, t1]: a 1-2-5 step giving about `target` ticks, labelled in s, ms,
 // µs or ns.

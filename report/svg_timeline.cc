@@ -78,6 +78,7 @@ class SvgWriter {
             ".grid{stroke:#e3e3e3;stroke-width:1}\n"
             ".tick{fill:#555555;font-size:10px;text-anchor:middle}\n"
             ".mb{fill:#ffffff;text-anchor:middle}\n"
+            ".mb.dark{fill:#333333}\n"
             ".row{fill:#777777;text-anchor:end}\n"
             ".stat{fill:#444444;font-size:9.5px}\n"
             ".note{fill:#555555;font-size:10.5px}\n"
@@ -145,7 +146,13 @@ class SvgWriter {
         }
         const double x0 = x_of(s.start_ps), x1 = x_of(s.end_ps);
         out_ << "<rect" << (s.chunk > 0 && s.chunk % 2 == 1 ? " class=\"c1\"" : "") << " x=\"" << fixed(x0, 1) << "\" width=\""
-             << fixed(std::max(0.4, x1 - x0), 1) << "\" height=\"" << fixed(h, 0) << "\"/>";
+             << fixed(std::max(0.4, x1 - x0), 1);
+        const double bh = block_height(s, h);
+        if (bh < h) {
+          out_ << "\" y=\"" << fixed(h - bh, 1) << "\" height=\"" << fixed(bh, 1) << "\"/>";
+        } else {
+          out_ << "\" height=\"" << fixed(h, 0) << "\"/>";
+        }
       }
       if (open) out_ << "</g>\n";
     }
@@ -156,8 +163,12 @@ class SvgWriter {
       const std::string text = std::to_string(s.microbatch + 1);
       const double w = x_of(s.end_ps) - x_of(s.start_ps);
       if (w < 0.62 * font * static_cast<double>(text.size()) + 4) continue;
-      out_ << "<text class=\"mb\" font-size=\"" << fixed(font, 0) << "\" x=\"" << fixed((x_of(s.start_ps) + x_of(s.end_ps)) / 2, 1)
-           << "\" y=\"" << fixed(h / 2 + font * 0.36, 1) << "\">" << text << "</text>";
+      // On the block when it is high enough, else in dark type over the row.
+      const double bh = block_height(s, h);
+      const bool inside = bh >= font + 2;
+      out_ << "<text class=\"" << (inside ? "mb" : "mb dark") << "\" font-size=\"" << fixed(font, 0) << "\" x=\""
+           << fixed((x_of(s.start_ps) + x_of(s.end_ps)) / 2, 1) << "\" y=\"" << fixed((inside ? h - bh / 2 : h / 2) + font * 0.36, 1)
+           << "\">" << text << "</text>";
     }
     out_ << "\n";
   }
