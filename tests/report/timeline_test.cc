@@ -16,6 +16,7 @@
 #include "config/scenario.h"
 #include "report/comparison.h"
 #include "report/html_timeline.h"
+#include "report/picture_layout.h"
 #include "report/simulation.h"
 #include "report/svg_timeline.h"
 #include "report/timeline.h"
@@ -143,6 +144,41 @@ TEST_CASE("report/svg: well-formed XML with one lane per pipeline stage (1F1B)")
   CHECK(xml.attributes("//*[local-name()='polyline'][@class='mem']", "data-rank").size() == 4);
   // Micro-batch numbers are drawn on the forward/backward blocks: 8 micro-batches, 4 stages.
   CHECK(xml.attributes("//*[local-name()='text'][@class='mb']", "x").size() >= 2 * 8 * 4 - 8);
+}
+
+TEST_CASE("report/svg: a host-bound run's merged compute blocks are as high as the GPU is busy, the host's lag above them") {
+  // TP 8 on a 1.7B model at Megatron-DeepSpeed's host time per task: about a third of the
+  // iteration waits for the host, in gaps between kernels far below a pixel.
+  const report::RunResult r = run_recorded(teaching("02-tensor-parallel.json"),
+                                           {"cluster.calibration=\"a100-megatron-deepspeed.json\"",
+                                            "parallelism.tensor_model_parallel_size=8", "training.global_batch_size=8"});
+  const auto& b = r.stages[0].breakdown;
+  REQUIRE(b.host_launch_s > 0.25 * r.iteration_time_s);
+  const Xml xml(svg_of({report::build_timeline(r)}));
+  REQUIRE(xml.ok());
+  const std::string row = "//*[local-name()='g'][@class='lane'][1]//*[local-name()='g'][@data-stream='compute']";
+  double row_height = 0;
+  for (const std::string& h : xml.attributes("//*[local-name()='g'][@class='lane'][1]/*[local-name()='rect'][@class='bg']", "height")) {
+    row_height = std::stod(h);
+  }
+  REQUIRE(row_height > 0);
+  // The work drawn (width x height over the row's height) is the rank's busy time in pixels,
+  // to the drawing's rounding: without the heights it would be the whole forward and backward
+  // spans, host lag included.
+  double drawn_px = 0;
+  for (const char* k : {"k0", "k1", "k2", "k3"}) {  // forward, backward, recompute, optimizer
+    const std::string blocks = row + "/*[local-name()='g'][@class='" + k + "']/*[local-name()='rect']";
+    const auto widths = xml.attributes(blocks, "width");
+    const auto heights = xml.attributes(blocks, "height");
+    REQUIRE(widths.size() == heights.size());
+    for (std::size_t i = 0; i < widths.size(); ++i) drawn_px += std::stod(widths[i]) * std::stod(heights[i]) / row_height;
+  }
+  const report::PictureLayout layout;
+  const double busy_px = (b.compute_s + b.recompute_s + b.optimizer_s) / r.iteration_time_s * layout.plot_width;
+  CHECK(drawn_px == doctest::Approx(busy_px).epsilon(0.03));
+  // The host's lag is drawn underneath (k14), and the note says what a low block means.
+  CHECK(!xml.attributes(row + "/*[local-name()='g'][@class='k14']/*[local-name()='rect']", "width").empty());
+  CHECK(svg_of({report::build_timeline(r)}).find("A low block: short tasks merged") != std::string::npos);
 }
 
 TEST_CASE("report/timeline: the compute row's bubble is the summary's pipeline bubble") {
