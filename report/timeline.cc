@@ -101,6 +101,36 @@ std::string subtitle_of(const RunResult& r) {
 
 }  // namespace
 
+std::optional<GapView> gap_view(const sim::GapRecord& gap, const sim::TaskGraph& g) {
+  const std::uint8_t category = gap.category;
+  if (!models::is_communication(category) || gap.dependency == sim::GapRecord::kNone) return std::nullopt;
+  const std::string what = g.name(g.rank_class(g.class_of(gap.rank)).tasks[gap.dependency].name);
+  const bool pipeline = category == models::kPpComm;
+  const std::string kind = comm_kind_name(category);
+  GapView v;
+  // A pipeline transfer's own time on the wire is exposed communication, as the breakdown counts it.
+  v.kind = pipeline && gap.cause != sim::GapRecord::Cause::kTransferring ? SliceKind::kBubble : SliceKind::kBlocked;
+  switch (gap.cause) {
+    case sim::GapRecord::Cause::kHeldBack:
+      v.label = pipeline ? "pipeline bubble: " + what + " held back by a pipeline transfer"
+                         : "exposed " + kind + " communication (queued before " + what + ")";
+      return v;
+    case sim::GapRecord::Cause::kHostSync:
+      v.label = pipeline ? "pipeline bubble: " + what + " issued after the host's wait for a pipeline transfer"
+                         : "exposed " + kind + " communication (the host waited for it before " + what + ")";
+      return v;
+    case sim::GapRecord::Cause::kWaiting:
+      v.label = pipeline ? "pipeline bubble: waiting for " + what : "waiting for peers at " + what;
+      return v;
+    case sim::GapRecord::Cause::kTransferring:
+      v.label = "exposed " + kind + " communication: " + what;
+      return v;
+    case sim::GapRecord::Cause::kUnattributed:
+      break;
+  }
+  return std::nullopt;
+}
+
 std::string plan_summary(const RunResult& r) {
   const config::Scenario& s = r.scenario;
   const models::Workload& w = *r.workload;
@@ -372,41 +402,16 @@ Timeline build_timeline(const RunResult& r) {
     // host was still launching it (the breakdown's host launch).
     Row& compute = lane.rows[0];
     for (const sim::GapRecord* gr : gaps_of[rank]) {
-      const std::uint8_t category = gr->category;
-      if (!models::is_communication(category) || gr->dependency == sim::GapRecord::kNone) continue;
-      const sim::Task& dep = rc.tasks[gr->dependency];
-      const std::string what = g.name(dep.name);
-      const bool pipeline = category == models::kPpComm;
-      const std::string kind = comm_kind_name(category);
-      std::string label;
-      switch (gr->cause) {
-        case sim::GapRecord::Cause::kHeldBack:
-          label = pipeline ? "pipeline bubble: " + what + " held back by a pipeline transfer"
-                           : "exposed " + kind + " communication (queued before " + what + ")";
-          break;
-        case sim::GapRecord::Cause::kHostSync:
-          label = pipeline ? "pipeline bubble: " + what + " issued after the host's wait for a pipeline transfer"
-                           : "exposed " + kind + " communication (the host waited for it before " + what + ")";
-          break;
-        case sim::GapRecord::Cause::kWaiting:
-          label = pipeline ? "pipeline bubble: waiting for " + what : "waiting for peers at " + what;
-          break;
-        case sim::GapRecord::Cause::kTransferring:
-          label = "exposed " + kind + " communication: " + what;
-          break;
-        case sim::GapRecord::Cause::kUnattributed:
-          continue;
-      }
-      // A pipeline transfer's own time on the wire is exposed communication, as the breakdown counts it.
-      const bool bubble = pipeline && gr->cause != sim::GapRecord::Cause::kTransferring;
+      const std::optional<GapView> view = gap_view(*gr, g);
+      if (!view) continue;
       Slice gap;
-      gap.kind = bubble ? SliceKind::kBubble : SliceKind::kBlocked;
-      gap.microbatch = dep.microbatch;
+      gap.kind = view->kind;
+      gap.microbatch = rc.tasks[gr->dependency].microbatch;
       gap.start_ps = gr->from.ps();
       gap.end_ps = gr->to.ps();
       gap.busy_ps = gap.end_ps - gap.start_ps;
-      gap.name = name_of(label);
-      if (bubble) lane.bubble_ps += gap.busy_ps;
+      gap.name = name_of(view->label);
+      if (gap.kind == SliceKind::kBubble) lane.bubble_ps += gap.busy_ps;
       compute.gaps.push_back(gap);
     }
     std::int64_t free_since = 0;

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,15 @@ Timeline build_timeline(const RunResult& r);
 // resolution doubles until it does not, for the communication rows first (up to 16 times), then
 // for all. Memory keeps, per resolution step, its maximum and last value (so peaks survive).
 Timeline merge(const Timeline& t, std::int64_t resolution_ps, std::size_t max_slices);
+
+// How a gap the engine recorded is drawn: a pipeline bubble or a wait for communication, and its
+// name ("pipeline bubble: waiting for recv_forward", "exposed tp communication: fc2_all_reduce");
+// nullopt for what the summary counts as idle (no cause, or waiting for compute work).
+struct GapView {
+  SliceKind kind = SliceKind::kBlocked;
+  std::string label;
+};
+std::optional<GapView> gap_view(const sim::GapRecord& gap, const sim::TaskGraph& g);
 
 // The plan in one line: "TP 2 PP 4 DP 1 +SP · 1f1b, 8 micro-batches of 1, selective recompute".
 std::string plan_summary(const RunResult& r);

@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "models/graph_vocabulary.h"
+#include "report/timeline.h"
 
 namespace trainsim::report {
 
@@ -36,6 +38,22 @@ std::string escape(const std::string& s) {
     }
   }
   return out;
+}
+
+const char* cause_name(sim::GapRecord::Cause c) {
+  switch (c) {
+    case sim::GapRecord::Cause::kHeldBack:
+      return "held_back";
+    case sim::GapRecord::Cause::kHostSync:
+      return "host_sync";
+    case sim::GapRecord::Cause::kWaiting:
+      return "waiting_for_peers";
+    case sim::GapRecord::Cause::kTransferring:
+      return "transferring";
+    case sim::GapRecord::Cause::kUnattributed:
+      break;
+  }
+  return "none";
 }
 
 // Thread ids per stream, spaced like Kineto's stream ids so they read as CUDA streams.
@@ -236,6 +254,20 @@ void write_trace(const RunResult& r, std::ostream& out) {
     sep();
     out << "{\"name\":\"" << name << "\",\"cat\":\"" << cat << "\",\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << tid
         << ",\"ts\":" << micros(rec.start.ps()) << ",\"dur\":" << micros((rec.end - rec.start).ps()) << ",\"args\":{" << args << "}}";
+  }
+
+  // The compute stream's idle time as the engine charged it (the pictures' bubble and waits for
+  // communication), between the kernels on its thread.
+  for (const sim::GapRecord& gap : r.engine.gaps) {
+    const std::optional<GapView> view = gap_view(gap, g);
+    if (!view) continue;
+    const sim::RankClass& rc = g.rank_class(g.class_of(gap.rank));
+    sep();
+    out << "{\"name\":\"" << escape(view->label) << "\",\"cat\":\"" << slice_kind_name(view->kind) << "\",\"ph\":\"X\",\"pid\":"
+        << sim::index(gap.rank) << ",\"tid\":" << tid_of(models::kComputeStream) << ",\"ts\":" << micros(gap.from.ps())
+        << ",\"dur\":" << micros((gap.to - gap.from).ps()) << ",\"args\":{\"cause\":\"" << cause_name(gap.cause)
+        << "\",\"charged_to\":\"" << models::category_name(gap.category) << "\",\"before\":\"" << escape(g.name(rc.tasks[gap.task].name))
+        << "\"}}";
   }
 
   write_flows(r, sep, out);

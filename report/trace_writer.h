@@ -3,7 +3,10 @@
 // conventions of PyTorch's profiler (Kineto): a process per rank, a thread per stream, `X`
 // complete events with microsecond timestamps carrying nanosecond decimals, categories
 // "kernel" for compute, "nccl" for collectives and "p2p" for point-to-point transfers, and a
-// memory counter per rank. Deterministic: the same run writes the same bytes.
+// memory counter per rank. Beside them, what the summary counts as waiting: "sync" where
+// communication waited for its peers, "host_wait" where a kernel waited for its launch, and on
+// the compute thread the idle time the engine charged to a cause ("bubble", "blocked"; see
+// report::gap_view). Deterministic: the same run writes the same bytes.
 
 #include <ostream>
 
