@@ -4,10 +4,12 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "config/scenario.h"
 #include "report/simulation.h"
@@ -128,5 +130,58 @@ TEST_CASE("report/trace: a kernel waiting for the host has a host-launch slice, 
     CAPTURE(st.stage);
     CHECK(st.breakdown.host_launch_s > 0);
     CHECK(host_us[st.rank] * 1e-6 == doctest::Approx(st.breakdown.host_launch_s).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("report/trace: the compute thread's bubble and communication waits are the summary's, between its kernels") {
+  // The same host-synchronized pipeline: part of its bubble is the host's wait for a pipeline
+  // transfer, issued late, which only the engine's own records can place.
+  const config::Scenario s = config::load_scenario(
+      std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/teaching/03b-pipeline-1f1b.json",
+      {"training.scatter_gather_tensors_in_pipeline=true", "cluster.calibration=\"a100-megatron-deepspeed.json\""});
+  const report::RunResult r = report::simulate(s);
+  std::ostringstream out;
+  report::write_trace(r, out);
+  const auto trace = nlohmann::json::parse(out.str());
+  std::map<std::int64_t, double> bubble_us, blocked_us;  // by rank
+  std::map<std::int64_t, std::vector<std::pair<double, double>>> kernels, idle;  // compute thread, by rank
+  std::map<std::int64_t, double> finish_us;  // end of the rank's last task, any stream
+  std::set<std::string> causes;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const std::int64_t pid = e["pid"].get<std::int64_t>();
+    const double ts = e["ts"].get<double>(), end = ts + e["dur"].get<double>();
+    const std::string cat = e["cat"];
+    if (cat == "kernel" || cat == "nccl" || cat == "p2p") finish_us[pid] = std::max(finish_us[pid], end);
+    if (e["tid"] != 7) continue;
+    if (cat == "kernel") kernels[pid].emplace_back(ts, end);
+    if (cat != "bubble" && cat != "blocked") continue;
+    (cat == "bubble" ? bubble_us : blocked_us)[pid] += e["dur"].get<double>();
+    idle[pid].emplace_back(ts, end);
+    causes.insert(e["args"]["cause"].get<std::string>());
+    CHECK(!e["args"]["before"].get<std::string>().empty());
+  }
+  CHECK(causes.count("host_sync") == 1);  // the scatter/gather all-gather's late issue
+  REQUIRE(!r.stages.empty());
+  for (const report::StageReport& st : r.stages) {
+    CAPTURE(st.stage);
+    const auto& b = st.breakdown;
+    CHECK(b.pipeline_bubble_s > 0);
+    CHECK(bubble_us[st.rank] * 1e-6 == doctest::Approx(b.pipeline_bubble_s).epsilon(1e-4));
+    // Every wait for communication but what runs after the last kernel (no gap before a task).
+    double last_kernel = 0;
+    for (const auto& k : kernels[st.rank]) last_kernel = std::max(last_kernel, k.second);
+    const double tail_s = std::max(0.0, finish_us[st.rank] - last_kernel) * 1e-6;
+    CHECK(blocked_us[st.rank] > 0);
+    CHECK(blocked_us[st.rank] * 1e-6 + tail_s ==
+          doctest::Approx(b.exposed_communication_s + b.synchronization_wait_s).epsilon(1e-4));
+    // No idle slice overlaps a kernel on its thread (microsecond rounding aside).
+    auto& ks = kernels[st.rank];
+    std::sort(ks.begin(), ks.end());
+    for (const auto& gap : idle[st.rank]) {
+      auto it = std::upper_bound(ks.begin(), ks.end(), std::pair{gap.first + 0.002, 1e300});
+      if (it != ks.begin()) CHECK(std::prev(it)->second <= gap.first + 0.002);
+      if (it != ks.end()) CHECK(it->first >= gap.second - 0.002);
+    }
   }
 }
