@@ -11,8 +11,10 @@
 // the TimingModel's host time per task, from the start of the iteration, running ahead of the GPU
 // except at a synchronizing task (Task::host_sync), which it waits for; a task starts no earlier
 // than its issue (a CPU-bound rank's GPU idles between kernels). When the queue empties with
-// tasks left, run() throws DeadlockError naming the stuck tasks. Same graph and model: same
-// result, bit for bit.
+// tasks left, run() throws DeadlockError naming the stuck tasks. Each rank's account says where
+// its time went, its primary stream's idle time charged to causes; for the recorded ranks the
+// result also lists every task's times and every charged stretch of idle time (GapRecord), which
+// the pictures and the trace draw. Same graph and model: same result, bit for bit.
 
 #include <array>
 #include <cstdint>
