@@ -376,10 +376,7 @@ void write_html(const std::vector<Timeline>& panels_in, std::ostream& out) {
         << xml_escape(slice_kind_label(item.kind)) << "</span>";
   }
   // The note describes the first view, the whole iteration at one pixel per block.
-  std::vector<Timeline> first_view;
-  const auto pixel = static_cast<std::int64_t>(std::ceil(static_cast<double>(axis) / probe.plot_width));
-  for (const Timeline& t : panels_in) first_view.push_back(merge(t, pixel, kMaxHtmlBlocks / panels_in.size()));
-  out << "</div>\n<div class=\"note\">" << xml_escape(legend_note(first_view)) << "</div>\n";
+  out << "</div>\n<div class=\"note\">" << xml_escape(legend_note(whole_view(panels_in, kMaxHtmlBlocks))) << "</div>\n";
   out << "<div id=\"controls\"><button id=\"zin\">zoom in</button><button id=\"zout\">zoom out</button><button id=\"reset\">"
          "whole iteration</button> <span class=\"note\">drag to pan, wheel to zoom, double-click to reset, hover for details"
          "</span> <span id=\"view\" class=\"note\"></span></div>\n";

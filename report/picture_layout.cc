@@ -182,6 +182,15 @@ double busy_share(const Slice& s) {
 
 }  // namespace
 
+std::vector<Timeline> whole_view(const std::vector<Timeline>& panels, std::size_t max_blocks) {
+  std::int64_t axis = 1;
+  for (const Timeline& t : panels) axis = std::max(axis, t.makespan_ps);
+  const auto resolution = static_cast<std::int64_t>(std::ceil(static_cast<double>(axis) / PictureLayout{}.plot_width));
+  std::vector<Timeline> out;
+  for (const Timeline& t : panels) out.push_back(merge(t, resolution, max_blocks / panels.size()));
+  return out;
+}
+
 double block_height(const Slice& s, double row_height) {
   const double h = row_height * busy_share(s);
   return h > row_height - 0.05 ? row_height : std::max(1.0, h);

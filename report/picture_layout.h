@@ -52,6 +52,10 @@ struct PictureLayout {
 // REQUIRES: panels is not empty.
 PictureLayout layout_picture(const std::vector<Timeline>& panels);
 
+// `panels` as the whole-iteration view draws them: merged at one pixel of the shared axis, the
+// budget of `max_blocks` split between the panels.
+std::vector<Timeline> whole_view(const std::vector<Timeline>& panels, std::size_t max_blocks);
+
 // The note under the legend (what the numbers, the lighter shade and short blocks mean).
 std::string legend_note(const std::vector<Timeline>& panels);
 

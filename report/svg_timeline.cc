@@ -1,7 +1,6 @@
 #include "report/svg_timeline.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "report/picture_layout.h"
 
@@ -20,7 +19,7 @@ std::string panel_tag(std::size_t p) { return std::string(1, static_cast<char>('
 class SvgWriter {
  public:
   SvgWriter(const std::vector<Timeline>& panels, std::ostream& out)
-      : out_(out), panels_(summarise(panels)), L_(layout_picture(panels_)) {}
+      : out_(out), panels_(whole_view(panels, kMaxSvgBlocks)), L_(layout_picture(panels_)) {}
 
   void write() {
     out_ << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -37,16 +36,6 @@ class SvgWriter {
   }
 
  private:
-  // Each panel at one pixel of the shared axis; the block budget is split between the panels.
-  static std::vector<Timeline> summarise(const std::vector<Timeline>& panels) {
-    std::int64_t axis = 1;
-    for (const Timeline& t : panels) axis = std::max(axis, t.makespan_ps);
-    const auto resolution = static_cast<std::int64_t>(std::ceil(static_cast<double>(axis) / PictureLayout{}.plot_width));
-    std::vector<Timeline> out;
-    for (const Timeline& t : panels) out.push_back(merge(t, resolution, kMaxSvgBlocks / panels.size()));
-    return out;
-  }
-
   std::string title() const {
     if (panels_.size() == 1) return panels_[0].title;
     std::string t;
