@@ -30,6 +30,24 @@ nlohmann::json trace_of(const std::vector<std::string>& overrides, std::vector<s
   return nlohmann::json::parse(out.str());
 }
 
+// The 1F1B teaching pipeline with scatter/gather at Megatron-DeepSpeed's host time per task
+// (a100-megatron-deepspeed.json): kernels wait for their launch, and the host synchronizes on
+// pipeline transfers. The run and its trace.
+struct Traced {
+  report::RunResult result;
+  nlohmann::json trace;
+};
+Traced host_synchronized_pipeline() {
+  const config::Scenario s = config::load_scenario(
+      std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/teaching/03b-pipeline-1f1b.json",
+      {"training.scatter_gather_tensors_in_pipeline=true", "cluster.calibration=\"a100-megatron-deepspeed.json\""});
+  Traced t{report::simulate(s), {}};
+  std::ostringstream out;
+  report::write_trace(t.result, out);
+  t.trace = nlohmann::json::parse(out.str());
+  return t;
+}
+
 struct Span {
   double ts, end;
   std::string cat;
@@ -110,13 +128,9 @@ TEST_CASE("report/trace: --trace-ranks picks the processes, and bad ranks are in
 TEST_CASE("report/trace: a kernel waiting for the host has a host-launch slice, as long as the summary's wait") {
   // Megatron-DeepSpeed's host time per task (a100-megatron-deepspeed.json) leaves kernels ready
   // before the host has launched them; each stage's slices add up to its "waiting for the host".
-  const config::Scenario s = config::load_scenario(
-      std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/teaching/03b-pipeline-1f1b.json",
-      {"training.scatter_gather_tensors_in_pipeline=true", "cluster.calibration=\"a100-megatron-deepspeed.json\""});
-  const report::RunResult r = report::simulate(s);
-  std::ostringstream out;
-  report::write_trace(r, out);
-  const auto trace = nlohmann::json::parse(out.str());
+  const Traced run = host_synchronized_pipeline();
+  const report::RunResult& r = run.result;
+  const nlohmann::json& trace = run.trace;
   std::map<std::int64_t, double> host_us;  // by rank
   for (const auto& e : trace["traceEvents"]) {
     if (e["ph"] == "X" && e["cat"] == "host_wait") {
@@ -136,13 +150,9 @@ TEST_CASE("report/trace: a kernel waiting for the host has a host-launch slice, 
 TEST_CASE("report/trace: the compute thread's bubble and communication waits are the summary's, between its kernels") {
   // The same host-synchronized pipeline: part of its bubble is the host's wait for a pipeline
   // transfer, issued late, which only the engine's own records can place.
-  const config::Scenario s = config::load_scenario(
-      std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/teaching/03b-pipeline-1f1b.json",
-      {"training.scatter_gather_tensors_in_pipeline=true", "cluster.calibration=\"a100-megatron-deepspeed.json\""});
-  const report::RunResult r = report::simulate(s);
-  std::ostringstream out;
-  report::write_trace(r, out);
-  const auto trace = nlohmann::json::parse(out.str());
+  const Traced run = host_synchronized_pipeline();
+  const report::RunResult& r = run.result;
+  const nlohmann::json& trace = run.trace;
   std::map<std::int64_t, double> bubble_us, blocked_us;  // by rank
   std::map<std::int64_t, std::vector<std::pair<double, double>>> kernels, idle;  // compute thread, by rank
   std::map<std::int64_t, double> finish_us;  // end of the rank's last task, any stream
