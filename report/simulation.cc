@@ -84,15 +84,10 @@ TimeBreakdown breakdown_of(const sim::RankAccount& a, sim::TimePoint makespan) {
   for (std::uint8_t c = 0; c < models::kTpComm; ++c) {
     idle += a.gap_exposed[c].seconds() + a.gap_wait[c].seconds() + a.gap_issue[c].seconds();
   }
-  // After the rank's last compute task the iteration still runs until its communication (and
-  // every other rank) is done.
-  const double own_tail = (a.finish - a.primary_end).seconds();
-  if (own_tail > 0) {
-    if (models::is_communication(a.last_category)) {
-      exposed[a.last_category] += own_tail;
-    } else {
-      idle += own_tail;
-    }
+  // After the rank's last compute task the iteration still runs until its communication (exposed)
+  // or its work on other streams (idle), and every other rank, is done.
+  for (std::uint8_t c = 0; c < models::kNumCategories; ++c) {
+    (models::is_communication(c) ? exposed[c] : idle) += a.gap_tail[c].seconds();
   }
   idle += (makespan - a.finish).seconds();
   b.idle_s = idle;

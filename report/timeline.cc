@@ -109,7 +109,9 @@ std::optional<GapView> gap_view(const sim::GapRecord& gap, const sim::TaskGraph&
   const std::string kind = comm_kind_name(category);
   GapView v;
   // A pipeline transfer's own time on the wire is exposed communication, as the breakdown counts it.
-  v.kind = pipeline && gap.cause != sim::GapRecord::Cause::kTransferring ? SliceKind::kBubble : SliceKind::kBlocked;
+  v.kind = pipeline && gap.cause != sim::GapRecord::Cause::kTransferring && gap.cause != sim::GapRecord::Cause::kTail
+               ? SliceKind::kBubble
+               : SliceKind::kBlocked;
   switch (gap.cause) {
     case sim::GapRecord::Cause::kHeldBack:
       v.label = pipeline ? "pipeline bubble: " + what + " held back by a pipeline transfer"
@@ -124,6 +126,9 @@ std::optional<GapView> gap_view(const sim::GapRecord& gap, const sim::TaskGraph&
       return v;
     case sim::GapRecord::Cause::kTransferring:
       v.label = "exposed " + kind + " communication: " + what;
+      return v;
+    case sim::GapRecord::Cause::kTail:
+      v.label = "exposed " + kind + " communication at the end of the iteration";
       return v;
     case sim::GapRecord::Cause::kUnattributed:
       break;
@@ -406,7 +411,8 @@ Timeline build_timeline(const RunResult& r) {
       if (!view) continue;
       Slice gap;
       gap.kind = view->kind;
-      gap.microbatch = rc.tasks[gr->dependency].microbatch;
+      // The end-of-iteration tail belongs to no micro-batch.
+      if (gr->cause != sim::GapRecord::Cause::kTail) gap.microbatch = rc.tasks[gr->dependency].microbatch;
       gap.start_ps = gr->from.ps();
       gap.end_ps = gr->to.ps();
       gap.busy_ps = gap.end_ps - gap.start_ps;
@@ -414,38 +420,18 @@ Timeline build_timeline(const RunResult& r) {
       if (gap.kind == SliceKind::kBubble) lane.bubble_ps += gap.busy_ps;
       compute.gaps.push_back(gap);
     }
-    std::int64_t free_since = 0;
-    const sim::Task* last_task = nullptr;
     for (sim::TaskIndex ti : rc.stream_tasks[models::kComputeStream]) {
       const sim::TaskRecord* rec = records[ti];
-      if (rec == nullptr) continue;
+      if (rec == nullptr || rec->start <= rec->posted) continue;
       const sim::Task& task = rc.tasks[ti];
-      if (rec->start > rec->posted) {
-        Slice wait;
-        wait.kind = SliceKind::kHostLaunch;
-        wait.microbatch = task.microbatch;
-        wait.start_ps = rec->posted.ps();
-        wait.end_ps = rec->start.ps();
-        wait.busy_ps = wait.end_ps - wait.start_ps;
-        wait.name = name_of("waiting for the host to launch " + g.name(task.name));
-        compute.gaps.push_back(wait);
-      }
-      free_since = rec->end.ps();
-      last_task = &task;
-    }
-    // After the last compute task: the rank's own communication still running is exposed.
-    if (last_task != nullptr && lane.finish_ps > free_since) {
-      std::uint8_t category = models::kOtherComm;
-      for (std::size_t ti = 0; ti < records.size(); ++ti) {
-        if (records[ti] != nullptr && records[ti]->end.ps() == lane.finish_ps) category = rc.tasks[ti].category;
-      }
-      Slice tail;
-      tail.kind = SliceKind::kBlocked;
-      tail.start_ps = free_since;
-      tail.end_ps = lane.finish_ps;
-      tail.busy_ps = tail.end_ps - tail.start_ps;
-      tail.name = name_of("exposed " + comm_kind_name(category) + " communication at the end of the iteration");
-      compute.gaps.push_back(tail);
+      Slice wait;
+      wait.kind = SliceKind::kHostLaunch;
+      wait.microbatch = task.microbatch;
+      wait.start_ps = rec->posted.ps();
+      wait.end_ps = rec->start.ps();
+      wait.busy_ps = wait.end_ps - wait.start_ps;
+      wait.name = name_of("waiting for the host to launch " + g.name(task.name));
+      compute.gaps.push_back(wait);
     }
 
     for (Row& row : lane.rows) {

@@ -50,6 +50,8 @@ const char* cause_name(sim::GapRecord::Cause c) {
       return "waiting_for_peers";
     case sim::GapRecord::Cause::kTransferring:
       return "transferring";
+    case sim::GapRecord::Cause::kTail:
+      return "end_of_iteration";
     case sim::GapRecord::Cause::kUnattributed:
       break;
   }
@@ -266,8 +268,13 @@ void write_trace(const RunResult& r, std::ostream& out) {
     out << "{\"name\":\"" << escape(view->label) << "\",\"cat\":\"" << slice_kind_name(view->kind) << "\",\"ph\":\"X\",\"pid\":"
         << sim::index(gap.rank) << ",\"tid\":" << tid_of(models::kComputeStream) << ",\"ts\":" << micros(gap.from.ps())
         << ",\"dur\":" << micros((gap.to - gap.from).ps()) << ",\"args\":{\"cause\":\"" << cause_name(gap.cause)
-        << "\",\"charged_to\":\"" << models::category_name(gap.category) << "\",\"before\":\"" << escape(g.name(rc.tasks[gap.task].name))
-        << "\"}}";
+        << "\",\"charged_to\":\"" << models::category_name(gap.category) << "\"";
+    // The tail follows the rank's last kernel; every other gap comes before the kernel that waited.
+    if (gap.task != sim::GapRecord::kNone) {
+      out << ",\"" << (gap.cause == sim::GapRecord::Cause::kTail ? "after" : "before") << "\":\""
+          << escape(g.name(rc.tasks[gap.task].name)) << "\"";
+    }
+    out << "}}";
   }
 
   write_flows(r, sep, out);

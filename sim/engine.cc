@@ -1,6 +1,7 @@
 #include "sim/engine.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "sim/check.h"
@@ -148,13 +149,30 @@ EngineResult Engine::run() {
       }
     }
   }
+  // A recorded rank's last task and last primary-stream task, to name its tail: its records are in
+  // completion order, so the last of each.
+  struct LastTasks {
+    TaskIndex any = GapRecord::kNone, primary = GapRecord::kNone;
+  };
+  std::map<std::uint32_t, LastTasks> last_of;
+  for (auto rec = result_.records.rbegin(); rec != result_.records.rend(); ++rec) {
+    LastTasks& last = last_of[index(rec->rank)];
+    if (last.any == GapRecord::kNone) last.any = rec->task;
+    if (last.primary == GapRecord::kNone) {
+      const RankClass& rc = *ranks_[index(rec->rank)].rc;
+      if (rc.tasks[rec->task].stream == options_.primary_stream) last.primary = rec->task;
+    }
+  }
   for (RankId r : result_.ranks) {
     const RankState& rs = ranks_[index(r)];
     RankAccount& acc = result_.accounts[rs.account];
     acc.peak_memory_bytes = rs.memory_peak;
     acc.finish = rs.finish;
-    acc.primary_end = rs.primary_end;
-    acc.last_category = rs.last_category;
+    if (rs.finish > rs.primary_end) {
+      const LastTasks last = rs.recorded ? last_of[index(r)] : LastTasks{};
+      charge_gap(acc, rs.recorded,
+                 GapRecord{r, rs.primary_end, rs.finish, last.primary, last.any, rs.last_category, GapRecord::Cause::kTail});
+    }
   }
   result_.flows = network_.stats();
   return std::move(result_);
@@ -362,6 +380,9 @@ void Engine::charge_gap(RankAccount& acc, bool recorded, const GapRecord& gap) {
       break;
     case GapRecord::Cause::kUnattributed:
       acc.gap_other += d;
+      break;
+    case GapRecord::Cause::kTail:
+      acc.gap_tail[gap.category] += d;
       break;
   }
   if (recorded && d > Duration::zero()) result_.gaps.push_back(gap);

@@ -74,11 +74,13 @@ struct GapRecord {
     kWaiting,       // the dependency, of `category`, was issued and waited for its peers (gap_wait)
     kTransferring,  // the dependency, of `category`, was transferring, or ran on another stream (gap_exposed)
     kUnattributed,  // nothing ended as the task was issued, or the host was issuing (gap_other)
+    kTail,          // after the primary stream's last task, until the rank's last task of `category`,
+                    // `dependency`, ended: the end of the iteration (gap_tail)
   };
   static constexpr TaskIndex kNone = 0xffffffffu;
   RankId rank{};
   TimePoint from, to;
-  TaskIndex task = 0;         // the primary-stream task that waited
+  TaskIndex task = 0;         // the primary-stream task that waited (kTail: the last one, which it follows)
   TaskIndex dependency = kNone;  // the dependency that ended as it was issued (kNone when none did)
   std::uint8_t category = 0;  // the category charged
   Cause cause = Cause::kUnattributed;
@@ -93,8 +95,6 @@ struct MemorySample {
 // Where a rank's time went.
 struct RankAccount {
   TimePoint finish;                                  // end of its last task
-  TimePoint primary_end;                             // end of its last primary-stream task
-  std::uint8_t last_category = 0;                    // category of its last task
   std::array<Duration, kMaxCategories> busy{};       // task time by category (comm: transfer only)
   // Idle time of the primary stream before a task, by the category of the task it waited for:
   // `wait` while that task had been issued and waited for its peers (pipeline bubble, skew),
@@ -106,6 +106,8 @@ struct RankAccount {
   // dependency of its own that ended when it was issued, or the task before it on its stream).
   std::array<Duration, kMaxCategories> gap_issue{};
   Duration gap_other;
+  // After the primary stream's last task, until the rank's last task ended, by that task's category.
+  std::array<Duration, kMaxCategories> gap_tail{};
   // Time the primary stream had its next compute task ready but waited for the host to issue it.
   Duration host_wait;
   std::int64_t peak_memory_bytes = 0;
@@ -281,7 +283,7 @@ class Engine {
   std::vector<std::vector<std::uint32_t>> dep_refs_;
   // What the engine reads and writes of a rank at nearly every event, in one cache line: at 16K+
   // ranks each separate per-rank array (or account field) costs a cache miss per event. The
-  // peak, finish and last category go into the accounts when the run ends; the time of the peak
+  // peak, finish and tail go into the accounts when the run ends; the time of the peak
   // is written there directly (it changes rarely).
   struct alignas(64) RankState {
     const RankClass* rc = nullptr;

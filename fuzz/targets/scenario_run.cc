@@ -63,6 +63,9 @@ TRAINSIM_FUZZ_TARGET(scenario_run) {
       case trainsim::sim::GapRecord::Cause::kUnattributed:
         a.gap_other += d;
         break;
+      case trainsim::sim::GapRecord::Cause::kTail:
+        a.gap_tail[g.category] += d;
+        break;
     }
   }
   for (const auto& [rank, sum] : sums) {
@@ -70,7 +73,7 @@ TRAINSIM_FUZZ_TARGET(scenario_run) {
     if (at == r.engine.ranks.end()) continue;
     const trainsim::sim::RankAccount& acc = r.engine.accounts[static_cast<std::size_t>(at - r.engine.ranks.begin())];
     check(sum.gap_issue == acc.gap_issue && sum.gap_wait == acc.gap_wait && sum.gap_exposed == acc.gap_exposed &&
-              sum.gap_other == acc.gap_other,
+              sum.gap_other == acc.gap_other && sum.gap_tail == acc.gap_tail,
           "gap records do not add up to the rank's account");
   }
   std::ostringstream json, trace, svg;

@@ -225,7 +225,8 @@ TEST_CASE("report/timeline: on every teaching scenario the compute row's gaps ar
 
 // Each recorded rank's gap records against the engine's own account of it: per category they sum
 // to the account's gap arrays to the picosecond, and they tile the compute stream's idle time
-// (every stretch from the end of one compute task to the issue of the next, nothing else).
+// (every stretch from the end of one compute task to the issue of the next, and from the last
+// one's end to the rank's last task's, nothing else).
 void check_gap_records(const report::RunResult& r) {
   const sim::EngineResult& e = r.engine;
   const sim::TaskGraph& g = r.workload->graph;
@@ -244,6 +245,7 @@ void check_gap_records(const report::RunResult& r) {
     const sim::RankAccount& acc = e.accounts[static_cast<std::size_t>(at - e.ranks.begin())];
     sim::RankAccount sum;
     std::map<sim::TaskIndex, sim::Duration> before;  // gap charged before each task
+    std::size_t tails = 0;                           // gaps after the last task
     sim::TimePoint last;
     for (const sim::GapRecord& gr : e.gaps) {
       if (sim::index(gr.rank) != rank) continue;
@@ -251,7 +253,13 @@ void check_gap_records(const report::RunResult& r) {
       CHECK(gr.from >= last);  // in time order, no overlap
       last = gr.to;
       const sim::Duration d = gr.to - gr.from;
-      before[gr.task] += d;
+      if (gr.cause == sim::GapRecord::Cause::kTail) {
+        ++tails;
+        CHECK(gr.to == acc.finish);  // the rank's last task ends the tail...
+      } else {
+        CHECK(tails == 0);  // ...which is its last gap
+        before[gr.task] += d;
+      }
       switch (gr.cause) {
         case sim::GapRecord::Cause::kHeldBack:
         case sim::GapRecord::Cause::kHostSync:
@@ -266,6 +274,9 @@ void check_gap_records(const report::RunResult& r) {
         case sim::GapRecord::Cause::kUnattributed:
           sum.gap_other += d;
           break;
+        case sim::GapRecord::Cause::kTail:
+          sum.gap_tail[gr.category] += d;
+          break;
       }
     }
     CHECK(sum.gap_other == acc.gap_other);
@@ -274,7 +285,9 @@ void check_gap_records(const report::RunResult& r) {
       CHECK(sum.gap_issue[c] == acc.gap_issue[c]);
       CHECK(sum.gap_wait[c] == acc.gap_wait[c]);
       CHECK(sum.gap_exposed[c] == acc.gap_exposed[c]);
+      CHECK(sum.gap_tail[c] == acc.gap_tail[c]);
     }
+    CHECK(tails <= 1);
     sim::TimePoint free_since;
     std::size_t gaps = 0;
     for (const sim::TaskRecord* rec : tasks) {
@@ -285,6 +298,8 @@ void check_gap_records(const report::RunResult& r) {
       free_since = rec->end;
     }
     CHECK(before.size() == gaps);  // no record charged to a task that did not wait
+    // From the last compute task's end to the rank's last task's end, if that is later.
+    CHECK(tails == (acc.finish > free_since ? 1u : 0u));
   }
 }
 
