@@ -1,7 +1,6 @@
 #include "sim/engine.h"
 
 #include <algorithm>
-#include <map>
 #include <sstream>
 
 #include "sim/check.h"
@@ -149,29 +148,18 @@ EngineResult Engine::run() {
       }
     }
   }
-  // A recorded rank's last task and last primary-stream task, to name its tail: its records are in
-  // completion order, so the last of each.
-  struct LastTasks {
-    TaskIndex any = GapRecord::kNone, primary = GapRecord::kNone;
-  };
-  std::map<std::uint32_t, LastTasks> last_of;
-  for (auto rec = result_.records.rbegin(); rec != result_.records.rend(); ++rec) {
-    LastTasks& last = last_of[index(rec->rank)];
-    if (last.any == GapRecord::kNone) last.any = rec->task;
-    if (last.primary == GapRecord::kNone) {
-      const RankClass& rc = *ranks_[index(rec->rank)].rc;
-      if (rc.tasks[rec->task].stream == options_.primary_stream) last.primary = rec->task;
-    }
-  }
   for (RankId r : result_.ranks) {
     const RankState& rs = ranks_[index(r)];
     RankAccount& acc = result_.accounts[rs.account];
     acc.peak_memory_bytes = rs.memory_peak;
     acc.finish = rs.finish;
-    if (rs.finish > rs.primary_end) {
-      const LastTasks last = rs.recorded ? last_of[index(r)] : LastTasks{};
+    // Every task has ended, so the primary stream's last task is the last in its order.
+    const TimePoint primary_end = stream_state(index(r), options_.primary_stream).last_end;
+    if (rs.finish > primary_end) {
+      const std::vector<TaskIndex>& primary = rs.rc->stream_tasks[options_.primary_stream];
       charge_gap(acc, rs.recorded,
-                 GapRecord{r, rs.primary_end, rs.finish, last.primary, last.any, rs.last_category, GapRecord::Cause::kTail});
+                 GapRecord{r, primary_end, rs.finish, primary.empty() ? GapRecord::kNone : primary.back(), rs.last_task,
+                           rs.rc->tasks[rs.last_task].category, GapRecord::Cause::kTail});
     }
   }
   result_.flows = network_.stats();
@@ -559,8 +547,7 @@ void Engine::complete_task(std::uint32_t rank, std::uint32_t s) {
   RankState& rs = ranks_[rank];
   result_.accounts[rs.account].busy[task.category] += now - st.transfer_start;
   rs.finish = now;
-  rs.last_category = task.category;
-  if (s == options_.primary_stream) rs.primary_end = now;
+  rs.last_task = ti;
   if (now > result_.makespan) result_.makespan = now;
   if (rs.recorded) {
     result_.records.push_back(

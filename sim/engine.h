@@ -292,8 +292,7 @@ class Engine {
     double slowdown = 1;                  // compute time factor (stragglers)
     std::int64_t memory_bytes = 0, memory_peak = 0;
     TimePoint finish;                     // end of its last task
-    TimePoint primary_end;                // end of its last primary-stream task
-    std::uint8_t last_category = 0;       // category of its last task
+    TaskIndex last_task = GapRecord::kNone;  // its last task to end
     bool recorded = false;                // its task timeline and memory are recorded
   };
   static_assert(sizeof(RankState) == 64);
