@@ -164,6 +164,8 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
       o << ",\n       " << *rel.spare_nodes << (*rel.spare_nodes == 1 ? " spare node" : " spare nodes")
         << " back from repair in " << fmt("%g h", rel.node_repair_hours)
         << " (" << (rel.node_repair_share < 1 ? fmt("%g of interruptions take a node out; ", rel.node_repair_share) : std::string())
+        << (rel.spare_failure_share < 1 ? fmt("idle spares fail at %g of a working node's rate; ", rel.spare_failure_share)
+                                        : std::string())
         << "waits for one when all are out; their GPUs in exp_GPU-h)";
     }
     if (train) o << ";\n       exp_days, exp_GPU-h: the time to train and GPU-hours with the interruptions";

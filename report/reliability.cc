@@ -35,13 +35,27 @@ double erlang_b(std::int64_t servers, double load) {
   return b;
 }
 
+double spare_shortage_probability(std::int64_t spares, double job_load, double spare_load) {
+  TRAINSIM_CHECK(spares >= 0 && job_load >= 0 && spare_load >= 0, "spare pool inputs out of range");
+  // Erlang's recursion with the chain's own ratios: B(k) = pi_k / (pi_0 + ... + pi_k) over the
+  // chain cut at k, pi_k / pi_(k-1) = x_k = (job_load + (S - k + 1) spare_load) / k, so
+  // B(k) = x_k B(k-1) / (1 + x_k B(k-1)), and B(S) is the top state's probability.
+  double b = 1;
+  for (std::int64_t k = 1; k <= spares; ++k) {
+    const double x = (job_load + static_cast<double>(spares - k + 1) * spare_load) / static_cast<double>(k);
+    b = x * b / (1 + x * b);
+  }
+  return b;
+}
+
 ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, std::int64_t gpus, std::int64_t gpus_per_node,
                                          double iteration_time_s, const CheckpointSize& size, double pcie_GBps,
                                          std::optional<double> train_seconds) {
   TRAINSIM_CHECK(gpus >= 1 && gpus_per_node >= 1 && iteration_time_s > 0 && pcie_GBps > 0 && spec.gpu_mtbf_hours > 0 &&
                      spec.checkpoint_write_GBps > 0 && spec.restart_minutes >= 0 &&
                      (!spec.spare_nodes || (*spec.spare_nodes >= 0 && spec.node_repair_hours > 0 && spec.node_repair_share > 0 &&
-                                            spec.node_repair_share <= 1)),
+                                            spec.node_repair_share <= 1 && spec.spare_failure_share >= 0 &&
+                                            spec.spare_failure_share <= 1)),
                  "reliability inputs out of range");
   ReliabilityEstimate e;
   e.job_mtbf_hours = spec.gpu_mtbf_hours / static_cast<double>(gpus);
@@ -51,14 +65,19 @@ ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, st
   e.restart_s = spec.restart_minutes * 60;
   const double mtbf_s = e.job_mtbf_hours * 3600;
   if (spec.spare_nodes) {
-    // The header's spare-node term: Erlang B at the repair load, then the soonest repair's wait.
+    // The header's spare-node term: the pool's chain at the repair load, then the soonest
+    // repair's wait.
     const std::int64_t spares = *spec.spare_nodes;
     e.spare_nodes = spares;
     e.node_repair_share = spec.node_repair_share;
+    e.spare_failure_share = spec.spare_failure_share;
     e.spare_gpus = spares * gpus_per_node;
-    // Repairs arrive with the share f of interruptions that need one; only those can wait.
+    // Repairs arrive with the share f of interruptions that need one; only those can wait. An
+    // idle spare sends itself at r / n of the job's rate, n the job's nodes.
     const double f = spec.node_repair_share;
-    e.no_spare_probability = erlang_b(spares, f * spec.node_repair_hours / e.job_mtbf_hours);
+    const double job_load = f * spec.node_repair_hours / e.job_mtbf_hours;
+    const double nodes = static_cast<double>(gpus) / static_cast<double>(gpus_per_node);
+    e.no_spare_probability = spare_shortage_probability(spares, job_load, spec.spare_failure_share * job_load / nodes);
     e.repair_wait_s = f * e.no_spare_probability * spec.node_repair_hours * 3600 / static_cast<double>(spares + 1);
   }
   const double down_s = e.restart_s + e.repair_wait_s;

@@ -27,9 +27,17 @@
 // repairs under way, their remaining times uniform over T_r for fixed repairs; the same for
 // exponential ones, counting its own). Where only a share f of interruptions takes a node out
 // (ReliabilitySpec::node_repair_share), repairs arrive at f / M: B(S, f T_r / M), and R above is
-// the restart plus f B T_r / (S + 1). The spares' GPUs are held for the job, so its GPU-hours
-// count them. Approximation: the queue's state while the job waits is that of a loss system
-// (spares failing while idle are not counted).
+// the restart plus f B T_r / (S + 1). Idle spares fail too (ReliabilitySpec::spare_failure_share
+// r: each at r times a working node's rate of node-taking interruptions, f g / H for g GPUs per
+// node and H GPU-hours between interruptions): with k nodes in repair, S - k spares are idle and
+// repairs arrive at (f / M) (1 + r (S - k) / n) for a job of n nodes. The count in repair is then a
+// birth-death chain on 0..S whose top state the job's interruptions, a Poisson stream of constant
+// rate, find with its stationary probability (spare_shortage_probability): Erlang's B at r = 0,
+// Engset's time congestion over n + S sources at r = 1 (Engset 1918; insensitive to the repair
+// times' distribution as Erlang's is: Cohen 1957, "The generalized Engset formula", Philips
+// Telecommunication Review 18(4)). The spares' GPUs are held for the job, so its GPU-hours count
+// them. Approximation: the queue's state while the job waits is that of a loss system (the wait
+// ends a fixed T_r / (S + 1) after it begins, and no node fails during it).
 //
 // C: each GPU's shard of the checkpoint (models::StageInfo::checkpoint_bytes) leaves over its
 // PCIe link (the x16 rate NCCL's topology gives the GPU) and all shards go to storage at
@@ -67,6 +75,7 @@ struct ReliabilityEstimate {
   // repair, the expected wait it adds to a restart (over all interruptions), and the spares' GPUs.
   std::optional<std::int64_t> spare_nodes;
   double node_repair_share = 1;     // of interruptions: those that take a node out
+  double spare_failure_share = 1;   // an idle spare's repair rate over a working node's
   double no_spare_probability = 0;
   double repair_wait_s = 0;
   std::int64_t spare_gpus = 0;
@@ -86,6 +95,12 @@ double elapsed_per_work(double tau_s, double checkpoint_s, double restart_s, dou
 // Erlang's loss formula B(servers, load): the chance that an arrival finds every server busy.
 // REQUIRES: servers >= 0, load >= 0.
 double erlang_b(std::int64_t servers, double load);
+
+// The chance that an interruption of the job that needs a spare finds all `spares` in repair,
+// when the job sends nodes to repair at `job_load` (repairs per repair time) and each idle spare
+// at `spare_load` (the header's chain). spare_load 0 gives erlang_b(spares, job_load).
+// REQUIRES: spares >= 0, job_load >= 0, spare_load >= 0.
+double spare_shortage_probability(std::int64_t spares, double job_load, double spare_load);
 
 // The estimate for a plan of `gpus` GPUs (nodes of `gpus_per_node`) at `iteration_time_s`,
 // checkpoint `size`, GPU-to-host rate `pcie_GBps`; `train_seconds` of fault-free training when the

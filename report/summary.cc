@@ -118,6 +118,7 @@ Json reliability_json(const ReliabilityEstimate& e, double iteration_s) {
     j["spare_nodes"] = *e.spare_nodes;
     j["spare_gpus"] = e.spare_gpus;
     j["node_repair_share"] = tidy(e.node_repair_share);
+    j["spare_failure_share"] = tidy(e.spare_failure_share);
     j["no_spare_probability"] = tidy(e.no_spare_probability);
     j["repair_wait_s"] = tidy(e.repair_wait_s);
   }

@@ -330,8 +330,9 @@ TEST_CASE("cli: interruptions: run and plan give goodput and the time to train w
   CHECK(svg.output.find("class=\"fault-free\"") != std::string::npos);
   CHECK(svg.output.find("with interruptions") != std::string::npos);
   // Spare nodes: each plan waits for repairs when all are out, and pays for the spares' GPUs.
-  const Outcome spares = trainsim(plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --spare-nodes 1 "
-                                         "--node-repair-hours 12 --json -");
+  const std::string spare = plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --spare-nodes 1 "
+                                   "--node-repair-hours 12";
+  const Outcome spares = trainsim(spare + " --json -");
   REQUIRE(spares.code == 0);
   const auto sj = nlohmann::json::parse(spares.output);
   REQUIRE(sj["plans"].size() == 3);
@@ -344,9 +345,21 @@ TEST_CASE("cli: interruptions: run and plan give goodput and the time to train w
           doctest::Approx(e["expected_time_to_train_days"].get<double>() * 24 * (16 + 8)));
   }
   CHECK_FALSE(pj["plans"][0].contains("no_spare_probability"));
-  const Outcome spares_text = trainsim(plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --spare-nodes 1 "
-                                              "--node-repair-hours 12");
+  const Outcome spares_text = trainsim(spare);
   CHECK(spares_text.output.find("1 spare node back from repair in 12 h") != std::string::npos);
+  // A spare that fails only under load leaves the job short less often than one that fails idle.
+  const Outcome latent = trainsim(spare + " --spare-failure-share 0 --json -");
+  REQUIRE(latent.code == 0);
+  const auto lj = nlohmann::json::parse(latent.output);
+  REQUIRE(lj["plans"].size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(lj["plans"][i]["no_spare_probability"].get<double>() < sj["plans"][i]["no_spare_probability"].get<double>());
+  }
+  const Outcome latent_text = trainsim(spare + " --spare-failure-share 0");
+  CHECK(latent_text.output.find("idle spares fail at 0 of a working node's rate") != std::string::npos);
+  const Outcome stray = trainsim(plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --spare-failure-share 0");
+  CHECK(stray.code == 2);
+  CHECK(stray.output.find("--spare-failure-share") != std::string::npos);
   // Any of the options asks for all three inputs.
   const Outcome missing = trainsim(plan + " --gpu-mtbf-hours 100 --checkpoint-write-GBps 1");
   CHECK(missing.code == 2);
@@ -365,12 +378,13 @@ TEST_CASE("cli: plan answers any value of any numeric option with a result or ex
       {"--tp", "1"},               {"--pp", "1"},                   {"--cp", "1"},      {"--micro-batch-sizes", "1"},
       {"--recompute", "full"},     {"--optimizer-sharding", "1"},   {"--threads", "1"}, {"--train-tokens", "1e9"},
       {"--gpu-mtbf-hours", "50000"}, {"--restart-minutes", "10"},   {"--checkpoint-write-GBps", "100"},
-      {"--spare-nodes", "2"},      {"--node-repair-hours", "24"},   {"--node-repair-share", "0.78"}};
+      {"--spare-nodes", "2"},      {"--node-repair-hours", "24"},   {"--node-repair-share", "0.78"},
+      {"--spare-failure-share", "0.5"}};
   const char* options[] = {"--gpus", "--global-batch-size", "--seq-length", "--tp", "--pp", "--vp", "--cp", "--ep",
                            "--micro-batch-sizes", "--optimizer-sharding", "--train-tokens", "--deadline-days",
                            "--price-per-gpu-hour", "--threads", "--top", "--gpu-mtbf-hours", "--restart-minutes",
                            "--checkpoint-write-GBps", "--checkpoint-interval", "--spare-nodes", "--node-repair-hours",
-                           "--node-repair-share"};
+                           "--node-repair-share", "--spare-failure-share"};
   const char* values[] = {"0", "-1", "3", "4294967297", "9223372036854775807", "nan", "-inf", "1e308", "abc"};
   int results = 0, errors = 0;
   for (const std::string option : options) {
