@@ -34,7 +34,8 @@ struct PlanArgs {
   std::optional<std::int64_t> global_batch_size, seq_length;
   std::optional<double> train_tokens, deadline_days, headroom_gib;
   std::optional<double> gpu_mtbf_hours, restart_minutes, checkpoint_write_GBps;
-  std::optional<std::int64_t> checkpoint_interval, spare_nodes;
+  std::optional<std::int64_t> checkpoint_interval;
+  std::optional<std::string> spare_nodes;  // a count or "cheapest"
   std::optional<double> node_repair_hours, node_repair_share, spare_failure_share;
   bool async_checkpoint = false;
   std::int64_t top = 10;  // signed, so that a negative count is an error rather than a huge size_t
@@ -117,6 +118,22 @@ void check_amount(const char* option, const std::optional<double>& value, bool z
   }
 }
 
+// --spare-nodes: a count of nodes in [0, 2^20] ("cheapest" is read before).
+std::int64_t parse_spare_nodes(const std::string& text) {
+  std::size_t used = 0;
+  std::int64_t v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || v < 0 || v > (1 << 20)) {
+    throw InputError("command line", "--spare-nodes",
+                     "expected a number of nodes in [0, " + std::to_string(1 << 20) + "] or \"cheapest\", got \"" + text + "\"");
+  }
+  return v;
+}
+
 // A finite value in [min, max].
 void check_range(const char* option, const std::optional<double>& value, double min, double max, const char* what) {
   if (value && !(*value >= min && *value <= max)) {
@@ -161,10 +178,7 @@ void check_options(const PlanArgs& a) {
   check_range("--restart-minutes", a.restart_minutes, 0, 1e6, "minutes");
   check_range("--checkpoint-write-GBps", a.checkpoint_write_GBps, 1e-3, 1e9, "a bandwidth in GB/s");
   check_size("--checkpoint-interval", a.checkpoint_interval, std::numeric_limits<std::int32_t>::max());
-  if (a.spare_nodes && (*a.spare_nodes < 0 || *a.spare_nodes > (1 << 20))) {
-    throw InputError("command line", "--spare-nodes",
-                     "expected a number of nodes in [0, " + std::to_string(1 << 20) + "], got " + std::to_string(*a.spare_nodes));
-  }
+  if (a.spare_nodes && *a.spare_nodes != "cheapest") parse_spare_nodes(*a.spare_nodes);
   check_range("--node-repair-hours", a.node_repair_hours, 1e-3, 1e6, "hours");
   check_range("--node-repair-share", a.node_repair_share, 1e-6, 1, "a share of interruptions");
   check_range("--spare-failure-share", a.spare_failure_share, 0, 1, "a share of a working node's failure rate");
@@ -187,18 +201,22 @@ void apply_reliability(const PlanArgs& a, models::TrainingSpec& t) {
   if (a.checkpoint_write_GBps) r.checkpoint_write_GBps = *a.checkpoint_write_GBps;
   if (a.checkpoint_interval) r.checkpoint_interval_iterations = *a.checkpoint_interval;
   if (a.async_checkpoint) r.async_checkpoint = true;
-  if (a.spare_nodes) r.spare_nodes = *a.spare_nodes;
+  if (a.spare_nodes) {
+    r.cheapest_spares = *a.spare_nodes == "cheapest";
+    r.spare_nodes.reset();
+    if (!r.cheapest_spares) r.spare_nodes = parse_spare_nodes(*a.spare_nodes);
+  }
   if (a.node_repair_hours) r.node_repair_hours = *a.node_repair_hours;
   if (a.node_repair_share) r.node_repair_share = *a.node_repair_share;
   if (a.spare_failure_share) r.spare_failure_share = *a.spare_failure_share;
   // The scenario's training.reliability rules: the repair time goes with the spares.
-  if (r.spare_nodes && r.node_repair_hours <= 0) {
+  if (r.has_spares() && r.node_repair_hours <= 0) {
     throw InputError("command line", "--node-repair-hours", "required with --spare-nodes: the hours a failed node takes to return");
   }
   for (const auto& [option, given] : {std::pair{"--node-repair-hours", a.node_repair_hours.has_value()},
                                       std::pair{"--node-repair-share", a.node_repair_share.has_value()},
                                       std::pair{"--spare-failure-share", a.spare_failure_share.has_value()}}) {
-    if (!r.spare_nodes && given) {
+    if (!r.has_spares() && given) {
       throw InputError("command line", option, "applies with --spare-nodes only (without them a spare is always ready)");
     }
   }
@@ -493,7 +511,8 @@ void add_plan_command(CLI::App& app, Registry& registry) {
                   "With --gpu-mtbf-hours: iterations between checkpoints (default: each plan's best)");
   cmd->add_option("--spare-nodes", a->spare_nodes,
                   "With --gpu-mtbf-hours: hot spare nodes beside the job's (default: one always ready); each "
-                  "interruption swaps one in, or waits for a repair when all are out; their GPUs count in the GPU-hours");
+                  "interruption swaps one in, or waits for a repair when all are out; their GPUs count in the GPU-hours. "
+                  "'cheapest': each plan's count with the fewest GPU-hours per unit of work");
   cmd->add_option("--node-repair-hours", a->node_repair_hours,
                   "With --spare-nodes: hours a failed node takes to return to the spares");
   cmd->add_option("--node-repair-share", a->node_repair_share,

@@ -558,8 +558,16 @@ ReliabilitySpec read_reliability(ObjectReader r) {
   m.checkpoint_write_GBps = r.require_double("checkpoint_write_GBps", 1e-3, 1e9);
   m.async_checkpoint = r.get_bool("async_checkpoint", false);
   m.checkpoint_interval_iterations = r.get_optional_int("checkpoint_interval_iterations", 1, std::numeric_limits<std::int32_t>::max());
-  m.spare_nodes = r.get_optional_int("spare_nodes", 0, 1 << 20);
-  if (m.spare_nodes) {
+  if (const Json* spares = r.raw("spare_nodes"); spares != nullptr && spares->is_string()) {
+    if (spares->get<std::string>() != "cheapest") {
+      r.fail("spare_nodes", "expected a number of spare nodes in [0, " + std::to_string(1 << 20) + "] or \"cheapest\", got " +
+                                describe(*spares));
+    }
+    m.cheapest_spares = true;
+  } else {
+    m.spare_nodes = r.get_optional_int("spare_nodes", 0, 1 << 20);
+  }
+  if (m.has_spares()) {
     m.node_repair_hours = r.require_double("node_repair_hours", 1e-3, 1e6);
     m.node_repair_share = r.get_double("node_repair_share", 1.0, 1e-6, 1.0);
     m.spare_failure_share = r.get_double("spare_failure_share", 1.0, 0.0, 1.0);

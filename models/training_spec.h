@@ -171,6 +171,9 @@ struct ReliabilitySpec {
   // pool (diagnosis, repair or replacement): each interruption swaps the failed node for a spare,
   // or, with every spare in repair, waits for the first to return. Absent: a spare is always there.
   std::optional<std::int64_t> spare_nodes;
+  // "spare_nodes": "cheapest": the count that minimises the GPU-hours held per unit of work
+  // (report/reliability.h), chosen for each plan; spare_nodes is then absent.
+  bool cheapest_spares = false;
   double node_repair_hours = 0;
   // With spare nodes: the share of interruptions that take a node out for repair (the rest, a
   // software fault or a job that only restarts, need no spare). Llama 3 attributes about 78% of its
@@ -182,6 +185,9 @@ struct ReliabilitySpec {
   // 1, the default: a powered spare's hardware fails as a working node's does; 0: faults show
   // only under load, so a faulty spare fails once swapped in, which the job's rate already counts.
   double spare_failure_share = 1;
+
+  // Spares in the model at all: a count or the cheapest one.
+  bool has_spares() const { return spare_nodes.has_value() || cheapest_spares; }
 };
 
 struct TrainingSpec {

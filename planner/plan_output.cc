@@ -160,10 +160,12 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
       << (rel.checkpoint_interval_iterations ? "every " + std::to_string(*rel.checkpoint_interval_iterations) + " iterations"
                                              : std::string("at each plan's best interval"))
       << fmt(", storage at %g GB/s)", rel.checkpoint_write_GBps);
-    if (rel.spare_nodes) {
-      o << ",\n       " << *rel.spare_nodes << (*rel.spare_nodes == 1 ? " spare node" : " spare nodes")
-        << " back from repair in " << fmt("%g h", rel.node_repair_hours)
-        << " (" << (rel.node_repair_share < 1 ? fmt("%g of interruptions take a node out; ", rel.node_repair_share) : std::string())
+    if (rel.has_spares()) {
+      o << ",\n       "
+        << (rel.cheapest_spares ? std::string("each plan's cheapest count of spare nodes (JSON spare_nodes)")
+                                : std::to_string(*rel.spare_nodes) + (*rel.spare_nodes == 1 ? " spare node" : " spare nodes"))
+        << " back from repair in " << fmt("%g h", rel.node_repair_hours) << (rel.cheapest_spares ? "\n       (" : " (")
+        << (rel.node_repair_share < 1 ? fmt("%g of interruptions take a node out; ", rel.node_repair_share) : std::string())
         << (rel.spare_failure_share < 1 ? fmt("idle spares fail at %g of a working node's rate; ", rel.spare_failure_share)
                                         : std::string())
         << "waits for one when all are out; their GPUs in exp_GPU-h)";
@@ -372,6 +374,7 @@ Json plan_object(const PlanRequest& request, const PlanResult& r) {
   if (r.checkpoint_interval_iterations) plan["checkpoint_interval_iterations"] = *r.checkpoint_interval_iterations;
   if (r.expected_time_to_train_days) plan["expected_time_to_train_days"] = tidy(*r.expected_time_to_train_days);
   if (r.expected_gpu_hours) plan["expected_gpu_hours"] = tidy(*r.expected_gpu_hours);
+  if (r.spare_nodes) plan["spare_nodes"] = *r.spare_nodes;
   if (r.no_spare_probability) plan["no_spare_probability"] = tidy(*r.no_spare_probability);
   if (r.repair_wait_s) plan["repair_wait_s"] = tidy(*r.repair_wait_s);
   if (r.cost) plan["cost"] = tidy(*r.cost);

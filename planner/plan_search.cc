@@ -518,6 +518,7 @@ PlanResult Searcher::to_result(const config::Scenario& s, double iteration_s, st
     r.expected_time_to_train_days = e.expected_time_to_train_days;
     r.expected_gpu_hours = e.expected_gpu_hours;
     if (e.spare_nodes) {
+      r.spare_nodes = e.spare_nodes;
       r.no_spare_probability = e.no_spare_probability;
       r.repair_wait_s = e.repair_wait_s;
     }

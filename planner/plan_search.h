@@ -96,8 +96,10 @@ struct PlanResult {
   std::optional<std::int64_t> checkpoint_interval_iterations;
   std::optional<double> expected_time_to_train_days;
   std::optional<double> expected_gpu_hours;  // the spare nodes' GPUs included
-  // With spare nodes: the chance an interruption finds none ready, and the expected wait for a
-  // repair it adds to each interruption.
+  // With spare nodes: their count (the plan's own where the request asks for the cheapest), the
+  // chance an interruption finds none ready, and the expected wait for a repair it adds to each
+  // interruption.
+  std::optional<std::int64_t> spare_nodes;
   std::optional<double> no_spare_probability;
   std::optional<double> repair_wait_s;
   std::optional<double> cost;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "sim/check.h"
 
@@ -48,7 +49,10 @@ double spare_shortage_probability(std::int64_t spares, double job_load, double s
   return b;
 }
 
-ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, std::int64_t gpus, std::int64_t gpus_per_node,
+namespace {
+
+// The estimate with spec.spare_nodes spares (none: always one ready).
+ReliabilityEstimate estimate_with_spares(const models::ReliabilitySpec& spec, std::int64_t gpus, std::int64_t gpus_per_node,
                                          double iteration_time_s, const CheckpointSize& size, double pcie_GBps,
                                          std::optional<double> train_seconds) {
   TRAINSIM_CHECK(gpus >= 1 && gpus_per_node >= 1 && iteration_time_s > 0 && pcie_GBps > 0 && spec.gpu_mtbf_hours > 0 &&
@@ -131,6 +135,37 @@ ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, st
     e.expected_interruptions = elapsed / mtbf_s;
   }
   return e;
+}
+
+}  // namespace
+
+ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, std::int64_t gpus, std::int64_t gpus_per_node,
+                                         double iteration_time_s, const CheckpointSize& size, double pcie_GBps,
+                                         std::optional<double> train_seconds) {
+  if (!spec.cheapest_spares) return estimate_with_spares(spec, gpus, gpus_per_node, iteration_time_s, size, pcie_GBps, train_seconds);
+  // The header's cheapest count: GPUs held per unit of work, (GPUs + S g) / goodput(S), at its
+  // smallest. goodput(S) never exceeds the goodput with a spare always ready, g_inf, so once
+  // (GPUs + S g) / g_inf reaches the best cost found no larger S can beat it.
+  models::ReliabilitySpec fixed = spec;
+  fixed.cheapest_spares = false;
+  fixed.spare_nodes.reset();
+  const double ready = estimate_with_spares(fixed, gpus, gpus_per_node, iteration_time_s, size, pcie_GBps, train_seconds).goodput;
+  const auto held = [&](std::int64_t spares) { return static_cast<double>(gpus + spares * gpus_per_node); };
+  std::optional<ReliabilityEstimate> best;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (std::int64_t spares = 0; spares <= kMaxCheapestSpares; ++spares) {
+    if (ready > 0 && held(spares) / ready >= best_cost) break;
+    fixed.spare_nodes = spares;
+    ReliabilityEstimate e = estimate_with_spares(fixed, gpus, gpus_per_node, iteration_time_s, size, pcie_GBps, train_seconds);
+    const double cost = e.goodput > 0 ? held(spares) / e.goodput : std::numeric_limits<double>::infinity();
+    if (!best || cost < best_cost) {
+      best_cost = cost;
+      best = std::move(e);
+    }
+    if (ready <= 0) break;  // no count of spares lets the job finish: report none
+  }
+  best->spares_cheapest = true;
+  return *best;
 }
 
 std::optional<ReliabilityEstimate> estimate_reliability(const RunResult& r) {

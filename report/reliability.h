@@ -39,6 +39,11 @@
 // them. Approximation: the queue's state while the job waits is that of a loss system (the wait
 // ends a fixed T_r / (S + 1) after it begins, and no node fails during it).
 //
+// The cheapest count of spares (ReliabilitySpec::cheapest_spares): more spares wait less but are
+// held too, so the count that minimises GPUs held per unit of work, (GPUs + S g) / goodput(S),
+// each S at its own best checkpoint interval (the expected GPU-hours of a token budget, and the
+// cost at a price per GPU-hour), searched from S = 0 up to kMaxCheapestSpares.
+//
 // C: each GPU's shard of the checkpoint (models::StageInfo::checkpoint_bytes) leaves over its
 // PCIe link (the x16 rate NCCL's topology gives the GPU) and all shards go to storage at
 // checkpoint_write_GBps; a synchronous save stops training for the slower of the two, an
@@ -62,6 +67,11 @@ struct CheckpointSize {
 // batch size.
 CheckpointSize checkpoint_size(const RunResult& r);
 
+// The largest count of spares the cheapest-count search tries (each count costs a recursion as
+// long as itself): beyond any job's need at realistic rates (a million GPUs interrupted as Llama
+// 3's were, with day-long repairs, keep about 500 nodes in repair).
+inline constexpr std::int64_t kMaxCheapestSpares = 4096;
+
 struct ReliabilityEstimate {
   double job_mtbf_hours = 0;        // mean time between interruptions of this job
   CheckpointSize checkpoint;
@@ -74,6 +84,7 @@ struct ReliabilityEstimate {
   // With spare nodes: the chance that an interruption needing a spare finds every spare in
   // repair, the expected wait it adds to a restart (over all interruptions), and the spares' GPUs.
   std::optional<std::int64_t> spare_nodes;
+  bool spares_cheapest = false;     // the count chosen by trainsim as the cheapest (the spec asked)
   double node_repair_share = 1;     // of interruptions: those that take a node out
   double spare_failure_share = 1;   // an idle spare's repair rate over a working node's
   double no_spare_probability = 0;

@@ -116,6 +116,7 @@ Json reliability_json(const ReliabilityEstimate& e, double iteration_s) {
   j["restart_s"] = tidy(e.restart_s);
   if (e.spare_nodes) {
     j["spare_nodes"] = *e.spare_nodes;
+    j["spare_nodes_cheapest"] = e.spares_cheapest;
     j["spare_gpus"] = e.spare_gpus;
     j["node_repair_share"] = tidy(e.node_repair_share);
     j["spare_failure_share"] = tidy(e.spare_failure_share);
@@ -140,7 +141,7 @@ void reliability_text(std::ostream& o, const ReliabilityEstimate& e, double iter
     << " per save\n";
   if (e.spare_nodes) {
     o << "                        " << *e.spare_nodes << (*e.spare_nodes == 1 ? " spare node" : " spare nodes") << " ("
-      << e.spare_gpus << " GPUs): " << fmt("%.3g%%", 100 * e.no_spare_probability)
+      << e.spare_gpus << (e.spares_cheapest ? " GPUs, the cheapest count): " : " GPUs): ") << fmt("%.3g%%", 100 * e.no_spare_probability)
       << (e.node_repair_share < 1 ? fmt(" of the %.3g%% of interruptions that take a node out", 100 * e.node_repair_share)
                                   : std::string(" of interruptions"))
       << " find none ready, adding " << duration_text(e.repair_wait_s) << " per interruption on average\n";

@@ -357,6 +357,32 @@ TEST_CASE("cli: interruptions: run and plan give goodput and the time to train w
   }
   const Outcome latent_text = trainsim(spare + " --spare-failure-share 0");
   CHECK(latent_text.output.find("idle spares fail at 0 of a working node's rate") != std::string::npos);
+  // The cheapest count of spares, per plan: no fixed count holds fewer GPU-hours for any plan
+  // (an interruption every 6 hours of this 2-node job and 12-hour repairs: 2 spares).
+  const std::string reliable = plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --node-repair-hours 12";
+  const Outcome cheapest = trainsim(reliable + " --spare-nodes cheapest --json -");
+  REQUIRE(cheapest.code == 0);
+  const auto cj = nlohmann::json::parse(cheapest.output)["plans"];
+  REQUIRE(cj.size() == 3);
+  for (const char* count : {"0", "1", "2", "3", "4", "8"}) {
+    CAPTURE(count);
+    const Outcome fixed = trainsim(reliable + " --spare-nodes " + count + " --json -");
+    REQUIRE(fixed.code == 0);
+    for (const auto& f : nlohmann::json::parse(fixed.output)["plans"]) {
+      CHECK(f["spare_nodes"].get<std::int64_t>() == std::stoll(count));
+      for (const auto& c : cj) {
+        if (c["parallelism"] != f["parallelism"] || c["training"] != f["training"]) continue;
+        CHECK(f["expected_gpu_hours"].get<double>() >= c["expected_gpu_hours"].get<double>() * (1 - 1e-12));
+        if (f["spare_nodes"] == c["spare_nodes"]) CHECK(f["expected_gpu_hours"] == c["expected_gpu_hours"]);
+      }
+    }
+  }
+  CHECK(trainsim(reliable + " --spare-nodes cheapest").output.find("each plan's cheapest count of spare nodes") !=
+        std::string::npos);
+  const Outcome misspelt = trainsim(reliable + " --spare-nodes cheap");
+  CHECK(misspelt.code == 2);
+  CHECK(misspelt.output.find("--spare-nodes") != std::string::npos);
+  CHECK(misspelt.output.find("cheapest") != std::string::npos);
   const Outcome stray = trainsim(plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --spare-failure-share 0");
   CHECK(stray.code == 2);
   CHECK(stray.output.find("--spare-failure-share") != std::string::npos);

@@ -344,3 +344,56 @@ TEST_CASE("report/reliability: idle spares that fail too, as Engset's finite sou
           doctest::Approx(replay_spares(m, 72, spares, 200000, 41 + static_cast<std::uint64_t>(spares))).epsilon(0.03));
   }
 }
+
+TEST_CASE("report/reliability: the cheapest count of spares holds the fewest GPUs per unit of work") {
+  // Llama 3's rate on 16,384 GPUs, day-long repairs: every count from 0 to 64 played against the
+  // chosen one, each at its own best interval.
+  report::CheckpointSize size;
+  size.total_bytes = 5.7e12;
+  size.per_gpu_bytes = 5.7e12 / 16384;
+  models::ReliabilitySpec spec = spec_of(50677, 10, 2000, false);
+  spec.node_repair_hours = 24;
+  const auto held_per_work = [](const report::ReliabilityEstimate& e) {
+    return static_cast<double>(16384 + e.spare_gpus) / e.goodput;
+  };
+  for (const double share : {1.0, 0.78}) {
+    CAPTURE(share);
+    spec.node_repair_share = share;
+    spec.spare_nodes.reset();
+    spec.cheapest_spares = true;
+    const report::ReliabilityEstimate cheapest = report::estimate_reliability(spec, 16384, 8, 8.0, size, 50, 86400.0 * 80);
+    REQUIRE(cheapest.spare_nodes.has_value());
+    CHECK(cheapest.spares_cheapest);
+    spec.cheapest_spares = false;
+    std::int64_t best = -1;
+    double best_cost = 0;
+    for (std::int64_t s = 0; s <= 64; ++s) {
+      spec.spare_nodes = s;
+      const report::ReliabilityEstimate e = report::estimate_reliability(spec, 16384, 8, 8.0, size, 50, 86400.0 * 80);
+      CHECK_FALSE(e.spares_cheapest);
+      if (e.goodput > 0 && (best < 0 || held_per_work(e) < best_cost)) {
+        best = s;
+        best_cost = held_per_work(e);
+      }
+      if (s == *cheapest.spare_nodes) {
+        CHECK(e.goodput == cheapest.goodput);
+        CHECK(*e.expected_gpu_hours == *cheapest.expected_gpu_hours);
+      }
+    }
+    CHECK(*cheapest.spare_nodes == best);
+    CHECK(held_per_work(cheapest) == doctest::Approx(best_cost));
+    // Neither too few (the waits dominate) nor so many that the job trains as with a spare always
+    // ready: about 7.8 nodes are in repair at a time at the full share.
+    CHECK(best > 8);
+    CHECK(best < 32);
+  }
+  // A job that never finishes at any count reports none, with no goodput.
+  models::ReliabilitySpec hopeless = spec_of(1, 60, 1, false);
+  hopeless.node_repair_hours = 24;
+  hopeless.cheapest_spares = true;
+  const report::ReliabilityEstimate e = report::estimate_reliability(hopeless, 16384, 8, 8.0, size, 50, 86400.0);
+  CHECK(e.goodput == 0);
+  REQUIRE(e.spare_nodes.has_value());
+  CHECK(*e.spare_nodes == 0);
+  CHECK_FALSE(e.expected_time_to_train_days.has_value());
+}
