@@ -1,9 +1,12 @@
 #include "report/comparison.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
+#include "report/reliability.h"
 #include "report/summary.h"
 #include "report/text_format.h"
 #include "report/timeline.h"
@@ -29,6 +32,30 @@ const StageReport* fullest_stage(const RunResult& r) {
     if (best == nullptr || st.peak_bytes > best->peak_bytes) best = &st;
   }
   return best;
+}
+
+// What a run's token budget costs, as summary_json gives it: fault-free, and with interruptions
+// where the scenario has training.reliability (report/reliability.h).
+struct TrainingCost {
+  std::optional<double> days, gpu_hours;
+  std::optional<double> goodput, expected_days, expected_gpu_hours;
+  std::optional<std::int64_t> spare_nodes;
+};
+
+TrainingCost training_cost(const RunResult& r) {
+  TrainingCost t;
+  if (r.scenario.training.train_tokens && r.tokens_per_s > 0) {
+    const double seconds = *r.scenario.training.train_tokens / r.tokens_per_s;
+    t.days = seconds / 86400.0;
+    t.gpu_hours = seconds / 3600.0 * static_cast<double>(r.scenario.num_gpus());
+  }
+  if (const auto e = estimate_reliability(r)) {
+    t.goodput = e->goodput;
+    t.expected_days = e->expected_time_to_train_days;
+    t.expected_gpu_hours = e->expected_gpu_hours;
+    t.spare_nodes = e->spare_nodes;
+  }
+  return t;
 }
 
 std::string pad(const std::string& s, std::size_t width) {
@@ -125,6 +152,34 @@ std::string comparison_text(const RunResult& a, const RunResult& b) {
   row("fits", a.fits ? "yes" : "NO", b.fits ? "yes" : "NO", "");
   row("pipeline bubble share", fmt("%.1f%%", 100 * bubble_fraction(a)), fmt("%.1f%%", 100 * bubble_fraction(b)),
       signed_fmt("%.1f", 100 * (bubble_fraction(b) - bubble_fraction(a))) + " points");
+  // With a token budget, what it takes; with interruptions, as they come (run's summary lines).
+  const TrainingCost ca = training_cost(a), cb = training_cost(b);
+  const auto cost_row = [&](const char* label, std::optional<double> av, std::optional<double> bv, const char* f,
+                            const char* unit) {
+    if (!av && !bv) return;
+    const auto text = [&](std::optional<double> v) { return v ? fmt(f, *v) + unit : std::string("-"); };
+    std::string change;
+    if (av && bv) change = signed_fmt(f, *bv - *av) + unit + percent_change(*av, *bv);
+    row(label, text(av), text(bv), change);
+  };
+  cost_row("time to train", ca.days, cb.days, "%.1f", " days");
+  cost_row("GPU-hours", ca.gpu_hours, cb.gpu_hours, "%.4g", "");
+  if (ca.goodput || cb.goodput) {
+    const auto share = [](std::optional<double> v) { return v ? fmt("%.1f%%", 100 * *v) : std::string("-"); };
+    row("goodput", share(ca.goodput), share(cb.goodput),
+        ca.goodput && cb.goodput ? signed_fmt("%.1f", 100 * (*cb.goodput - *ca.goodput)) + " points" : std::string());
+  }
+  if (ca.spare_nodes || cb.spare_nodes) {
+    const auto count = [](std::optional<std::int64_t> v) { return v ? std::to_string(*v) : std::string("-"); };
+    row("spare nodes", count(ca.spare_nodes), count(cb.spare_nodes), "");
+  }
+  const auto never = [](const TrainingCost& t) { return t.goodput && *t.goodput <= 0; };
+  if (never(ca) || never(cb)) {
+    row("expected time to train", never(ca) ? "never" : "-", never(cb) ? "never" : "-", "");
+  } else {
+    cost_row("expected time to train", ca.expected_days, cb.expected_days, "%.1f", " days");
+    cost_row("expected GPU-hours", ca.expected_gpu_hours, cb.expected_gpu_hours, "%.4g", "");
+  }
 
   const Comparison c = compare_runs(a, b);
   // Shares of a change within the noise of the attribution are not worth printing.
@@ -174,6 +229,16 @@ nlohmann::ordered_json comparison_json(const RunResult& a, const RunResult& b, b
   d["hfu"] = b.hfu - a.hfu;
   d["peak_bytes_per_gpu"] = b.peak_bytes_per_gpu - a.peak_bytes_per_gpu;
   d["pipeline_bubble_share"] = bubble_fraction(b) - bubble_fraction(a);
+  // Where both runs have them: the training's cost, fault-free and with interruptions.
+  const TrainingCost ca = training_cost(a), cb = training_cost(b);
+  const auto both = [&](const char* key, std::optional<double> av, std::optional<double> bv) {
+    if (av && bv) d[key] = *bv - *av;
+  };
+  both("time_to_train_days", ca.days, cb.days);
+  both("gpu_hours", ca.gpu_hours, cb.gpu_hours);
+  both("goodput", ca.goodput, cb.goodput);
+  both("expected_time_to_train_days", ca.expected_days, cb.expected_days);
+  both("expected_gpu_hours", ca.expected_gpu_hours, cb.expected_gpu_hours);
   j["difference"] = d;
   Json causes = Json::array();
   for (const Cause& cause : c.causes) {

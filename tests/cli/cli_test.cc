@@ -298,6 +298,30 @@ TEST_CASE("cli: interruptions: run and plan give goodput and the time to train w
   CHECK(r["interval_optimal"] == true);
   const Outcome text = trainsim("run " + golden + " --set training.train_tokens=1e11" + reliability);
   CHECK(text.output.find("with interruptions    goodput") != std::string::npos);
+  // compare sets the training's cost side by side: a slower restart trains as fast but takes longer.
+  const std::string slower = " --set-b training.reliability.restart_minutes=60";
+  const Outcome versus = trainsim("compare " + golden + " " + golden + " --set training.train_tokens=1e11" + reliability + slower +
+                                  " --reproducible --json -");
+  REQUIRE(versus.code == 0);
+  const auto vj = nlohmann::json::parse(versus.output);
+  const auto& d = vj["difference"];
+  CHECK(d["time_to_train_days"].get<double>() == 0);
+  CHECK(d["gpu_hours"].get<double>() == 0);
+  CHECK(d["goodput"].get<double>() < 0);
+  CHECK(d["expected_time_to_train_days"].get<double>() ==
+        doctest::Approx(vj["b"]["reliability"]["expected_time_to_train_days"].get<double>() -
+                        vj["a"]["reliability"]["expected_time_to_train_days"].get<double>()));
+  CHECK(d["expected_gpu_hours"].get<double>() > 0);
+  const Outcome versus_text = trainsim("compare " + golden + " " + golden + " --set training.train_tokens=1e11" + reliability + slower);
+  for (const char* label : {"time to train", "GPU-hours", "goodput", "expected time to train", "expected GPU-hours"}) {
+    CAPTURE(label);
+    CHECK(versus_text.output.find("\n  " + std::string(label) + " ") != std::string::npos);
+  }
+  // Without a token budget or interruptions, no such rows.
+  const Outcome plain = trainsim("compare " + golden + " " + golden + " --reproducible --json -");
+  REQUIRE(plain.code == 0);
+  CHECK_FALSE(nlohmann::json::parse(plain.output)["difference"].contains("goodput"));
+  CHECK(trainsim("compare " + golden + " " + golden).output.find("time to train") == std::string::npos);
   CHECK(text.output.find("expected time") != std::string::npos);
   CHECK_FALSE(nlohmann::json::parse(trainsim("run " + golden + " --json -").output).contains("reliability"));
 
