@@ -81,6 +81,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
   std::ostringstream o;
   const bool train = request.training.train_tokens.has_value();
   const bool reliability = request.training.reliability.has_value();
+  const bool spares = reliability && request.training.reliability->has_spares();  // each plan's count, a column
   o << "plans for " << request.model.name << " on " << request.cluster.gpu.name << " (" << request.cluster.name
     << "), global batch " << request.training.global_batch_size << " x " << request.model.seq_length << " tokens, "
     << models::to_string(request.training.precision)
@@ -101,6 +102,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     o << "\n  rank  GPUs   TP  PP   V  CP   EP    DP  mbs  recompute  optimizer   iter_s   tokens/s    MFU  bubble  exposed  mem_GiB";
     if (train) o << "    days   GPU-hours";
     if (reliability) o << "  goodput";
+    if (spares) o << "  spares";
     if (reliability && train) o << "  exp_days  exp_GPU-h";
     if (request.price_per_gpu_hour) o << "        cost";
     o << "\n";
@@ -125,6 +127,10 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     o << line;
     if (train && r.time_to_train_days) o << fmt(" %7.1f", *r.time_to_train_days) << fmt(" %11.4g", *r.gpu_hours);
     if (r.goodput) o << fmt(" %7.1f%%", 100 * *r.goodput);
+    if (spares) {
+      const std::string count = std::to_string(r.spare_nodes.value_or(0));
+      o << std::string(count.size() < 8 ? 8 - count.size() : 1, ' ') << count;
+    }
     if (r.expected_time_to_train_days) {
       o << fmt(" %9.1f", *r.expected_time_to_train_days) << fmt(" %10.4g", r.expected_gpu_hours.value_or(0));
     } else if (r.goodput && train) {
@@ -162,7 +168,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
       << fmt(", storage at %g GB/s)", rel.checkpoint_write_GBps);
     if (rel.has_spares()) {
       o << ",\n       "
-        << (rel.cheapest_spares ? std::string("each plan's cheapest count of spare nodes (JSON spare_nodes)")
+        << (rel.cheapest_spares ? std::string("spares: each plan's cheapest count of spare nodes")
                                 : std::to_string(*rel.spare_nodes) + (*rel.spare_nodes == 1 ? " spare node" : " spare nodes"))
         << " back from repair in " << fmt("%g h", rel.node_repair_hours) << (rel.cheapest_spares ? "\n       (" : " (")
         << (rel.node_repair_share < 1 ? fmt("%g of interruptions take a node out; ", rel.node_repair_share) : std::string())
