@@ -261,7 +261,7 @@ void write_csv_header(const PlanReport& report, bool cluster, std::ostream& out)
          "decoder_first_pipeline_num_layers,decoder_last_pipeline_num_layers,pipeline_bubble_s,exposed_communication_s,"
          "cpu_offloading_num_layers,cp_comm_type,hierarchical_context_parallel_sizes,pipeline_model_parallel_layout,"
          "expert_tensor_parallel_size,moe_token_dispatcher_type,goodput,checkpoint_interval_iterations,"
-         "expected_time_to_train_days,expected_gpu_hours";
+         "expected_time_to_train_days,expected_gpu_hours,spare_nodes";
   if (!report.plans.empty()) {
     for (const auto& [kind, v] : report.plans.front().exposed_by_kind) out << ",exposed_" << kind << "_s";
   }
@@ -300,7 +300,8 @@ void write_csv_rows(const PlanReport& report, const std::string& cluster, std::o
     out << ',' << (r.goodput ? fmt("%.6g", *r.goodput) : "") << ','
         << (r.checkpoint_interval_iterations ? std::to_string(*r.checkpoint_interval_iterations) : "") << ','
         << (r.expected_time_to_train_days ? fmt("%.6g", *r.expected_time_to_train_days) : "") << ','
-        << (r.expected_gpu_hours ? fmt("%.6g", *r.expected_gpu_hours) : "");
+        << (r.expected_gpu_hours ? fmt("%.6g", *r.expected_gpu_hours) : "") << ','
+        << (r.spare_nodes ? std::to_string(*r.spare_nodes) : "");
     for (const auto& [kind, v] : r.exposed_by_kind) out << ',' << fmt("%.6g", v);
     out << "\n";
   }

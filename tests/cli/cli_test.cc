@@ -1,10 +1,12 @@
 // The trainsim binary end to end: exit codes and messages for good and bad input.
 
 #include <doctest/doctest.h>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -403,6 +405,31 @@ TEST_CASE("cli: interruptions: run and plan give goodput and the time to train w
   }
   CHECK(trainsim(reliable + " --spare-nodes cheapest").output.find("each plan's cheapest count of spare nodes") !=
         std::string::npos);
+  const Outcome cheapest_csv = trainsim(reliable + " --spare-nodes cheapest --csv -");
+  REQUIRE(cheapest_csv.code == 0);
+  // The CSV's spare_nodes column, in the best plan's row (the one beginning "1,").
+  const auto cells = [](const std::string& line) {
+    std::vector<std::string> out(1);
+    for (const char ch : line) {
+      if (ch == ',') {
+        out.emplace_back();
+      } else {
+        out.back().push_back(ch);
+      }
+    }
+    return out;
+  };
+  const std::size_t header_at = cheapest_csv.output.find("rank,gpus,");
+  REQUIRE(header_at != std::string::npos);
+  std::istringstream rows(cheapest_csv.output.substr(header_at));
+  std::string header_line, best_line;
+  std::getline(rows, header_line);
+  std::getline(rows, best_line);
+  const std::vector<std::string> header = cells(header_line), best = cells(best_line);
+  REQUIRE(header.size() == best.size());
+  const auto column = std::find(header.begin(), header.end(), "spare_nodes");
+  REQUIRE(column != header.end());
+  CHECK(best[static_cast<std::size_t>(column - header.begin())] == std::to_string(cj[0]["spare_nodes"].get<std::int64_t>()));
   const Outcome misspelt = trainsim(reliable + " --spare-nodes cheap");
   CHECK(misspelt.code == 2);
   CHECK(misspelt.output.find("--spare-nodes") != std::string::npos);
