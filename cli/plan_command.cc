@@ -36,7 +36,7 @@ struct PlanArgs {
   std::optional<double> gpu_mtbf_hours, restart_minutes, checkpoint_write_GBps;
   std::optional<std::int64_t> checkpoint_interval;
   std::optional<std::string> spare_nodes;  // a count or "cheapest"
-  std::optional<double> node_repair_hours, node_repair_share, spare_failure_share;
+  std::optional<double> node_repair_hours, node_repair_share, idle_failure_share;
   bool async_checkpoint = false;
   std::int64_t top = 10;  // signed, so that a negative count is an error rather than a huge size_t
   std::string json, csv, svg;
@@ -181,7 +181,7 @@ void check_options(const PlanArgs& a) {
   if (a.spare_nodes && *a.spare_nodes != "cheapest") parse_spare_nodes(*a.spare_nodes);
   check_range("--node-repair-hours", a.node_repair_hours, 1e-3, 1e6, "hours");
   check_range("--node-repair-share", a.node_repair_share, 1e-6, 1, "a share of interruptions");
-  check_range("--spare-failure-share", a.spare_failure_share, 0, 1, "a share of a working node's failure rate");
+  check_range("--idle-failure-share", a.idle_failure_share, 0, 1, "a share of a working node's failure rate");
   check_jobs("--threads", a.threads);
   if (a.top < 0) throw InputError("command line", "--top", "expected a number of plans of at least 0, got " + std::to_string(a.top));
 }
@@ -191,7 +191,7 @@ void check_options(const PlanArgs& a) {
 // bandwidth from one or the other.
 void apply_reliability(const PlanArgs& a, models::TrainingSpec& t) {
   const bool asked = a.gpu_mtbf_hours || a.restart_minutes || a.checkpoint_write_GBps || a.checkpoint_interval || a.async_checkpoint ||
-                     a.spare_nodes || a.node_repair_hours || a.node_repair_share || a.spare_failure_share;
+                     a.spare_nodes || a.node_repair_hours || a.node_repair_share || a.idle_failure_share;
   if (!asked) return;
   models::ReliabilitySpec r;
   const bool from_scenario = t.reliability.has_value();
@@ -208,14 +208,14 @@ void apply_reliability(const PlanArgs& a, models::TrainingSpec& t) {
   }
   if (a.node_repair_hours) r.node_repair_hours = *a.node_repair_hours;
   if (a.node_repair_share) r.node_repair_share = *a.node_repair_share;
-  if (a.spare_failure_share) r.spare_failure_share = *a.spare_failure_share;
+  if (a.idle_failure_share) r.idle_failure_share = *a.idle_failure_share;
   // The scenario's training.reliability rules: the repair time goes with the spares.
   if (r.has_spares() && r.node_repair_hours <= 0) {
     throw InputError("command line", "--node-repair-hours", "required with --spare-nodes: the hours a failed node takes to return");
   }
   for (const auto& [option, given] : {std::pair{"--node-repair-hours", a.node_repair_hours.has_value()},
                                       std::pair{"--node-repair-share", a.node_repair_share.has_value()},
-                                      std::pair{"--spare-failure-share", a.spare_failure_share.has_value()}}) {
+                                      std::pair{"--idle-failure-share", a.idle_failure_share.has_value()}}) {
     if (!r.has_spares() && given) {
       throw InputError("command line", option, "applies with --spare-nodes only (without them a spare is always ready)");
     }
@@ -518,9 +518,9 @@ void add_plan_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--node-repair-share", a->node_repair_share,
                   "With --spare-nodes: share of interruptions that take a node out for repair (default: 1; Llama 3's "
                   "hardware share: 0.78)");
-  cmd->add_option("--spare-failure-share", a->spare_failure_share,
-                  "With --spare-nodes: an idle spare's rate of going to repair, as a share of a working node's (default: 1; "
-                  "0: faults show only under load)");
+  cmd->add_option("--idle-failure-share", a->idle_failure_share,
+                  "With --spare-nodes: an idle node's rate (a spare's, or the job's while it waits for a repair) of going to "
+                  "repair, as a share of a working node's (default: 0, faults show under load; 1: as when working)");
   cmd->add_option("--memory-headroom", a->headroom_gib,
                   "GiB of GPU memory each plan must leave free beside its predicted peak (the CUDA context, NCCL's buffers, "
                   "allocator fragmentation: not modelled) (default: 0)");

@@ -570,9 +570,9 @@ ReliabilitySpec read_reliability(ObjectReader r) {
   if (m.has_spares()) {
     m.node_repair_hours = r.require_double("node_repair_hours", 1e-3, 1e6);
     m.node_repair_share = r.get_double("node_repair_share", 1.0, 1e-6, 1.0);
-    m.spare_failure_share = r.get_double("spare_failure_share", 1.0, 0.0, 1.0);
+    m.idle_failure_share = r.get_double("idle_failure_share", 0.0, 0.0, 1.0);
   } else {
-    for (const char* key : {"node_repair_hours", "node_repair_share", "spare_failure_share"}) {
+    for (const char* key : {"node_repair_hours", "node_repair_share", "idle_failure_share"}) {
       if (r.has(key)) r.fail(key, "applies with spare_nodes only (without them a spare is always ready)");
     }
   }

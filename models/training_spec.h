@@ -180,11 +180,12 @@ struct ReliabilitySpec {
   // unexpected interruptions to confirmed or suspected hardware issues (Dubey et al. 2024,
   // section 3.3.4, Table 5); 1, the default, sends a node to repair each time.
   double node_repair_share = 1;
-  // With spare nodes: how often an idle spare goes to repair, as a share of a working node's rate
-  // of interruptions that take a node out (gpus_per_node x node_repair_share / gpu_mtbf_hours).
-  // 1, the default: a powered spare's hardware fails as a working node's does; 0: faults show
-  // only under load, so a faulty spare fails once swapped in, which the job's rate already counts.
-  double spare_failure_share = 1;
+  // With spare nodes: how often an idle node (a spare, or one of the job's while it waits for a
+  // repair) goes to repair, as a share of a working node's rate of interruptions that take a node
+  // out (gpus_per_node x node_repair_share / gpu_mtbf_hours). 0, the default: faults show under
+  // load, so a faulty idle node fails once it works, which the job's measured rate already counts
+  // (no rate of idle nodes is published); 1: idle hardware fails as working hardware does.
+  double idle_failure_share = 0;
 
   // Spares in the model at all: a count or the cheapest one.
   bool has_spares() const { return spare_nodes.has_value() || cheapest_spares; }

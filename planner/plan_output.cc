@@ -172,8 +172,8 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
                                 : std::to_string(*rel.spare_nodes) + (*rel.spare_nodes == 1 ? " spare node" : " spare nodes"))
         << " back from repair in " << fmt("%g h", rel.node_repair_hours) << (rel.cheapest_spares ? "\n       (" : " (")
         << (rel.node_repair_share < 1 ? fmt("%g of interruptions take a node out; ", rel.node_repair_share) : std::string())
-        << (rel.spare_failure_share < 1 ? fmt("idle spares fail at %g of a working node's rate; ", rel.spare_failure_share)
-                                        : std::string())
+        << (rel.idle_failure_share > 0 ? fmt("idle nodes fail at %g of a working node's rate; ", rel.idle_failure_share)
+                                       : std::string())
         << "waits for one when all are out; their GPUs in exp_GPU-h)";
     }
     if (train) o << ";\n       exp_days, exp_GPU-h: the time to train and GPU-hours with the interruptions";
@@ -383,7 +383,7 @@ Json plan_object(const PlanRequest& request, const PlanResult& r) {
   if (r.expected_gpu_hours) plan["expected_gpu_hours"] = tidy(*r.expected_gpu_hours);
   if (r.spare_nodes) plan["spare_nodes"] = *r.spare_nodes;
   if (r.no_spare_probability) plan["no_spare_probability"] = tidy(*r.no_spare_probability);
-  if (r.repair_wait_s) plan["repair_wait_s"] = tidy(*r.repair_wait_s);
+  if (r.repair_wait_s && std::isfinite(*r.repair_wait_s)) plan["repair_wait_s"] = tidy(*r.repair_wait_s);
   if (r.cost) plan["cost"] = tidy(*r.cost);
   plan["extrapolated"] = r.extrapolated;
   return plan;

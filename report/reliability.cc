@@ -49,6 +49,22 @@ double spare_shortage_probability(std::int64_t spares, double job_load, double s
   return b;
 }
 
+double spare_wait_repairs(std::int64_t spares, double job_nodes, double spare_load) {
+  TRAINSIM_CHECK(spares >= 0 && job_nodes > 0 && spare_load >= 0, "spare pool inputs out of range");
+  // From m = S + 1 in repair down to S: (1 / d_m) sum over j >= m of prod_(i = m..j-1) b_i / d_(i+1),
+  // with b_i = spare_load (n + S - i) the healthy nodes' failures and d_i = i the repairs (per
+  // repair time). The terms fall once d outgrows b; a sum past 1e300 is a wait without end.
+  const double pool = job_nodes + static_cast<double>(spares);
+  double term = 1, sum = 1;
+  for (std::int64_t j = spares + 1; static_cast<double>(j) < pool; ++j) {
+    term *= spare_load * (pool - static_cast<double>(j)) / static_cast<double>(j + 1);
+    sum += term;
+    if (!(sum < 1e300)) return std::numeric_limits<double>::infinity();
+    if (term < 1e-17 * sum && spare_load * (pool - static_cast<double>(j)) < static_cast<double>(j + 1)) break;
+  }
+  return sum / static_cast<double>(spares + 1);
+}
+
 namespace {
 
 // The estimate with spec.spare_nodes spares (none: always one ready).
@@ -58,8 +74,8 @@ ReliabilityEstimate estimate_with_spares(const models::ReliabilitySpec& spec, st
   TRAINSIM_CHECK(gpus >= 1 && gpus_per_node >= 1 && iteration_time_s > 0 && pcie_GBps > 0 && spec.gpu_mtbf_hours > 0 &&
                      spec.checkpoint_write_GBps > 0 && spec.restart_minutes >= 0 &&
                      (!spec.spare_nodes || (*spec.spare_nodes >= 0 && spec.node_repair_hours > 0 && spec.node_repair_share > 0 &&
-                                            spec.node_repair_share <= 1 && spec.spare_failure_share >= 0 &&
-                                            spec.spare_failure_share <= 1)),
+                                            spec.node_repair_share <= 1 && spec.idle_failure_share >= 0 &&
+                                            spec.idle_failure_share <= 1)),
                  "reliability inputs out of range");
   ReliabilityEstimate e;
   e.job_mtbf_hours = spec.gpu_mtbf_hours / static_cast<double>(gpus);
@@ -74,15 +90,21 @@ ReliabilityEstimate estimate_with_spares(const models::ReliabilitySpec& spec, st
     const std::int64_t spares = *spec.spare_nodes;
     e.spare_nodes = spares;
     e.node_repair_share = spec.node_repair_share;
-    e.spare_failure_share = spec.spare_failure_share;
+    e.idle_failure_share = spec.idle_failure_share;
     e.spare_gpus = spares * gpus_per_node;
     // Repairs arrive with the share f of interruptions that need one; only those can wait. An
     // idle spare sends itself at r / n of the job's rate, n the job's nodes.
     const double f = spec.node_repair_share;
     const double job_load = f * spec.node_repair_hours / e.job_mtbf_hours;
     const double nodes = static_cast<double>(gpus) / static_cast<double>(gpus_per_node);
-    e.no_spare_probability = spare_shortage_probability(spares, job_load, spec.spare_failure_share * job_load / nodes);
-    e.repair_wait_s = f * e.no_spare_probability * spec.node_repair_hours * 3600 / static_cast<double>(spares + 1);
+    const double spare_load = spec.idle_failure_share * job_load / nodes;
+    e.no_spare_probability = spare_shortage_probability(spares, job_load, spare_load);
+    // The wait, in repair times, while the idle job's healthy nodes may fail too.
+    const double wait = spare_wait_repairs(spares, nodes, spare_load);
+    if (e.no_spare_probability > 0) {
+      e.repair_wait_s = std::isfinite(wait) ? f * e.no_spare_probability * wait * spec.node_repair_hours * 3600
+                                            : std::numeric_limits<double>::infinity();
+    }
   }
   const double down_s = e.restart_s + e.repair_wait_s;
 

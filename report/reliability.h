@@ -27,17 +27,21 @@
 // repairs under way, their remaining times uniform over T_r for fixed repairs; the same for
 // exponential ones, counting its own). Where only a share f of interruptions takes a node out
 // (ReliabilitySpec::node_repair_share), repairs arrive at f / M: B(S, f T_r / M), and R above is
-// the restart plus f B T_r / (S + 1). Idle spares fail too (ReliabilitySpec::spare_failure_share
-// r: each at r times a working node's rate of node-taking interruptions, f g / H for g GPUs per
-// node and H GPU-hours between interruptions): with k nodes in repair, S - k spares are idle and
-// repairs arrive at (f / M) (1 + r (S - k) / n) for a job of n nodes. The count in repair is then a
+// the restart plus f B T_r / (S + 1). Idle nodes may fail too (ReliabilitySpec::idle_failure_share
+// r, 0 by default: each at r times a working node's rate of node-taking interruptions, f g / H for
+// g GPUs per node and H GPU-hours between interruptions): with k nodes in repair, S - k spares are
+// idle and repairs arrive at (f / M) (1 + r (S - k) / n) for a job of n nodes. The count in repair is then a
 // birth-death chain on 0..S whose top state the job's interruptions, a Poisson stream of constant
 // rate, find with its stationary probability (spare_shortage_probability): Erlang's B at r = 0,
 // Engset's time congestion over n + S sources at r = 1 (Engset 1918; insensitive to the repair
 // times' distribution as Erlang's is: Cohen 1957, "The generalized Engset formula", Philips
 // Telecommunication Review 18(4)). The spares' GPUs are held for the job, so its GPU-hours count
-// them. Approximation: the queue's state while the job waits is that of a loss system (the wait
-// ends a fixed T_r / (S + 1) after it begins, and no node fails during it).
+// them. While the job waits, its n - 1 healthy nodes are idle and fail as idle spares do, so the
+// wait is the chain's first passage from S + 1 in repair back to S (spare_wait_repairs): T_r /
+// (S + 1) when idle nodes do not fail (the soonest of S + 1 repairs; for fixed repairs their
+// remaining times are uniform over T_r, the same mean), longer when a failure during the wait
+// sends one more node out. The first passage is exact for exponential repair times; for others
+// it is an approximation, checked against a replay with fixed ones.
 //
 // The cheapest count of spares (ReliabilitySpec::cheapest_spares): more spares wait less but are
 // held too, so the count that minimises GPUs held per unit of work, (GPUs + S g) / goodput(S),
@@ -86,7 +90,7 @@ struct ReliabilityEstimate {
   std::optional<std::int64_t> spare_nodes;
   bool spares_cheapest = false;     // the count chosen by trainsim as the cheapest (the spec asked)
   double node_repair_share = 1;     // of interruptions: those that take a node out
-  double spare_failure_share = 1;   // an idle spare's repair rate over a working node's
+  double idle_failure_share = 0;    // an idle node's repair rate over a working node's
   double no_spare_probability = 0;
   double repair_wait_s = 0;
   std::int64_t spare_gpus = 0;
@@ -112,6 +116,12 @@ double erlang_b(std::int64_t servers, double load);
 // at `spare_load` (the header's chain). spare_load 0 gives erlang_b(spares, job_load).
 // REQUIRES: spares >= 0, job_load >= 0, spare_load >= 0.
 double spare_shortage_probability(std::int64_t spares, double job_load, double spare_load);
+
+// The expected wait, in repair times, of a job of `job_nodes` nodes that found all `spares` in
+// repair, its healthy nodes failing at `spare_load` each meanwhile (the header's first passage):
+// 1 / (spares + 1) at spare_load 0; infinity when failures outpace the repairs beyond any bound.
+// REQUIRES: spares >= 0, job_nodes > 0, spare_load >= 0.
+double spare_wait_repairs(std::int64_t spares, double job_nodes, double spare_load);
 
 // The estimate for a plan of `gpus` GPUs (nodes of `gpus_per_node`) at `iteration_time_s`,
 // checkpoint `size`, GPU-to-host rate `pcie_GBps`; `train_seconds` of fault-free training when the

@@ -119,9 +119,9 @@ Json reliability_json(const ReliabilityEstimate& e, double iteration_s) {
     j["spare_nodes_cheapest"] = e.spares_cheapest;
     j["spare_gpus"] = e.spare_gpus;
     j["node_repair_share"] = tidy(e.node_repair_share);
-    j["spare_failure_share"] = tidy(e.spare_failure_share);
+    j["idle_failure_share"] = tidy(e.idle_failure_share);
     j["no_spare_probability"] = tidy(e.no_spare_probability);
-    j["repair_wait_s"] = tidy(e.repair_wait_s);
+    if (std::isfinite(e.repair_wait_s)) j["repair_wait_s"] = tidy(e.repair_wait_s);  // else a wait without end
   }
   j["goodput"] = tidy(e.goodput);
   if (e.expected_time_to_train_days) j["expected_time_to_train_days"] = tidy(*e.expected_time_to_train_days);
@@ -144,7 +144,9 @@ void reliability_text(std::ostream& o, const ReliabilityEstimate& e, double iter
       << e.spare_gpus << (e.spares_cheapest ? " GPUs, the cheapest count): " : " GPUs): ") << fmt("%.3g%%", 100 * e.no_spare_probability)
       << (e.node_repair_share < 1 ? fmt(" of the %.3g%% of interruptions that take a node out", 100 * e.node_repair_share)
                                   : std::string(" of interruptions"))
-      << " find none ready, adding " << duration_text(e.repair_wait_s) << " per interruption on average\n";
+      << " find none ready, adding "
+      << (std::isfinite(e.repair_wait_s) ? duration_text(e.repair_wait_s) + " per interruption on average\n"
+                                         : std::string("a wait without end (failures outpace the repairs)\n"));
   }
   if (e.goodput <= 0) {
     o << "  expected time         never: interruptions come faster than the job saves and restarts\n";

@@ -373,16 +373,18 @@ TEST_CASE("cli: interruptions: run and plan give goodput and the time to train w
   CHECK_FALSE(pj["plans"][0].contains("no_spare_probability"));
   const Outcome spares_text = trainsim(spare);
   CHECK(spares_text.output.find("1 spare node back from repair in 12 h") != std::string::npos);
-  // A spare that fails only under load leaves the job short less often than one that fails idle.
-  const Outcome latent = trainsim(spare + " --spare-failure-share 0 --json -");
-  REQUIRE(latent.code == 0);
-  const auto lj = nlohmann::json::parse(latent.output);
-  REQUIRE(lj["plans"].size() == 3);
+  // Idle nodes that fail too leave the job short more often, and waiting longer, than the default
+  // (faults that show under load only).
+  const Outcome idle = trainsim(spare + " --idle-failure-share 1 --json -");
+  REQUIRE(idle.code == 0);
+  const auto ij = nlohmann::json::parse(idle.output);
+  REQUIRE(ij["plans"].size() == 3);
   for (std::size_t i = 0; i < 3; ++i) {
-    CHECK(lj["plans"][i]["no_spare_probability"].get<double>() < sj["plans"][i]["no_spare_probability"].get<double>());
+    CHECK(ij["plans"][i]["no_spare_probability"].get<double>() > sj["plans"][i]["no_spare_probability"].get<double>());
+    CHECK(ij["plans"][i]["repair_wait_s"].get<double>() > sj["plans"][i]["repair_wait_s"].get<double>());
   }
-  const Outcome latent_text = trainsim(spare + " --spare-failure-share 0");
-  CHECK(latent_text.output.find("idle spares fail at 0 of a working node's rate") != std::string::npos);
+  CHECK(trainsim(spare + " --idle-failure-share 1").output.find("idle nodes fail at 1 of a working node's rate") != std::string::npos);
+  CHECK(spares_text.output.find("idle nodes fail") == std::string::npos);
   // The cheapest count of spares, per plan: no fixed count holds fewer GPU-hours for any plan
   // (an interruption every 6 hours of this 2-node job and 12-hour repairs: 2 spares).
   const std::string reliable = plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --node-repair-hours 12";
@@ -434,9 +436,9 @@ TEST_CASE("cli: interruptions: run and plan give goodput and the time to train w
   CHECK(misspelt.code == 2);
   CHECK(misspelt.output.find("--spare-nodes") != std::string::npos);
   CHECK(misspelt.output.find("cheapest") != std::string::npos);
-  const Outcome stray = trainsim(plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --spare-failure-share 0");
+  const Outcome stray = trainsim(plan + " --gpu-mtbf-hours 100 --restart-minutes 30 --checkpoint-write-GBps 1 --idle-failure-share 1");
   CHECK(stray.code == 2);
-  CHECK(stray.output.find("--spare-failure-share") != std::string::npos);
+  CHECK(stray.output.find("--idle-failure-share") != std::string::npos);
   // Any of the options asks for all three inputs.
   const Outcome missing = trainsim(plan + " --gpu-mtbf-hours 100 --checkpoint-write-GBps 1");
   CHECK(missing.code == 2);
@@ -456,12 +458,12 @@ TEST_CASE("cli: plan answers any value of any numeric option with a result or ex
       {"--recompute", "full"},     {"--optimizer-sharding", "1"},   {"--threads", "1"}, {"--train-tokens", "1e9"},
       {"--gpu-mtbf-hours", "50000"}, {"--restart-minutes", "10"},   {"--checkpoint-write-GBps", "100"},
       {"--spare-nodes", "2"},      {"--node-repair-hours", "24"},   {"--node-repair-share", "0.78"},
-      {"--spare-failure-share", "0.5"}};
+      {"--idle-failure-share", "0.5"}};
   const char* options[] = {"--gpus", "--global-batch-size", "--seq-length", "--tp", "--pp", "--vp", "--cp", "--ep",
                            "--micro-batch-sizes", "--optimizer-sharding", "--train-tokens", "--deadline-days",
                            "--price-per-gpu-hour", "--threads", "--top", "--gpu-mtbf-hours", "--restart-minutes",
                            "--checkpoint-write-GBps", "--checkpoint-interval", "--spare-nodes", "--node-repair-hours",
-                           "--node-repair-share", "--spare-failure-share"};
+                           "--node-repair-share", "--idle-failure-share"};
   const char* values[] = {"0", "-1", "3", "4294967297", "9223372036854775807", "nan", "-inf", "1e308", "abc"};
   int results = 0, errors = 0;
   for (const std::string option : options) {

@@ -340,17 +340,17 @@ TEST_CASE("config/Scenario: training.reliability needs the interruption rate, th
   // Spares: a count, or the cheapest one; with the repair time, the shares beside it.
   const std::string spares = R"({"gpu_mtbf_hours": 50677, "restart_minutes": 5, "checkpoint_write_GBps": 2000, "node_repair_hours": 24, )";
   const config::Scenario counted =
-      config::load_scenario(tests::kDefaultScenario, {base + spares + R"("spare_nodes": 6, "spare_failure_share": 0.25})"});
+      config::load_scenario(tests::kDefaultScenario, {base + spares + R"("spare_nodes": 6, "idle_failure_share": 0.25})"});
   CHECK(counted.training.reliability->spare_nodes == 6);
   CHECK_FALSE(counted.training.reliability->cheapest_spares);
-  CHECK(counted.training.reliability->spare_failure_share == 0.25);
+  CHECK(counted.training.reliability->idle_failure_share == 0.25);
   const config::Scenario cheapest = config::load_scenario(tests::kDefaultScenario, {base + spares + R"("spare_nodes": "cheapest"})"});
   CHECK_FALSE(cheapest.training.reliability->spare_nodes.has_value());
   CHECK(cheapest.training.reliability->cheapest_spares);
   CHECK(cheapest.training.reliability->has_spares());
-  CHECK(cheapest.training.reliability->spare_failure_share == 1);
-  const std::string share = error_of({base + spares + R"("spare_nodes": 2, "spare_failure_share": 1.5})"});
-  CHECK(share.find("/training/reliability/spare_failure_share") != std::string::npos);
+  CHECK(cheapest.training.reliability->idle_failure_share == 0);
+  const std::string share = error_of({base + spares + R"("spare_nodes": 2, "idle_failure_share": 1.5})"});
+  CHECK(share.find("/training/reliability/idle_failure_share") != std::string::npos);
   const std::string no_repair =
       error_of({base + R"({"gpu_mtbf_hours": 50677, "restart_minutes": 5, "checkpoint_write_GBps": 2000, "spare_nodes": "cheapest"})"});
   CHECK(no_repair.find("/training/reliability/node_repair_hours") != std::string::npos);
