@@ -85,15 +85,15 @@ ReliabilityEstimate estimate_with_spares(const models::ReliabilitySpec& spec, st
   e.restart_s = spec.restart_minutes * 60;
   const double mtbf_s = e.job_mtbf_hours * 3600;
   if (spec.spare_nodes) {
-    // The header's spare-node term: the pool's chain at the repair load, then the soonest
-    // repair's wait.
+    // The header's spare-node term: the pool's chain at the repair load, then the wait's first
+    // passage.
     const std::int64_t spares = *spec.spare_nodes;
     e.spare_nodes = spares;
     e.node_repair_share = spec.node_repair_share;
     e.idle_failure_share = spec.idle_failure_share;
     e.spare_gpus = spares * gpus_per_node;
     // Repairs arrive with the share f of interruptions that need one; only those can wait. An
-    // idle spare sends itself at r / n of the job's rate, n the job's nodes.
+    // idle node sends itself at r / n of the job's rate, n the job's nodes.
     const double f = spec.node_repair_share;
     const double job_load = f * spec.node_repair_hours / e.job_mtbf_hours;
     const double nodes = static_cast<double>(gpus) / static_cast<double>(gpus_per_node);

@@ -30,9 +30,9 @@
 // the restart plus f B T_r / (S + 1). Idle nodes may fail too (ReliabilitySpec::idle_failure_share
 // r, 0 by default: each at r times a working node's rate of node-taking interruptions, f g / H for
 // g GPUs per node and H GPU-hours between interruptions): with k nodes in repair, S - k spares are
-// idle and repairs arrive at (f / M) (1 + r (S - k) / n) for a job of n nodes. The count in repair is then a
-// birth-death chain on 0..S whose top state the job's interruptions, a Poisson stream of constant
-// rate, find with its stationary probability (spare_shortage_probability): Erlang's B at r = 0,
+// idle and repairs arrive at (f / M) (1 + r (S - k) / n) for a job of n nodes. The count in
+// repair is then a birth-death chain on 0..S whose top state the job's interruptions, a Poisson
+// stream of constant rate, find with its stationary probability (spare_shortage_probability): Erlang's B at r = 0,
 // Engset's time congestion over n + S sources at r = 1 (Engset 1918; insensitive to the repair
 // times' distribution as Erlang's is: Cohen 1957, "The generalized Engset formula", Philips
 // Telecommunication Review 18(4)). The spares' GPUs are held for the job, so its GPU-hours count
