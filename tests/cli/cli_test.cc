@@ -396,14 +396,18 @@ TEST_CASE("cli: interruptions: run and plan give goodput and the time to train w
     CAPTURE(count);
     const Outcome fixed = trainsim(reliable + " --spare-nodes " + count + " --json -");
     REQUIRE(fixed.code == 0);
-    for (const auto& f : nlohmann::json::parse(fixed.output)["plans"]) {
+    const nlohmann::json fixed_json = nlohmann::json::parse(fixed.output);  // outlives the loop over its plans
+    int matched = 0;  // each of the cheapest search's plans is among the fixed count's
+    for (const auto& f : fixed_json["plans"]) {
       CHECK(f["spare_nodes"].get<std::int64_t>() == std::stoll(count));
       for (const auto& c : cj) {
         if (c["parallelism"] != f["parallelism"] || c["training"] != f["training"]) continue;
+        ++matched;
         CHECK(f["expected_gpu_hours"].get<double>() >= c["expected_gpu_hours"].get<double>() * (1 - 1e-12));
         if (f["spare_nodes"] == c["spare_nodes"]) CHECK(f["expected_gpu_hours"] == c["expected_gpu_hours"]);
       }
     }
+    CHECK(matched == 3);
   }
   CHECK(trainsim(reliable + " --spare-nodes cheapest").output.find("each plan's cheapest count of spare nodes") !=
         std::string::npos);
