@@ -149,7 +149,9 @@ void reliability_text(std::ostream& o, const ReliabilityEstimate& e, double iter
                                          : std::string("a wait without end (failures outpace the repairs)\n"));
   }
   if (e.goodput <= 0) {
-    o << "  expected time         never: interruptions come faster than the job saves and restarts\n";
+    o << "  expected time         never: "
+      << (std::isfinite(e.repair_wait_s) ? "interruptions come faster than the job saves and restarts\n"
+                                         : "the job waits for repairs without end\n");
   } else if (e.expected_time_to_train_days) {
     o << "  expected time         " << fmt("%.1f days", *e.expected_time_to_train_days) << " ("
       << fmt("%.3g GPU-hours", e.expected_gpu_hours.value_or(0)) << ", "

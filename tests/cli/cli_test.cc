@@ -384,6 +384,15 @@ TEST_CASE("cli: interruptions: run and plan give goodput and the time to train w
     CHECK(ij["plans"][i]["repair_wait_s"].get<double>() > sj["plans"][i]["repair_wait_s"].get<double>());
   }
   CHECK(trainsim(spare + " --idle-failure-share 1").output.find("idle nodes fail at 1 of a working node's rate") != std::string::npos);
+  // Idle nodes that fail faster than repairs come back: the wait never ends, and run says why.
+  // (Llama 3's 2,048 nodes at its rate, 11-year repairs: each wait's first passage sums past 1e300.)
+  const Outcome endless = trainsim("run " + std::string(TRAINSIM_SOURCE_DIR) +
+                                   "/scenarios/examples/llama3.1-405b-16k-h100-interruptions.json"
+                                   " --set training.reliability.spare_nodes=0 --set training.reliability.node_repair_hours=1e5"
+                                   " --set training.reliability.idle_failure_share=1");
+  REQUIRE(endless.code == 0);
+  CHECK(endless.output.find("a wait without end") != std::string::npos);
+  CHECK(endless.output.find("never: the job waits for repairs without end") != std::string::npos);
   CHECK(spares_text.output.find("idle nodes fail") == std::string::npos);
   // The cheapest count of spares, per plan: no fixed count holds fewer GPU-hours for any plan
   // (an interruption every 6 hours of this 2-node job and 12-hour repairs: 2 spares).
