@@ -127,10 +127,7 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
     o << line;
     if (train && r.time_to_train_days) o << fmt(" %7.1f", *r.time_to_train_days) << fmt(" %11.4g", *r.gpu_hours);
     if (r.goodput) o << fmt(" %7.1f%%", 100 * *r.goodput);
-    if (spares) {
-      const std::string count = std::to_string(r.spare_nodes.value_or(0));
-      o << std::string(count.size() < 8 ? 8 - count.size() : 1, ' ') << count;
-    }
+    if (spares) o << fmt(" %7.0f", static_cast<double>(r.spare_nodes.value_or(0)));
     if (r.expected_time_to_train_days) {
       o << fmt(" %9.1f", *r.expected_time_to_train_days) << fmt(" %10.4g", r.expected_gpu_hours.value_or(0));
     } else if (r.goodput && train) {

@@ -44,8 +44,8 @@ struct TrainingCost {
 
 TrainingCost training_cost(const RunResult& r) {
   TrainingCost t;
-  if (r.scenario.training.train_tokens && r.tokens_per_s > 0) {
-    const double seconds = *r.scenario.training.train_tokens / r.tokens_per_s;
+  if (const auto seconds_to_train = fault_free_train_seconds(r)) {
+    const double seconds = *seconds_to_train;
     t.days = seconds / 86400.0;
     t.gpu_hours = seconds / 3600.0 * static_cast<double>(r.scenario.num_gpus());
   }

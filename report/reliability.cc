@@ -99,9 +99,9 @@ ReliabilityEstimate estimate_with_spares(const models::ReliabilitySpec& spec, st
     const double nodes = static_cast<double>(gpus) / static_cast<double>(gpus_per_node);
     const double spare_load = spec.idle_failure_share * job_load / nodes;
     e.no_spare_probability = spare_shortage_probability(spares, job_load, spare_load);
-    // The wait, in repair times, while the idle job's healthy nodes may fail too.
-    const double wait = spare_wait_repairs(spares, nodes, spare_load);
     if (e.no_spare_probability > 0) {
+      // The wait, in repair times, while the idle job's healthy nodes may fail too.
+      const double wait = spare_wait_repairs(spares, nodes, spare_load);
       e.repair_wait_s = std::isfinite(wait) ? f * e.no_spare_probability * wait * spec.node_repair_hours * 3600
                                             : std::numeric_limits<double>::infinity();
     }
@@ -190,13 +190,16 @@ ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, st
   return *best;
 }
 
+std::optional<double> fault_free_train_seconds(const RunResult& r) {
+  if (!r.scenario.training.train_tokens) return std::nullopt;
+  return *r.scenario.training.train_tokens / r.tokens_per_s;
+}
+
 std::optional<ReliabilityEstimate> estimate_reliability(const RunResult& r) {
   const config::Scenario& s = r.scenario;
   if (!s.training.reliability || r.iteration_time_s <= 0) return std::nullopt;
-  std::optional<double> train_seconds;
-  if (s.training.train_tokens) train_seconds = *s.training.train_tokens / r.tokens_per_s;
   return estimate_reliability(*s.training.reliability, s.num_gpus(), s.cluster.gpus_per_node, r.iteration_time_s,
-                              checkpoint_size(r), s.cluster.pcie_x16_GBps(), train_seconds);
+                              checkpoint_size(r), s.cluster.pcie_x16_GBps(), fault_free_train_seconds(r));
 }
 
 }  // namespace trainsim::report

@@ -130,6 +130,10 @@ ReliabilityEstimate estimate_reliability(const models::ReliabilitySpec& spec, st
                                          double iteration_time_s, const CheckpointSize& size, double pcie_GBps,
                                          std::optional<double> train_seconds);
 
+// The seconds a run takes to train its scenario's token budget without interruptions (nullopt
+// without training.train_tokens): the time to train that run, compare and this estimate report.
+std::optional<double> fault_free_train_seconds(const RunResult& r);
+
 // The estimate for a run whose scenario has training.reliability (nullopt otherwise).
 std::optional<ReliabilityEstimate> estimate_reliability(const RunResult& r);
 

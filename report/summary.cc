@@ -263,8 +263,8 @@ nlohmann::ordered_json summary_json(const RunResult& r, bool include_wall_time) 
     }
     j["bottleneck"] = bn;
   }
-  if (s.training.train_tokens) {
-    const double seconds = *s.training.train_tokens / r.tokens_per_s;
+  if (const auto seconds_to_train = fault_free_train_seconds(r)) {
+    const double seconds = *seconds_to_train;
     j["train_tokens"] = *s.training.train_tokens;
     j["time_to_train_days"] = tidy(seconds / 86400.0);
     j["gpu_hours"] = tidy(seconds / 3600.0 * static_cast<double>(s.num_gpus()));
@@ -366,8 +366,8 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
     o << "  host memory/GPU       " << human_bytes(static_cast<double>(r.host_offload_bytes_per_gpu))
       << " of offloaded activations (cpu_offloading)\n";
   }
-  if (s.training.train_tokens) {
-    const double seconds = *s.training.train_tokens / r.tokens_per_s;
+  if (const auto seconds_to_train = fault_free_train_seconds(r)) {
+    const double seconds = *seconds_to_train;
     o << "  time to train         " << fmt("%.1f days", seconds / 86400) << " for " << fmt("%.3g tokens", *s.training.train_tokens)
       << " (" << fmt("%.3g GPU-hours", seconds / 3600 * static_cast<double>(s.num_gpus())) << ")\n";
   }
