@@ -16,16 +16,18 @@ using namespace trainsim;
 
 namespace {
 
+// An exponential draw of mean `mean`: uniform in (0, 1] from 53 random bits, then the inverse.
+double exponential_draw(std::mt19937_64& rng, double mean) {
+  const double u = (static_cast<double>(rng() >> 11) + 1) / 9007199254740992.0;
+  return -mean * std::log(u);
+}
+
 // Checkpoint-restart played out: work in segments of `tau` seconds each followed by a save of
 // `c`; an interruption (exponential, mean `m`) loses the segment in progress and costs `r`,
 // which an interruption can cut short too. Returns the elapsed time of `segments` segments.
 double replay_interruptions(double tau, double c, double r, double m, std::int64_t segments, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const auto next_interruption = [&] {
-    // Uniform in (0, 1] from 53 random bits, then the exponential's inverse.
-    const double u = (static_cast<double>(rng() >> 11) + 1) / 9007199254740992.0;
-    return -m * std::log(u);
-  };
+  const auto next_interruption = [&] { return exponential_draw(rng, m); };
   double elapsed = 0;
   for (std::int64_t i = 0; i < segments; ++i) {
     for (;;) {
@@ -212,10 +214,7 @@ SparePool pool_of(double m, double repair, std::int64_t spares, std::int64_t job
 double replay_spares(const SparePool& pool, std::int64_t interruptions, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> coin(0, 1);
-  const auto exponential = [&](double mean) {
-    const double u = (static_cast<double>(rng() >> 11) + 1) / 9007199254740992.0;
-    return -mean * std::log(u);
-  };
+  const auto exponential = [&](double mean) { return exponential_draw(rng, mean); };
   std::vector<double> in_repair;  // a min-heap of the repairs' end times
   const auto later = [](double a, double b) { return a > b; };
   const auto start_repair = [&](double at) {
