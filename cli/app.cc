@@ -8,7 +8,7 @@
 namespace trainsim::cli {
 
 int run_app(int argc, char** argv) {
-  CLI::App app{"trainsim: simulate distributed Transformer training (Megatron plans on A100/H100/H200/B200 clusters)"};
+  CLI::App app{"trainsim: simulate distributed Transformer training (Megatron plans on A100, H100, H200, B200, GB200 and GB300 clusters)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "trainsim 0.1.0");
   Registry registry;
