@@ -94,6 +94,58 @@ TEST_CASE("validate/secondary suites: MosaicML's H100 runs rank right and keep t
   CHECK(r.min_spearman >= 0.98);
 }
 
+TEST_CASE("validate/secondary suites: llm-foundry's A100 side tables: FSDP's micro-batch trend and the checkpointing gap") {
+  // validate/suites/mosaicml_a100_tables.json (README, "A seventeenth suite"), in no fit: MPT on
+  // one DGX A100 node under FSDP FULL_SHARD, from two tables kept beside llm-foundry's README.
+  // Without checkpointing, MPT-7b at micro-batch 1, 2, 4 and 6 (and MPT-13b at 1 and 2) measures
+  // fewer seconds per token the larger the micro-batch, 29% fewer from 1 to 6; the prediction
+  // falls too, but by 6%: trainsim hides FSDP's per-micro-batch gathers and reduce-scatters
+  // behind compute for free, so it is 21% fast at micro-batch 1 and within 4% at 4 and 6. With
+  // checkpointing (PyTorch 2.0.1 and 1.13.1 rows) it is 2-14% slow, the gap README's "Not met"
+  // describes, but for one 1.13.1 row that measured far below its model's others (-18%). The
+  // bounds hold the stated figures (MAPE 9.1%, largest 26.1%, Spearman 0.998).
+  const SecondaryResult r = validate_secondary("validate/suites/mosaicml_a100_tables.json", 31);
+  CHECK(r.errors.mape <= 0.10);
+  CHECK(r.errors.max_abs_error <= 0.28);
+  CHECK(r.min_spearman >= 0.99);
+
+  // Seconds per sample, predicted and measured, of the checkpoint-free MPT-7b series by micro-batch.
+  std::map<int, std::pair<double, double>> per_sample;
+  double ckpt_error = 0, free_error = 0;
+  int ckpt_n = 0, free_n = 0;
+  const std::string series = "mosaic_llmfoundry_larger_mb_1_a100_80gb_7b_seq2048_8gpu_mbs";
+  for (const validate::CaseResult& c : r.report.cases) {
+    REQUIRE(c.metrics.size() == 1);
+    const validate::MetricResult& m = c.metrics.front();
+    const bool ckpt = c.id.find("_ckpt") != std::string::npos;
+    (ckpt ? ckpt_error : free_error) += m.error;
+    ++(ckpt ? ckpt_n : free_n);
+    if (c.id.rfind(series, 0) != 0) continue;
+    const int mbs = std::stoi(c.id.substr(series.size()));
+    const double samples = 8.0 * 2.0 * mbs;  // 8 GPUs, 2 accumulation steps
+    per_sample[mbs] = {m.predicted / samples, m.measured / samples};
+  }
+  REQUIRE(per_sample.size() == 4);
+  REQUIRE(ckpt_n == 24);
+  REQUIRE(free_n == 7);
+  // Both fall with the micro-batch, and the measured series falls further.
+  for (auto it = std::next(per_sample.begin()); it != per_sample.end(); ++it) {
+    CHECK(it->second.first < std::prev(it)->second.first);
+    CHECK(it->second.second < std::prev(it)->second.second);
+  }
+  const double predicted_drop = 1 - per_sample.at(6).first / per_sample.at(1).first;
+  const double measured_drop = 1 - per_sample.at(6).second / per_sample.at(1).second;
+  MESSAGE("MPT-7b seconds per sample, micro-batch 1 -> 6: predicted -" << 100 * predicted_drop << "%, measured -"
+          << 100 * measured_drop << "%");
+  CHECK(measured_drop > predicted_drop);
+  CHECK(std::abs(per_sample.at(6).first / per_sample.at(6).second - 1) <= 0.05);
+  // The checkpointed rows come out slow on average, the checkpoint-free ones fast.
+  MESSAGE("mean signed error: checkpointed " << 100 * ckpt_error / ckpt_n << "%, checkpoint-free "
+          << 100 * free_error / free_n << "%");
+  CHECK(ckpt_error / ckpt_n > 0);
+  CHECK(free_error / free_n < 0);
+}
+
 TEST_CASE("validate/secondary suites: Korthikanti et al. 2022's A100 runs, held out, slow with the pipeline's depth") {
   // validate/suites/korthikanti2022.json (README, "A thirteenth suite"), in no fit: GPT 22B-1T on
   // DGX A100 with full recomputation and with sequence parallelism + selective recomputation. The
