@@ -41,25 +41,10 @@ if [ "$mode" = fuzz ] || [ "$mode" = sanitize ]; then
     -DTRAINSIM_FUZZ=ON -DTRAINSIM_BUILD_TESTS=$tests -DTRAINSIM_BUILD_BENCH=OFF -DTRAINSIM_BUILD_CUDA=OFF >/dev/null
   if [ "$mode" = sanitize ]; then
     cmake --build "$build" -j "$(nproc)" --target all fuzz_targets
-    # Seventeen tests are left to the ordinary build. Every example scenario run whole (the largest,
-    # Qwen3-235B's EP all-to-alls, takes 4 s optimized and over 40 s here; each feature an example
-    # combines has its own small lowering test in this build). Fourteen that check accuracy or
-    # refit a calibration: over 205 published runs, byte-identical plan output across thread counts
-    # (hundreds of plans), the NeMo 25.04 refit of h100.json (its 34 runs and checks), the GEMM
-    # refit of h100.json (with its check suites), the full B200 fit (GEMMs and attention, with its
-    # check suites), the accuracy of Megatron-Bridge's 256-GPU MoE runs, that of its Llama tables,
-    # that of the held-out DGX Cloud runs and of their NeMo 25.04 successors, that of NeMo's
-    # Blackwell performance summary, that of BigScience's timed plans for one 181B model, that of
-    # Korthikanti et al.'s 2022 runs (the 1T's 64 stages), the vTrain host-time fit over 1,549
-    # runs, the sustained-fraction bootstrap's properties (three whole fits; 1-5 minutes each
-    # here). And the deadline search's exactness and lower-bound checks
-    # (dozens of plan searches; the deadline test that stays runs the same code). Every
-    # code path they run is run by smaller tests in this build too (the B200 GEMM refit, the
-    # attention fit across clocks, the fits' own tests, among them the held-out-family fit, which
-    # computes the same bootstrap, the combined-step, MoE, FP4/MXFP8, offloading and ZeRO-3
-    # lowering tests, the GB300 compute-model test, the GB200 suite's accuracy test).
-    ctest --test-dir "$build" --output-on-failure -j "$(nproc)" \
-      -E "models/examples: every example scenario runs|validate/published runs: primary-metric|planner/search: same inputs, same output bytes|validate/calibration: h100-nemo25.json is h100.json|validate/calibrate: refitting the GEMMs of the shipped sweep|validate/secondary suites: Megatron-Bridge's MoE tables|validate/secondary suites: Megatron-Bridge's Llama tables|validate/calibrate: the full B200 fit|validate/secondary suites: DGX Cloud runs held out of every fit|validate/fit_sustained_fraction: the bootstrap interval holds the fit|validate/vTrain suite: the Megatron-DeepSpeed host time|validate/secondary suites: DGX Cloud's NeMo 25.04|validate/secondary suites: Korthikanti|validate/secondary suites: NeMo's Blackwell|validate/secondary suites: BigScience's plans|planner/deadline: a smaller count than the walk's|planner/deadline: the lower bound on time to train"
+    # tests/sanitizer_skip.txt names the tests left to the ordinary build, and why: prefixes of
+    # test names, matched literally at the start of the name.
+    skip=$(grep -v -e '^#' -e '^[[:space:]]*$' tests/sanitizer_skip.txt | sed -e 's/[][\\.*^$()+?{}|]/\\&/g' -e 's/^/^/' | paste -sd '|')
+    ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -E "$skip"
   else
     cmake --build "$build" -j "$(nproc)" --target fuzz_targets
   fi
