@@ -19,6 +19,7 @@ struct CalibrateArgs {
   std::string attention;
   std::vector<std::string> host_runs;
   std::vector<std::string> check_runs;
+  std::vector<std::string> overrides;
   bool all_residuals = false;
   int jobs = 0;
 };
@@ -32,6 +33,7 @@ int run(const CalibrateArgs& a) {
   in.attention = a.attention;
   in.host_runs = a.host_runs;
   in.check_runs = a.check_runs;
+  in.overrides = a.overrides;
   in.jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const validate::CalibrationResult result = validate::calibrate(in);
   std::cout << validate::residuals_text(result, a.all_residuals);
@@ -59,6 +61,8 @@ void add_calibrate_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--check-runs", args->check_runs,
                   "Validation suites of runs kept out of the fit: predicted with the finished calibration and recorded in "
                   "its fit.checks (e.g. validate/suites/dgxc_gb200.json for b200)");
+  cmd->add_option("--set", args->overrides,
+                  "Override a value in the scenario of every training run (all suites): key.path=value (repeatable)");
   cmd->add_flag("--all-residuals", args->all_residuals, "Print every point's residual (default: the ten largest per fit)");
   cmd->add_option("--jobs,-j", args->jobs, "Training-run cases simulated at once (default: one per CPU core)");
   cmd->footer("Example: trainsim calibrate validate/data/gemm_measurements.json -o h100.json\n"

@@ -23,6 +23,7 @@ struct ValidateArgs {
   std::string suite;
   std::string json;
   std::string only;
+  std::vector<std::string> overrides;
   int jobs = 0;
 };
 
@@ -33,7 +34,7 @@ int run_suite(const ValidateArgs& a) {
   }
   // A case that cannot be read or simulated does not hide the others: every other case is
   // predicted and reported, the bad ones are listed, and the exit code is still 2.
-  const validate::Suite suite = validate::read_suite(a.suite, a.only, validate::OnCaseError::kRecord);
+  const validate::Suite suite = validate::read_suite(a.suite, a.only, validate::OnCaseError::kRecord, a.overrides);
   validate::ValidateOptions options;
   options.record_failures = true;
   options.jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -83,6 +84,7 @@ void add_validate_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--json", args->json, "Write the comparison as JSON to FILE ('-' for stdout, replacing the text)");
   cmd->add_option("--only", args->only, "Only the cases whose id contains this text");
   cmd->add_option("--jobs,-j", args->jobs, "Cases simulated at once (default: one per CPU core)");
+  cmd->add_option("--set", args->overrides, "Override a value in every case's scenario: key.path=value (repeatable)");
   cmd->footer("Example: trainsim validate validate/suites/published_runs.json --json -");
   registry.add(cmd, [args]() { return run_suite(*args); });
 

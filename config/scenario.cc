@@ -751,6 +751,7 @@ SimulationSpec read_simulation(ObjectReader r) {
   s.full = r.get_choice("fidelity", 0, {"symmetric", "full"}) == 1;
   s.seed = r.get_int("seed", 0, 0, std::numeric_limits<std::int64_t>::max());
   s.max_events = r.get_double("max_events", kDefaultMaxEvents, 1, 1e15);
+  s.sm_contention = r.get_bool("sm_contention", false);
   if (const Json* list = r.raw("stragglers")) {
     if (!list->is_array()) r.fail("stragglers", "expected an array of {\"rank\" or \"node\", \"slowdown\"} objects");
     for (std::size_t i = 0; i < list->size(); ++i) {

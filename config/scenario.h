@@ -43,6 +43,10 @@ struct SimulationSpec {
   std::vector<Straggler> stragglers;
   std::vector<DegradedLink> degraded_links;
   std::int64_t seed = 0;
+  // "sm_contention": the GEMM and attention kernels that overlap communication run on the SMs
+  // its NCCL kernels leave (sim::EngineOptions::sm_contention). Off by default: the shipped
+  // calibrations were fitted without it.
+  bool sm_contention = false;
   // Work limit (config/simulation_cost.h): plans estimated to need more engine events are
   // rejected before lowering, so no input runs for minutes. Raise it to simulate them anyway.
   double max_events = kDefaultMaxEvents;

@@ -61,8 +61,9 @@ std::vector<std::pair<std::string, double>> kernels_by_kind(const sim::TaskGraph
   return out;
 }
 
-TimeBreakdown breakdown_of(const sim::RankAccount& a, sim::TimePoint makespan) {
+TimeBreakdown breakdown_of(const sim::RankAccount& a, sim::TimePoint makespan, bool sm_contention) {
   TimeBreakdown b;
+  if (sm_contention) b.sm_contention_s = a.sm_contention.seconds();
   b.compute_s = (a.busy[models::kForward] + a.busy[models::kBackward]).seconds();
   b.recompute_s = a.busy[models::kRecompute].seconds();
   b.optimizer_s = a.busy[models::kOptimizer].seconds();
@@ -157,6 +158,7 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
   eo.symmetric = !s.simulation.full;
   eo.primary_stream = models::kComputeStream;
   eo.comm_time_scale = options.comm_time_scale;
+  eo.sm_contention = s.simulation.sm_contention;
   if (options.record) {
     if (!options.record_ranks.empty()) {
       for (std::int64_t r : options.record_ranks) {
@@ -219,7 +221,7 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
     if (out.engine.accounts[i].finish > out.engine.accounts[critical].finish) critical = i;
   }
   out.critical_rank = sim::index(out.engine.ranks[critical]);
-  out.breakdown = breakdown_of(out.engine.accounts[critical], out.engine.makespan);
+  out.breakdown = breakdown_of(out.engine.accounts[critical], out.engine.makespan, s.simulation.sm_contention);
   out.breakdown.compute_by_kernel = kernels_by_kind(w.graph, out.engine.ranks[critical], timing, slowdown);
 
   // Per stage: the rank of the stage with the highest memory peak.
@@ -246,7 +248,7 @@ RunResult simulate(const config::Scenario& scenario, const RunOptions& options) 
       sr.activation_peak_bytes = a.peak_memory_bytes - info.static_memory.total();
       sr.peak_time_s = a.peak_memory_time.seconds();
       sr.finish_s = a.finish.seconds();
-      sr.breakdown = breakdown_of(a, out.engine.makespan);
+      sr.breakdown = breakdown_of(a, out.engine.makespan, s.simulation.sm_contention);
       sr.breakdown.compute_by_kernel = kernels_by_kind(w.graph, out.engine.ranks[best], timing, slowdown);
     }
     out.peak_bytes_per_gpu = std::max(out.peak_bytes_per_gpu, sr.peak_bytes);

@@ -57,6 +57,9 @@ struct TimeBreakdown {
   double exposed_communication_s = 0;  // communication the compute stream waited for
   double synchronization_wait_s = 0;   // waiting for slower peers at a collective
   double host_launch_s = 0;            // next kernel ready, waiting for the host to issue it (CPU-bound)
+  // simulation.sm_contention: of compute, recompute and optimizer, the time GEMM and attention
+  // kernels ran longer than alone, on the SMs that communication kernels left them.
+  std::optional<double> sm_contention_s;
   double idle_s = 0;                   // anything else (end of iteration waits)
   // Exposed communication by kind (tp, dp, pp, cp, ep, embedding, other) and total busy time of
   // each communication kind (hidden or not).

@@ -40,6 +40,7 @@ Json breakdown_json(const TimeBreakdown& b) {
   j["pipeline_bubble_s"] = tidy(b.pipeline_bubble_s);
   j["synchronization_wait_s"] = tidy(b.synchronization_wait_s);
   j["host_launch_s"] = tidy(b.host_launch_s);
+  if (b.sm_contention_s) j["sm_contention_s"] = tidy(*b.sm_contention_s);
   j["idle_s"] = tidy(b.idle_s);
   Json exposed = Json::object(), total = Json::object();
   for (const auto& [k, v] : b.exposed_by_kind) exposed[k] = tidy(v);
@@ -390,6 +391,10 @@ std::string summary_text(const RunResult& r, bool include_wall_time) {
       sep = ", ";
     }
     o << "\n";
+  }
+  if (b.sm_contention_s) {
+    // The kernels above are priced alone; beside communication they ran this much longer.
+    o << "      + " << fmt("%.3f s", *b.sm_contention_s) << " of GEMM and attention slowed by the SMs communication kernels held\n";
   }
   row("pipeline bubble       ", b.pipeline_bubble_s);
   row("exposed communication ", b.exposed_communication_s);

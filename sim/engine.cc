@@ -1,6 +1,7 @@
 #include "sim/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "sim/check.h"
@@ -19,6 +20,10 @@ Engine::Engine(const TaskGraph& graph, TimingModel& timing, EngineOptions option
   last_chain_.resize(streams_.size());
   wake_at_.assign(static_cast<std::size_t>(n) * num_streams_, TimePoint{});
   completed_.assign(static_cast<std::size_t>(n) * num_streams_, 0);
+  if (options_.sm_contention) {
+    sm_progress_.resize(streams_.size());
+    sm_taken_.assign(n, 0.0);
+  }
   ranks_.resize(n);
   for (std::uint32_t r = 0; r < n; ++r) {
     ranks_[r].cls = graph_.class_of(RankId{r});
@@ -111,7 +116,16 @@ EngineResult Engine::run() {
         if ((ev.payload.b() & kWakeBit) != 0) {
           try_start(ev.payload.a(), ev.payload.b() & ~kWakeBit);
         } else {
-          complete_task(ev.payload.a(), ev.payload.b());
+          const std::uint32_t s = ev.payload.b() & 0xfu;
+          if (const std::uint32_t generation = (ev.payload.b() >> 4) & kGenerationMask; generation != 0) {
+            // An SM-bound kernel's completion (sm_contention): current unless re-timed since.
+            SmProgress& p = sm_progress_[stream_index(ev.payload.a(), s)];
+            if (!p.active || generation != p.generation || ev.time != p.due) break;
+            p.active = false;
+            const StreamState& st = stream_state(ev.payload.a(), s);
+            result_.accounts[ranks_[ev.payload.a()].account].sm_contention += (ev.time - st.transfer_start) - p.nominal;
+          }
+          complete_task(ev.payload.a(), s);
         }
         break;
       case EventKind::kInstanceDone:
@@ -297,6 +311,27 @@ void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const Rank
   TaskIndex current = first;
   TimePoint ready = queue_.now();  // deps done and at the head of its stream; `start` adds the host's lag
   TimePoint end = start + compute_duration(rank, cls, rc.tasks[current]);
+  if (!sm_progress_.empty()) {
+    // Each kernel is its own event: its rate can change while it runs.
+    st.posted = ready;
+    st.transfer_start = start;
+    std::uint32_t b = s;
+    const KernelClass k = rc.kernels[rc.tasks[current].payload].kernel_class;
+    if (k == KernelClass::kGemm || k == KernelClass::kFlashAttention) {
+      SmProgress& p = sm_progress_[stream_index(rank, s)];
+      p.active = true;
+      p.segment = start;
+      p.nominal = end - start;
+      p.work = static_cast<double>(p.nominal.ps());
+      p.rate = sm_rate(rank);
+      if (p.rate != 1.0) end = start + Duration::from_ps(static_cast<std::int64_t>(std::ceil(p.work / p.rate)));
+      p.due = end;
+      p.generation = next_generation(p.generation);
+      b |= p.generation << 4;
+    }
+    queue_.push(end, 0, EventPayload{EventKind::kTaskDone, rank, b});
+    return;
+  }
   while (dependents[current] == 0 && st.next < order.size()) {
     const TaskIndex next = order[st.next];
     const Task& nt = rc.tasks[next];
@@ -503,6 +538,10 @@ void Engine::start_instance(std::uint32_t inst) {
     st.protocol = in.cost->protocol;
   }
   const CommCost& cost = *in.cost;
+  if (!sm_progress_.empty() && cost.sm_fraction > 0) {
+    in.holds_sms = true;
+    for (const Waiter& w : in.waiters) take_sms(w.rank, cost.sm_fraction);
+  }
   const Duration latency = in.time_scale == 1 ? cost.latency : Duration::from_seconds(cost.latency.seconds() * in.time_scale);
   const double volume = cost.volume * in.time_scale;
   if (volume <= 0 || cost.demands.empty()) {
@@ -514,7 +553,32 @@ void Engine::start_instance(std::uint32_t inst) {
   }
 }
 
+void Engine::take_sms(std::uint32_t rank, double delta) {
+  double& taken = sm_taken_[rank];
+  taken += delta;
+  if (taken < 1e-12) taken = 0;  // the sum of what was taken and given back, rounded
+  const double rate = sm_rate(rank);
+  const TimePoint now = queue_.now();
+  for (std::uint32_t s = 0; s < num_streams_; ++s) {
+    SmProgress& p = sm_progress_[stream_index(rank, s)];
+    if (!p.active || p.rate == rate) continue;
+    if (now > p.segment) {  // (a kernel waiting for its launch has not begun)
+      p.work = std::max(0.0, p.work - static_cast<double>((now - p.segment).ps()) * p.rate);
+      p.segment = now;
+    }
+    p.rate = rate;
+    p.due = p.segment + Duration::from_ps(static_cast<std::int64_t>(std::ceil(p.work / rate)));
+    p.generation = next_generation(p.generation);
+    queue_.push(p.due, 0, EventPayload{EventKind::kTaskDone, rank, s | (p.generation << 4)});
+  }
+}
+
 void Engine::finish_instance(std::uint32_t inst) {
+  if (instances_[inst].holds_sms) {
+    instances_[inst].holds_sms = false;
+    const double f = instances_[inst].cost->sm_fraction;
+    for (const Waiter& w : instances_[inst].waiters) take_sms(w.rank, -f);
+  }
   // complete_task() may start new instances and so reallocate instances_: index it afresh each
   // time instead of holding a reference (this instance is not free yet, so it is not reused).
   for (std::size_t i = 0; i < instances_[inst].waiters.size(); ++i) {

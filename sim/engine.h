@@ -16,6 +16,7 @@
 // result also lists every task's times and every charged stretch of idle time (GapRecord), which
 // the pictures and the trace draw. Same graph and model: same result, bit for bit.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -44,6 +45,13 @@ struct EngineOptions {
   // Compute tasks of a scaled category (copies to and from host memory) scale the same way.
   // REQUIRES: each in [0, 16] (slower what-ifs beyond 16x could run past the clock).
   std::array<double, kMaxCategories> comm_time_scale = unit_scales();
+  // A communication kernel occupies CommCost::sm_fraction of its GPU's SMs from its start to its
+  // end; with this option the GEMM and attention kernels of that rank run meanwhile on the SMs
+  // left (rate 1 - the fractions of the rank's running operations, at least kMinSmRate), re-timed
+  // at every change. Memory-bound kernels and host copies keep their time. Off: overlapped
+  // communication costs the compute nothing.
+  bool sm_contention = false;
+  static constexpr double kMinSmRate = 0.05;
 
   static constexpr std::array<double, kMaxCategories> unit_scales() {
     std::array<double, kMaxCategories> a{};
@@ -110,6 +118,9 @@ struct RankAccount {
   std::array<Duration, kMaxCategories> gap_tail{};
   // Time the primary stream had its next compute task ready but waited for the host to issue it.
   Duration host_wait;
+  // EngineOptions::sm_contention: how much longer its SM-bound kernels ran than alone, for the
+  // SMs running communication held (part of `busy`).
+  Duration sm_contention;
   std::int64_t peak_memory_bytes = 0;
   TimePoint peak_memory_time;
 };
@@ -166,6 +177,7 @@ class Engine {
     std::vector<Waiter> waiters;
     const CommCost* cost = nullptr;  // owned by the timing model
     double time_scale = 1;           // EngineOptions::comm_time_scale of its category
+    bool holds_sms = false;          // its waiters' ranks hold cost->sm_fraction (sm_contention)
     bool active = false;
   };
   struct Rendezvous {  // a collective or channel being formed
@@ -223,6 +235,10 @@ class Engine {
   void complete_task(std::uint32_t rank, std::uint32_t s);
   void schedule_flows();
   void change_memory(std::uint32_t rank, std::int64_t delta, TimePoint at);
+  // EngineOptions::sm_contention: `rank`'s running communication takes `delta` more of its SMs;
+  // its running SM-bound kernels are re-timed.
+  void take_sms(std::uint32_t rank, double delta);
+  double sm_rate(std::uint32_t rank) const { return std::max(EngineOptions::kMinSmRate, 1.0 - sm_taken_[rank]); }
   Duration compute_duration(std::uint32_t rank, std::uint32_t cls, const Task& task) const;
   // When the host of `rank` issues task `ti` (time zero when host time is not modelled), or
   // kNotIssued while the host waits for an earlier synchronizing task to end.
@@ -272,6 +288,26 @@ class Engine {
   std::vector<TimePoint> wake_at_;
   // Marks a kTaskDone event as the wake-up of a stream whose head waits for the host.
   static constexpr std::uint32_t kWakeBit = 1u << 29;
+  // Under EngineOptions::sm_contention a compute completion carries its stream in the low 4 bits
+  // and the generation of its timing in the next 25 (never 0, which marks the completion of a
+  // kernel that cannot be re-timed); a re-timed kernel's older events are stale.
+  static constexpr std::uint32_t kGenerationMask = (1u << 25) - 1;
+  static std::uint32_t next_generation(std::uint32_t g) {
+    g = (g + 1) & kGenerationMask;
+    return g == 0 ? 1 : g;
+  }
+  // Per stream, under sm_contention: the running SM-bound kernel's progress. From `segment` on
+  // it runs at `rate`, with `work` picoseconds of full-rate work left then; it ends at `due`.
+  struct SmProgress {
+    TimePoint segment, due;
+    Duration nominal;  // its time alone
+    double work = 0;
+    double rate = 1;
+    std::uint32_t generation = 0;  // masked, as in the events
+    bool active = false;
+  };
+  std::vector<SmProgress> sm_progress_;  // [rank * streams + stream]
+  std::vector<double> sm_taken_;         // per rank: SM fraction held by its running communication
   std::vector<std::vector<std::uint16_t>> dependent_streams_;  // per class, per task: streams waiting on it
   std::vector<StreamState> streams_;                 // [rank * streams + stream]
   std::vector<CauseChain> chain_, last_chain_;       // per stream: of the running and the last completed task

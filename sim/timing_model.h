@@ -19,6 +19,9 @@ struct CommCost {
   double volume = 0;  // bytes; zero means latency only
   Bandwidth max_rate;
   std::span<const Demand> demands;  // owned by the timing model; empty: contention-free
+  // Share of each member GPU's SMs the operation's kernel occupies while it runs (NCCL runs one
+  // thread block per channel, each on an SM); read under EngineOptions::sm_contention.
+  double sm_fraction = 0;
   std::uint8_t algorithm = 0;   // labels for reports (meaning defined by the model)
   std::uint8_t protocol = 0;
 };

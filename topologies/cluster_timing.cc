@@ -195,6 +195,15 @@ std::uint64_t ClusterTiming::multicast_key(const sim::CommOp& op) {
          field(op.multicast_groups_chosen);
 }
 
+// NCCL launches one thread block per channel (src/enqueue.cc: the grid is the plan's channel
+// count; up to NCCL_MAX_NTHREADS = 640 threads each, src/include/device.h). Assumed: each block
+// holds its SM against the tensor-core kernels beside it, whose thread blocks take most of an
+// SM's shared memory and so cannot share one, so the kernel holds `channels` SMs while it runs.
+double ClusterTiming::sm_fraction(int channels) const {
+  const double sms = static_cast<double>(std::max<std::int64_t>(1, cluster_.spec().gpu.sm_count));
+  return std::min(1.0, std::max(0, channels) / sms);
+}
+
 const sim::CommCost& ClusterTiming::collective_cost(const sim::CommOp& op, CommId comm, bool symmetric) {
   const sim::Communicator& cm = graph_.communicator(comm);
   const std::uint32_t key_id = symmetric ? cm.symmetry_class : sim::index(comm);
@@ -214,6 +223,7 @@ const sim::CommCost& ClusterTiming::collective_cost(const sim::CommOp& op, CommI
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
     cost.algorithm = static_cast<std::uint8_t>(p.algorithm);
     cost.protocol = static_cast<std::uint8_t>(p.protocol);
+    cost.sm_fraction = sm_fraction(p.channels);
     const auto demand_key = std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), cost.algorithm, variant);
     auto d = collective_demands_.find(demand_key);
     if (d == collective_demands_.end()) {
@@ -251,6 +261,7 @@ const sim::CommCost& ClusterTiming::transfer_cost(Bytes bytes, RankId src, RankI
     cost.latency = Duration::from_seconds(p.latency_us * 1e-6) + cluster_.route_latency(a, b);
     cost.volume = bytes.as_double();
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
+    cost.sm_fraction = sm_fraction(p.channels);
     const auto demand_key = std::make_tuple(key_id, src_slot, symmetric);
     auto d = transfer_demands_.find(demand_key);
     if (d == transfer_demands_.end()) {

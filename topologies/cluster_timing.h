@@ -58,6 +58,8 @@ class ClusterTiming final : public sim::TimingModel {
   GroupShape shape_of_members(const std::vector<sim::RankId>& members) const;
 
  private:
+  // Share of the GPU's SMs an NCCL kernel on `channels` channels holds (sim::CommCost::sm_fraction).
+  double sm_fraction(int channels) const;
   // Adds the link load (bytes per byte of the operation) of `kind` with `algorithm` on one
   // communicator to `load`.
   // An all-to-all loads each pair of members by its shares of the buffer.

@@ -85,6 +85,13 @@ Json error_bars(const FitReport& r) {
   return out;
 }
 
+// The note of a fit whose runs were simulated with `--set` overrides (CalibrationInputs::overrides).
+std::string overrides_note(const std::vector<std::string>& overrides) {
+  std::string s = "every run simulated with";
+  for (const std::string& o : overrides) s += " --set " + o;
+  return s + " (its scenario as in the suite otherwise); simulate with the same to use these factors as fitted";
+}
+
 // The fit record's "held_out": the pooled errors of each family predicted by a fit to the others.
 Json held_out_record(const ErrorSummary& e) {
   Json held;
@@ -190,7 +197,7 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
         break;
       }
       case InputKind::kSuite: {
-        Suite s = with_metrics(read_suite(file));
+        Suite s = with_metrics(read_suite(file, "", OnCaseError::kThrow, in.overrides));
         suite_names.push_back(base_name(file));
         for (Case& c : s.cases) runs.cases.push_back(std::move(c));
         break;
@@ -465,6 +472,7 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
                                : "no attention benchmark for this GPU: attention_scale, the in-training attention speed relative "
                                  "to the base calibration's kernel model, is fitted to the runs");
       }
+      if (!in.overrides.empty()) notes.push_back(overrides_note(in.overrides));
       record["notes"] = notes;
       record["error_bars"] = error_bars(fit.report);
       if (fit.held_out_errors) {
@@ -509,7 +517,7 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
     Suite host_runs;
     std::vector<std::string> names;
     for (const std::string& file : in.host_runs) {
-      Suite s = with_metrics(read_suite(file));
+      Suite s = with_metrics(read_suite(file, "", OnCaseError::kThrow, in.overrides));
       names.push_back(base_name(file));
       for (Case& c : s.cases) host_runs.cases.push_back(std::move(c));
     }
@@ -524,10 +532,12 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
       if (fit.before.n > 0) record["mape_before"] = r4(fit.before.mape);
       record["mape"] = r4(fit.report.errors.mape);
       record["max_abs_error"] = r4(fit.report.errors.max_abs_error);
-      record["notes"] = std::vector<std::string>{
+      std::vector<std::string> notes{
           "each case simulated at host times of 0-400 us per task (steps of 10 us, then 1 us near the best) with the "
           "rest of this calibration; the host time minimises the mean absolute log error of each case's first "
           "measured metric"};
+      if (!in.overrides.empty()) notes.push_back(overrides_note(in.overrides));
+      record["notes"] = notes;
       record["error_bars"] = error_bars(fit.report);
       if (fit.held_out_errors) {
         record["held_out"] = held_out_record(*fit.held_out_errors);
@@ -545,7 +555,7 @@ CalibrationResult calibrate(const CalibrationInputs& in) {
     Json checks = Json::array();
     const std::string arch = topo::to_string(out.gpu.architecture);
     for (const std::string& file : in.check_runs) {
-      const Suite priced = with_calibration(with_metrics(read_suite(file)), out.gpu.architecture, cal, cal.sustained_fraction);
+      const Suite priced = with_calibration(with_metrics(read_suite(file, "", OnCaseError::kThrow, in.overrides)), out.gpu.architecture, cal, cal.sustained_fraction);
       FitReport report;
       report.part = "check on " + base_name(file) + " (" + arch + " runs in no fit)";
       if (priced.cases.empty()) {

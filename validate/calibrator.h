@@ -34,6 +34,9 @@ struct CalibrationInputs {
   // Suites of runs kept out of every fit, predicted with the finished calibration and recorded in
   // its fit.checks (what a prediction on their architecture is worth; `trainsim run` prints it).
   std::vector<std::string> check_runs;
+  // `--set key.path=value` applied to the scenario of every run above (and of the fitted suites),
+  // as for `trainsim run`; the fit records name them.
+  std::vector<std::string> overrides;
 };
 
 struct CalibrationResult {

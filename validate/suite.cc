@@ -41,7 +41,7 @@ std::string family_of_model(const std::string& name) {
   return out;
 }
 
-Case read_case(const Json& value, const std::string& file, const std::string& path) {
+Case read_case(const Json& value, const std::string& file, const std::string& path, const std::vector<std::string>& overrides) {
   ObjectReader r(value, file, path);
   r.allow({"description"});
   Case c;
@@ -58,11 +58,17 @@ Case read_case(const Json& value, const std::string& file, const std::string& pa
   if (inline_scenario) {
     const Json* doc = r.raw("scenario");
     if (!doc->is_object()) r.fail("scenario", "expected a scenario object, got " + config::describe(*doc));
-    c.scenario = config::parse_scenario(*doc, file, r.path_of("scenario"));
+    if (overrides.empty()) {
+      c.scenario = config::parse_scenario(*doc, file, r.path_of("scenario"));
+    } else {
+      Json changed = *doc;
+      for (const std::string& o : overrides) config::apply_override(changed, o);
+      c.scenario = config::parse_scenario(changed, file, r.path_of("scenario"));
+    }
   } else {
     std::filesystem::path p(r.require_string("scenario_file"));
     if (p.is_relative()) p = std::filesystem::path(file).parent_path() / p;
-    c.scenario = config::load_scenario(p.string());
+    c.scenario = config::load_scenario(p.string(), overrides);
   }
   if (c.family.empty()) c.family = family_of_model(c.scenario.model.name);
   ObjectReader measured = r.object("measured");
@@ -139,7 +145,8 @@ std::vector<std::string> families_of(const std::vector<Case>& cases) {
   return families;
 }
 
-Suite read_suite(const std::string& file, const std::string& only, OnCaseError on_error) {
+Suite read_suite(const std::string& file, const std::string& only, OnCaseError on_error,
+                 const std::vector<std::string>& overrides) {
   const Json doc = config::read_json_file(file);
   ObjectReader r(doc, file, "");
   r.allow({"sources"});
@@ -162,7 +169,7 @@ Suite read_suite(const std::string& file, const std::string& only, OnCaseError o
       if (!only.empty() && id.find(only) == std::string::npos) continue;
     }
     try {
-      s.cases.push_back(read_case(value, file, path));
+      s.cases.push_back(read_case(value, file, path, overrides));
     } catch (const InputError& e) {
       if (on_error == OnCaseError::kThrow) throw;
       s.failed.push_back(FailedCase{id.empty() ? path : id, e.what()});

@@ -77,8 +77,10 @@ enum class OnCaseError : std::uint8_t { kThrow, kRecord };
 // The distinct families of `cases`, in order of first appearance.
 std::vector<std::string> families_of(const std::vector<Case>& cases);
 
-// Reads a suite. `only` keeps the cases whose id contains it (empty: all).
-Suite read_suite(const std::string& file, const std::string& only = "", OnCaseError on_error = OnCaseError::kThrow);
+// Reads a suite. `only` keeps the cases whose id contains it (empty: all). `overrides`
+// (`--set key.path=value`, as for `trainsim run`) apply to every case's scenario.
+Suite read_suite(const std::string& file, const std::string& only = "", OnCaseError on_error = OnCaseError::kThrow,
+                 const std::vector<std::string>& overrides = {});
 
 // `suite` without the cases that measured no metric (only an out-of-memory verdict): what a fit
 // or a check compares.

@@ -120,6 +120,37 @@ TEST_CASE("report/determinism: the same scenario gives the same bytes") {
   CHECK(ta.str() == tb.str());
 }
 
+TEST_CASE("report/sm contention: overlapped communication slows the compute it hides behind, and the summary says by how much") {
+  // The small TP/PP/DP plan with its gradient all-reduce overlapped with the backward pass.
+  std::vector<std::string> overlap = kSmall;
+  overlap.push_back("training.overlap_grad_reduce=true");
+  const config::Scenario base = config::load_scenario(kDefault, overlap);
+  std::vector<std::string> on = overlap;
+  on.push_back("simulation.sm_contention=true");
+  const config::Scenario contended = config::load_scenario(kDefault, on);
+  const report::RunResult a = report::simulate(base);
+  const report::RunResult b = report::simulate(contended);
+  // Off by default: no field, no line.
+  CHECK_FALSE(a.breakdown.sm_contention_s.has_value());
+  CHECK_FALSE(report::summary_json(a, false)["breakdown"].contains("sm_contention_s"));
+  REQUIRE(b.breakdown.sm_contention_s.has_value());
+  const double lost = *b.breakdown.sm_contention_s;
+  CHECK(lost > 0);
+  // The lost time is compute time, and the iteration cannot get faster.
+  CHECK(b.iteration_time_s >= a.iteration_time_s);
+  const double busy_a = a.breakdown.compute_s + a.breakdown.recompute_s + a.breakdown.optimizer_s;
+  const double busy_b = b.breakdown.compute_s + b.breakdown.recompute_s + b.breakdown.optimizer_s;
+  CHECK(busy_b == doctest::Approx(busy_a + lost).epsilon(1e-6));
+  CHECK(report::summary_text(b).find("slowed by the SMs communication kernels held") != std::string::npos);
+  // Same scenario, same bytes.
+  const report::RunResult c = report::simulate(contended);
+  CHECK(report::summary_json(b, false).dump() == report::summary_json(c, false).dump());
+  std::ostringstream tb, tc;
+  report::write_trace(b, tb);
+  report::write_trace(c, tc);
+  CHECK(tb.str() == tc.str());
+}
+
 TEST_CASE("report/summary: the typical error of the calibration travels with each prediction") {
   // The shipped A100 calibration records its fit to the published Ampere runs.
   report::RunResult r = tests::simulate_file(kDefault, kSmall);

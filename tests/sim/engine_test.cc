@@ -11,6 +11,7 @@ namespace {
 // Kernels take `flops` nanoseconds; communication takes 1 us plus bytes at 1 GB/s (1 ns/byte).
 class FakeTiming final : public TimingModel {
  public:
+  double sm_fraction = 0;  // of every operation (EngineOptions::sm_contention)
   Duration kernel_time(const Kernel& k) override { return Duration::from_ns(static_cast<std::int64_t>(k.flops.count())); }
   const CommCost& collective_cost(const CommOp& op, CommId, bool) override { return cost(op.bytes); }
   const CommCost& transfer_cost(Bytes b, RankId, RankId, std::uint16_t, bool) override { return cost(b); }
@@ -19,6 +20,7 @@ class FakeTiming final : public TimingModel {
  private:
   const CommCost& cost(Bytes b) {
     CommCost& c = cache_[b.count()];
+    c.sm_fraction = sm_fraction;
     c.latency = Duration::from_us(1);
     c.volume = b.as_double();
     c.max_rate = Bandwidth::gb_per_s(1);
@@ -47,6 +49,16 @@ TaskIndex compute(TaskGraph& g, std::uint32_t c, const std::string& name, double
   t.kind = TaskKind::kCompute;
   t.stream = stream;
   t.payload = g.add_kernel(c, work(ns));
+  t.name = g.intern(name);
+  return g.add_task(c, t, deps);
+}
+
+TaskIndex gemm(TaskGraph& g, std::uint32_t c, const std::string& name, double ns, std::vector<TaskIndex> deps = {}) {
+  Kernel k = work(ns);
+  k.kernel_class = KernelClass::kGemm;
+  Task t;
+  t.kind = TaskKind::kCompute;
+  t.payload = g.add_kernel(c, k);
   t.name = g.intern(name);
   return g.add_task(c, t, deps);
 }
@@ -442,4 +454,68 @@ TEST_CASE("sim/Engine: time a task was held back goes to what held back each tas
   CHECK(r.accounts[0].gap_issue[4].ps() == 1'000'000);
   CHECK(r.accounts[0].gap_exposed[9].ps() == 1'000'000);
   CHECK(r.accounts[0].gap_other.ps() == 0);
+}
+
+TEST_CASE("sim/Engine: with SM contention a GEMM beside communication runs on the SMs it leaves") {
+  // Stream 0: a 2 us memory-bound kernel, a 10 us GEMM, a 4 us memory-bound kernel. Stream 1: an
+  // all-reduce of 3000 bytes (1 us + 3 us) after the first kernel, holding a quarter of the SMs,
+  // and another after the GEMM.
+  TaskGraph g = make_graph(1);
+  const auto c = g.add_class("only");
+  const auto a = compute(g, c, "a", 2000);
+  const auto ar = collective(g, c, 3000, {a});
+  const auto k = gemm(g, c, "gemm", 10'000);
+  const auto ar2 = collective(g, c, 3000, {k});
+  const auto m = compute(g, c, "m", 4000);
+  auto run = [&](bool contention, double fraction) {
+    TaskGraph copy = g;
+    copy.set_simulated({RankId{0}});
+    Communicator comm;
+    comm.members = {RankId{0}};
+    copy.set_comm(RankId{0}, 0, copy.add_communicator(comm));
+    FakeTiming timing;
+    timing.sm_fraction = fraction;
+    EngineOptions o{true, {RankId{0}}, 0};
+    o.sm_contention = contention;
+    Engine engine(copy, timing, o);
+    return engine.run();
+  };
+  const EngineResult off = run(false, 0.25);
+  CHECK(end_of(off, RankId{0}, k).ps() == 12'000'000);
+  CHECK(end_of(off, RankId{0}, m).ps() == 16'000'000);
+  // From 2 to 6 us the GEMM runs at 0.75 (3 us of its work), then at full speed: 7 us more.
+  const EngineResult on = run(true, 0.25);
+  CHECK(end_of(on, RankId{0}, ar).ps() == 6'000'000);
+  CHECK(end_of(on, RankId{0}, k).ps() == 13'000'000);
+  CHECK(on.accounts[0].busy[0].ps() == 2'000'000 + 11'000'000 + 4'000'000);
+  // The memory-bound kernel beside the second all-reduce keeps its time.
+  CHECK(start_of(on, RankId{0}, ar2).ps() == 13'000'000);
+  CHECK(end_of(on, RankId{0}, m).ps() == 17'000'000);
+  CHECK(on.makespan.ps() == 17'000'000);
+  // Communication that takes no SMs changes nothing, and the same run gives the same times.
+  CHECK(end_of(run(true, 0), RankId{0}, k).ps() == 12'000'000);
+  const EngineResult again = run(true, 0.25);
+  REQUIRE(again.records.size() == on.records.size());
+  for (std::size_t i = 0; i < on.records.size(); ++i) CHECK(again.records[i].end == on.records[i].end);
+}
+
+TEST_CASE("sim/Engine: with SM contention concurrent operations add their SMs, down to the floor") {
+  // A 10 us GEMM beside two all-reduces on two streams, each holding 60% of the SMs for 4 us:
+  // the GEMM runs at the floor (5%) for those 4 us (0.2 us of work), then 9.8 us at full speed.
+  TaskGraph g(1, {"compute", "comm", "comm2"}, {"all"}, {});
+  const auto c = g.add_class("only");
+  const auto k = gemm(g, c, "gemm", 10'000);
+  collective(g, c, 3000, {}, 1);
+  collective(g, c, 3000, {}, 2);
+  g.set_simulated({RankId{0}});
+  Communicator comm;
+  comm.members = {RankId{0}};
+  g.set_comm(RankId{0}, 0, g.add_communicator(comm));
+  FakeTiming timing;
+  timing.sm_fraction = 0.6;
+  EngineOptions o{true, {RankId{0}}, 0};
+  o.sm_contention = true;
+  Engine engine(g, timing, o);
+  const EngineResult r = engine.run();
+  CHECK(end_of(r, RankId{0}, k).ps() == 13'800'000);
 }
