@@ -315,7 +315,6 @@ void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const Rank
     // Each kernel is its own event: its rate can change while it runs.
     st.posted = ready;
     st.transfer_start = start;
-    std::uint32_t b = s;
     const KernelClass k = rc.kernels[rc.tasks[current].payload].kernel_class;
     if (k == KernelClass::kGemm || k == KernelClass::kFlashAttention) {
       SmProgress& p = sm_progress_[stream_index(rank, s)];
@@ -324,12 +323,10 @@ void Engine::start_compute_chain(std::uint32_t rank, std::uint32_t s, const Rank
       p.nominal = end - start;
       p.work = static_cast<double>(p.nominal.ps());
       p.rate = sm_rate(rank);
-      if (p.rate != 1.0) end = start + Duration::from_ps(static_cast<std::int64_t>(std::ceil(p.work / p.rate)));
-      p.due = end;
-      p.generation = next_generation(p.generation);
-      b |= p.generation << 4;
+      schedule_sm_kernel(rank, s, p);
+    } else {
+      queue_.push(end, 0, EventPayload{EventKind::kTaskDone, rank, s});
     }
-    queue_.push(end, 0, EventPayload{EventKind::kTaskDone, rank, b});
     return;
   }
   while (dependents[current] == 0 && st.next < order.size()) {
@@ -567,10 +564,14 @@ void Engine::take_sms(std::uint32_t rank, double delta) {
       p.segment = now;
     }
     p.rate = rate;
-    p.due = p.segment + Duration::from_ps(static_cast<std::int64_t>(std::ceil(p.work / rate)));
-    p.generation = next_generation(p.generation);
-    queue_.push(p.due, 0, EventPayload{EventKind::kTaskDone, rank, s | (p.generation << 4)});
+    schedule_sm_kernel(rank, s, p);
   }
+}
+
+void Engine::schedule_sm_kernel(std::uint32_t rank, std::uint32_t s, SmProgress& p) {
+  p.due = p.segment + Duration::from_ps(static_cast<std::int64_t>(std::ceil(p.work / p.rate)));
+  p.generation = next_generation(p.generation);
+  queue_.push(p.due, 0, EventPayload{EventKind::kTaskDone, rank, s | (p.generation << 4)});
 }
 
 void Engine::finish_instance(std::uint32_t inst) {

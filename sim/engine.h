@@ -306,6 +306,9 @@ class Engine {
     std::uint32_t generation = 0;  // masked, as in the events
     bool active = false;
   };
+  // Queues the completion of `p`, the SM-bound kernel on stream `s` of `rank`, for when its work
+  // left ends at its rate; its earlier completions become stale.
+  void schedule_sm_kernel(std::uint32_t rank, std::uint32_t s, SmProgress& p);
   std::vector<SmProgress> sm_progress_;  // [rank * streams + stream]
   std::vector<double> sm_taken_;         // per rank: SM fraction held by its running communication
   std::vector<std::vector<std::uint16_t>> dependent_streams_;  // per class, per task: streams waiting on it

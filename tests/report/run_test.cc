@@ -18,6 +18,15 @@ const std::string& kDefault = tests::kDefaultScenario;
 const std::vector<std::string> kSmall = {"model.preset=\"gpt3-1.7b\"", "cluster.num_nodes=4", "parallelism.tensor_model_parallel_size=2",
                                          "parallelism.pipeline_model_parallel_size=4", "training.global_batch_size=32"};
 
+// Two runs of one scenario wrote the same summary JSON and the same trace, byte for byte.
+void check_same_bytes(const report::RunResult& a, const report::RunResult& b) {
+  CHECK(report::summary_json(a, false).dump() == report::summary_json(b, false).dump());
+  std::ostringstream ta, tb;
+  report::write_trace(a, ta);
+  report::write_trace(b, tb);
+  CHECK(ta.str() == tb.str());
+}
+
 }  // namespace
 
 TEST_CASE("report/summary: every DESIGN.md field is present and physically sane") {
@@ -113,11 +122,7 @@ TEST_CASE("report/determinism: the same scenario gives the same bytes") {
   const config::Scenario s = config::load_scenario(kDefault, kSmall);
   const report::RunResult a = report::simulate(s);
   const report::RunResult b = report::simulate(s);
-  CHECK(report::summary_json(a, false).dump() == report::summary_json(b, false).dump());
-  std::ostringstream ta, tb;
-  report::write_trace(a, ta);
-  report::write_trace(b, tb);
-  CHECK(ta.str() == tb.str());
+  check_same_bytes(a, b);
 }
 
 TEST_CASE("report/sm contention: overlapped communication slows the compute it hides behind, and the summary says by how much") {
@@ -143,12 +148,7 @@ TEST_CASE("report/sm contention: overlapped communication slows the compute it h
   CHECK(busy_b == doctest::Approx(busy_a + lost).epsilon(1e-6));
   CHECK(report::summary_text(b).find("slowed by the SMs communication kernels held") != std::string::npos);
   // Same scenario, same bytes.
-  const report::RunResult c = report::simulate(contended);
-  CHECK(report::summary_json(b, false).dump() == report::summary_json(c, false).dump());
-  std::ostringstream tb, tc;
-  report::write_trace(b, tb);
-  report::write_trace(c, tc);
-  CHECK(tb.str() == tc.str());
+  check_same_bytes(b, report::simulate(contended));
 }
 
 TEST_CASE("report/summary: the typical error of the calibration travels with each prediction") {
