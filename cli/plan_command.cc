@@ -273,6 +273,12 @@ int run(const PlanArgs& a) {
       throw InputError("--model", a.model, "the scenario names its model and recipe: give --scenario or --model, not both");
     }
     const config::Scenario s = config::load_scenario(a.scenario);
+    // The search ranks plans of identical GPUs and links, simulated at symmetric fidelity (--exact
+    // for whole iterations); what makes one rank differ from another is for `trainsim run`.
+    if (s.simulation.full) {
+      throw InputError(s.file, "/simulation/fidelity",
+                       "plan simulates every plan at symmetric fidelity (--exact for whole iterations): leave \"full\" to trainsim run");
+    }
     req = planner::request_of(s);  // the scenario's exchange, unless --cp-comm-type names others
     default_gpus = s.num_gpus();
   } else {

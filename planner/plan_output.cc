@@ -94,6 +94,9 @@ std::string plan_table(const PlanRequest& request, const PlanReport& report, std
       << fmt("%.2f", static_cast<double>(request.cluster.gpu.memory.count()) / 1073741824.0) << " GiB less a headroom of "
       << fmt("%.2f", static_cast<double>(request.memory_headroom_bytes) / 1073741824.0) << " GiB\n";
   }
+  if (request.sm_contention) {
+    o << "  GEMM and attention beside communication run on the SMs its kernels leave (simulation.sm_contention)\n";
+  }
   o << "  considered " << report.considered << ", simulated " << report.simulated << ", feasible " << report.plans.size()
     << ", pruned " << report.pruned_total() << ":\n";
   for (const auto& [reason, n] : report.pruned) o << "    " << n << "  " << reason << "\n";
@@ -401,6 +404,7 @@ nlohmann::ordered_json plan_json(const PlanRequest& request, const PlanReport& r
   j["simulated"] = report.simulated;
   j["feasible"] = report.plans.size();
   j["memory_headroom_bytes"] = request.memory_headroom_bytes;
+  if (request.sm_contention) j["sm_contention"] = true;
   Json reasons = Json::object();
   for (const auto& [reason, count] : report.pruned) reasons[reason] = count;
   j["pruned_reasons"] = reasons;

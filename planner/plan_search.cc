@@ -197,6 +197,7 @@ config::Scenario plan_scenario(const PlanRequest& req, std::int64_t gpus) {
   s.cluster.num_nodes = static_cast<int>(gpus / req.cluster.gpus_per_node);
   s.training = req.training;
   s.simulation.max_events = req.max_events;
+  s.simulation.sm_contention = req.sm_contention;
   return s;
 }
 
@@ -711,6 +712,7 @@ PlanRequest request_of(const config::Scenario& scenario) {
   r.cluster = scenario.cluster;
   r.training = scenario.training;
   r.max_events = scenario.simulation.max_events;
+  r.sm_contention = scenario.simulation.sm_contention;
   r.space.cp_comm_types = {scenario.parallel.cp_comm_type};  // the scenario's exchange
   r.gpu_counts = {scenario.num_gpus()};
   return r;

@@ -69,6 +69,9 @@ struct PlanRequest {
   // simulation.max_events of every plan (config/simulation_cost.h): `plan --scenario` takes the
   // scenario's, so a search over huge clusters can raise it as a scenario does.
   double max_events = config::kDefaultMaxEvents;
+  // simulation.sm_contention of every plan (config::SimulationSpec): `plan --scenario` takes the
+  // scenario's, so plans are ranked under the same engine model the scenario's run uses.
+  bool sm_contention = false;
   int threads = 0;       // 0: one per hardware thread
   bool exact = false;    // simulate whole iterations (no extrapolation)
 };

@@ -528,6 +528,47 @@ TEST_CASE("planner/search: extrapolating the steady state agrees with whole iter
   }
 }
 
+TEST_CASE("planner/search: a scenario's SM contention applies to every plan it ranks") {
+  config::Scenario sc;
+  sc.model = config::load_model("gpt3-1.7b");
+  sc.cluster = config::load_cluster("dgx-a100-80gb", 4);
+  sc.training.global_batch_size = 256;
+  sc.simulation.sm_contention = true;
+  CHECK(planner::request_of(sc).sm_contention);
+  sc.simulation.sm_contention = false;
+  CHECK(!planner::request_of(sc).sm_contention);
+
+  planner::PlanRequest r = request("gpt3-1.7b", "dgx-a100-80gb", 32, 256);
+  r.space.tensor = {1, 2};
+  r.space.pipeline = {1, 2};
+  r.space.micro_batch = {2, 4};
+  r.exact = true;
+  const planner::PlanReport free_sms = planner::search(r);
+  r.sm_contention = true;
+  const planner::PlanReport contended = planner::search(r);
+  REQUIRE(free_sms.plans.size() == contended.plans.size());
+  int slower = 0;
+  for (const planner::PlanResult& c : contended.plans) {
+    for (const planner::PlanResult& f : free_sms.plans) {
+      if (planner::describe_plan(f) != planner::describe_plan(c)) continue;
+      CAPTURE(planner::describe_plan(c));
+      // Kernels beside communication lose SMs: no plan gets faster, and those that overlap
+      // gradient or parameter traffic with GEMMs get slower.
+      CHECK(c.iteration_time_s >= f.iteration_time_s * (1 - 1e-12));
+      if (c.iteration_time_s > f.iteration_time_s * 1.0001) ++slower;
+    }
+  }
+  CHECK(slower > 0);
+  // A ranked plan turned back into a scenario keeps the setting and simulates to its time.
+  const config::Scenario best = planner::scenario_of(r, contended.plans.front());
+  CHECK(best.simulation.sm_contention);
+  CHECK(report::simulate(best, report::RunOptions{{}, false}).iteration_time_s ==
+        doctest::Approx(contended.plans.front().iteration_time_s).epsilon(1e-12));
+  const std::string json = planner::plan_json(r, contended, 5).dump();
+  CHECK(json.find("\"sm_contention\":true") != std::string::npos);
+  CHECK(planner::plan_table(r, contended, 5).find("simulation.sm_contention") != std::string::npos);
+}
+
 TEST_CASE("planner/search: same inputs, same output bytes, whatever the thread count") {
   planner::PlanRequest r = request("gpt3-1.7b", "dgx-a100-80gb", 32, 256);
   r.threads = 1;
