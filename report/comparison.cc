@@ -82,6 +82,10 @@ std::vector<Cause> kernel_changes(const RunResult& a, const RunResult& b) {
     out.push_back(Cause{kKernelKinds[i].name, kernel_kind_label(kKernelKinds[i], {a.scenario.training.precision, b.scenario.training.precision}),
                         x[i].second, y[i].second});
   }
+  // Under simulation.sm_contention the kinds are the kernels' times alone; what communication's
+  // SMs added to them is its own row, so the rows still add up to the compute change.
+  const auto &sx = a.breakdown.sm_contention_s, &sy = b.breakdown.sm_contention_s;
+  if (sx || sy) out.push_back(Cause{"sm_contention", "slowed by communication's SMs", sx.value_or(0), sy.value_or(0)});
   return out;
 }
 

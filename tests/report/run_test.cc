@@ -4,6 +4,7 @@
 #include <string>
 
 #include "config/scenario.h"
+#include "report/comparison.h"
 #include "report/simulation.h"
 #include "report/summary.h"
 #include "report/trace_writer.h"
@@ -147,6 +148,18 @@ TEST_CASE("report/sm contention: overlapped communication slows the compute it h
   const double busy_b = b.breakdown.compute_s + b.breakdown.recompute_s + b.breakdown.optimizer_s;
   CHECK(busy_b == doctest::Approx(busy_a + lost).epsilon(1e-6));
   CHECK(report::summary_text(b).find("slowed by the SMs communication kernels held") != std::string::npos);
+  // compare: the kernel kinds are the same kernels' times, and the lost time is a row of its own,
+  // so the rows add up to the change of compute, recompute and optimizer.
+  const auto cmp = report::comparison_json(a, b, false);
+  double kernel_change = 0, contention_change = 0;
+  for (const auto& k : cmp["kernels_by_kind"]) {
+    kernel_change += k["change_s"].get<double>();
+    if (k["kind"] == "sm_contention") contention_change = k["change_s"].get<double>();
+  }
+  CHECK(contention_change == doctest::Approx(lost));
+  CHECK(kernel_change == doctest::Approx(busy_b - busy_a).epsilon(1e-6));
+  CHECK(report::comparison_text(a, b).find("slowed by communication's SMs") != std::string::npos);
+  CHECK(report::comparison_text(a, a).find("slowed by communication's SMs") == std::string::npos);
   // Same scenario, same bytes.
   check_same_bytes(b, report::simulate(contended));
 }
