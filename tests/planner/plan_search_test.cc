@@ -48,6 +48,14 @@ void check_used_where_admitted(const planner::PlanReport& rep, Uses uses, Admits
   CHECK(without);
 }
 
+// The plan of `in` that `plan` describes (the same plan from another search), or null.
+const planner::PlanResult* same_plan(const planner::PlanReport& in, const planner::PlanResult& plan) {
+  for (const planner::PlanResult& p : in.plans) {
+    if (planner::describe_plan(p) == planner::describe_plan(plan)) return &p;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 TEST_CASE("planner/search: every considered plan is pruned (with a reason) or ranked") {
@@ -506,9 +514,9 @@ TEST_CASE("planner/search: extrapolating the steady state agrees with whole iter
   REQUIRE(fast.plans.size() == exact.plans.size());
   int extrapolated = 0;
   for (const planner::PlanResult& f : fast.plans) {
-    // Find the same plan in the exact search.
-    for (const planner::PlanResult& e : exact.plans) {
-      if (planner::describe_plan(e) != planner::describe_plan(f)) continue;
+    // The same plan in the exact search.
+    if (const planner::PlanResult* found = same_plan(exact, f)) {
+      const planner::PlanResult& e = *found;
       CAPTURE(planner::describe_plan(f));
       CHECK(f.iteration_time_s == doctest::Approx(e.iteration_time_s).epsilon(0.005));
       CHECK(static_cast<double>(f.peak_bytes_per_gpu) == doctest::Approx(static_cast<double>(e.peak_bytes_per_gpu)).epsilon(0.005));
@@ -549,8 +557,8 @@ TEST_CASE("planner/search: a scenario's SM contention applies to every plan it r
   REQUIRE(free_sms.plans.size() == contended.plans.size());
   int slower = 0;
   for (const planner::PlanResult& c : contended.plans) {
-    for (const planner::PlanResult& f : free_sms.plans) {
-      if (planner::describe_plan(f) != planner::describe_plan(c)) continue;
+    if (const planner::PlanResult* found = same_plan(free_sms, c)) {
+      const planner::PlanResult& f = *found;
       CAPTURE(planner::describe_plan(c));
       // Kernels beside communication lose SMs: no plan gets faster, and those that overlap
       // gradient or parameter traffic with GEMMs get slower.
