@@ -273,13 +273,8 @@ int run(const PlanArgs& a) {
       throw InputError("--model", a.model, "the scenario names its model and recipe: give --scenario or --model, not both");
     }
     const config::Scenario s = config::load_scenario(a.scenario);
-    // The search ranks plans of identical GPUs and links, simulated at symmetric fidelity (--exact
-    // for whole iterations); what makes one rank differ from another is for `trainsim run`.
-    if (s.simulation.full) {
-      throw InputError(s.file, "/simulation/fidelity",
-                       "plan simulates every plan at symmetric fidelity (--exact for whole iterations): leave \"full\" to trainsim run");
-    }
-    req = planner::request_of(s);  // the scenario's exchange, unless --cp-comm-type names others
+    // The scenario's exchange, unless --cp-comm-type names others; a full-fidelity scenario is refused.
+    req = planner::request_of(s);
     default_gpus = s.num_gpus();
   } else {
     if (a.model.empty() || a.clusters.empty()) {

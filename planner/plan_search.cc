@@ -20,6 +20,7 @@
 #include "report/reliability.h"
 #include "report/simulation.h"
 #include "sim/check.h"
+#include "sim/error.h"
 #include "topologies/cluster.h"
 
 namespace trainsim::planner {
@@ -707,6 +708,10 @@ std::int64_t PlanReport::pruned_for_memory() const {
 }
 
 PlanRequest request_of(const config::Scenario& scenario) {
+  if (scenario.simulation.full) {
+    throw InputError(scenario.file, "/simulation/fidelity",
+                     "plan simulates every plan at symmetric fidelity (--exact for whole iterations): leave \"full\" to trainsim run");
+  }
   PlanRequest r;
   r.model = scenario.model;
   r.cluster = scenario.cluster;

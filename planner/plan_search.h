@@ -161,7 +161,9 @@ std::string describe_expert_parallel(const models::ParallelSpec& p, const models
 std::string describe_context_parallel(const models::ParallelSpec& p);
 
 // A search for a scenario's model, cluster and recipe (training, its context-parallel exchange
-// and simulation limit) on the scenario's GPU count (`trainsim plan --scenario`).
+// and simulation limit) on the scenario's GPU count (`trainsim plan --scenario`). Throws InputError
+// at /simulation/fidelity for a scenario at full fidelity: the search ranks plans of identical GPUs
+// and links at symmetric fidelity, so what makes one rank differ from another is for `trainsim run`.
 PlanRequest request_of(const config::Scenario& scenario);
 
 // The scenario of one found plan (the request's model and cluster, the plan's parallelism and

@@ -13,6 +13,7 @@
 #include "models/lowering.h"
 #include "planner/plan_output.h"
 #include "report/simulation.h"
+#include "sim/error.h"
 
 using namespace trainsim;
 
@@ -545,6 +546,8 @@ TEST_CASE("planner/search: a scenario's SM contention applies to every plan it r
   CHECK(planner::request_of(sc).sm_contention);
   sc.simulation.sm_contention = false;
   CHECK(!planner::request_of(sc).sm_contention);
+  sc.simulation.full = true;  // every caller of request_of is refused a full-fidelity scenario
+  CHECK_THROWS_AS(planner::request_of(sc), InputError);
 
   planner::PlanRequest r = request("gpt3-1.7b", "dgx-a100-80gb", 32, 256);
   r.space.tensor = {1, 2};
