@@ -324,6 +324,13 @@ topo::NcclCalibration read_nccl_calibration(const std::string& file) {
   c.p2p_nvlink_efficiency = p2p.require_double("nvlink_efficiency", 0.01, 1);
   c.p2p_net_efficiency = p2p.require_double("net_efficiency", 0.01, 1);
   c.p2p_latency_us = p2p.require_double("latency_us", 0, 1e4);
+  ObjectReader chunk = p2p.object("chunk_bytes");
+  c.p2p_net_chunk_bytes = chunk.require_double("net", 1024, 1e10);
+  c.p2p_nvlink_chunk_bytes = chunk.require_double("nvlink", 1024, 1e10);
+  c.p2p_pcie_chunk_bytes = chunk.require_double("pcie", 1024, 1e10);
+  chunk.finish();
+  c.p2p_net_channel_GBps = p2p.require_double("net_channel_GBps", 0.1, 1e4);
+  c.p2p_peers_per_batch = static_cast<int>(p2p.require_int("peers_per_batch", 1, 1024));
   p2p.finish();
   r.finish();
   return c;
@@ -608,7 +615,12 @@ Json to_json(const topo::NcclCalibration& c) {
                           {"nvls_pipeline_stages", c.nvls_pipeline_stages}};
   out["p2p"] = Json{{"nvlink_efficiency", c.p2p_nvlink_efficiency},
                     {"net_efficiency", c.p2p_net_efficiency},
-                    {"latency_us", c.p2p_latency_us}};
+                    {"latency_us", c.p2p_latency_us},
+                    {"chunk_bytes", Json{{"net", c.p2p_net_chunk_bytes},
+                                         {"nvlink", c.p2p_nvlink_chunk_bytes},
+                                         {"pcie", c.p2p_pcie_chunk_bytes}}},
+                    {"net_channel_GBps", c.p2p_net_channel_GBps},
+                    {"peers_per_batch", c.p2p_peers_per_batch}};
   return out;
 }
 

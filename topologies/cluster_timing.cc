@@ -199,6 +199,10 @@ std::uint64_t ClusterTiming::multicast_key(const sim::CommOp& op) {
 // count; up to NCCL_MAX_NTHREADS = 640 threads each, src/include/device.h). Assumed: each block
 // holds its SM against the tensor-core kernels beside it, whose thread blocks take most of an
 // SM's shared memory and so cannot share one, so the kernel holds `channels` SMs while it runs.
+// The SMs DeepEP's kernels take (Megatron-Core TransformerConfig.moe_deepep_num_sms = 20, which it
+// passes to deep_ep.Buffer.set_num_sms; DeepEP's own default Buffer.num_sms is 20 too).
+constexpr int kDeepEpSms = 20;
+
 double ClusterTiming::sm_fraction(int channels) const {
   const double sms = static_cast<double>(std::max<std::int64_t>(1, cluster_.spec().gpu.sm_count));
   return std::min(1.0, std::max(0, channels) / sms);
@@ -223,7 +227,8 @@ const sim::CommCost& ClusterTiming::collective_cost(const sim::CommOp& op, CommI
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);
     cost.algorithm = static_cast<std::uint8_t>(p.algorithm);
     cost.protocol = static_cast<std::uint8_t>(p.protocol);
-    cost.sm_fraction = sm_fraction(p.channels);
+    // DeepEP's dispatch and combine kernels run on a fixed number of SMs, not NCCL's channels.
+    cost.sm_fraction = variant != 0 ? sm_fraction(kDeepEpSms) : sm_fraction(p.channels);
     const auto demand_key = std::make_tuple(key_id, symmetric, static_cast<std::uint8_t>(op.kind), cost.algorithm, variant);
     auto d = collective_demands_.find(demand_key);
     if (d == collective_demands_.end()) {
@@ -256,8 +261,7 @@ const sim::CommCost& ClusterTiming::transfer_cost(Bytes bytes, RankId src, RankI
   sim::CommCost cost;
   const int a = static_cast<int>(sim::index(src)), b = static_cast<int>(sim::index(dst));
   if (a != b && bytes.count() > 0) {
-    const CollectivePrediction p =
-        collective_.predict_p2p(bytes, cluster_.node_of(a) == cluster_.node_of(b));
+    const CollectivePrediction p = collective_.predict_p2p(bytes, topology_of(shape_of_members({src, dst})));
     cost.latency = Duration::from_seconds(p.latency_us * 1e-6) + cluster_.route_latency(a, b);
     cost.volume = bytes.as_double();
     cost.max_rate = Bandwidth::gb_per_s(p.alg_bandwidth_GBps);

@@ -75,6 +75,18 @@ CollectivePrediction p2p_prediction(double latency_us, double bytes, double band
   return out;
 }
 
+// NCCL's pow2Up and pow2Down (src/include/utils.h) for n >= 1.
+int pow2_up(int n) {
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+int pow2_down(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
 bool is_ring_like(CollectiveKind k) {
   return k == CollectiveKind::kAllReduce || k == CollectiveKind::kAllGather ||
          k == CollectiveKind::kReduceScatter;
@@ -640,6 +652,7 @@ CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
   if (kind == CollectiveKind::kAllToAll) {
     if (a != Algorithm::kRing || p != Protocol::kSimple) return out;
     out = all_to_all(bytes, t.shape, plain_all_to_all(t.shape));
+    out.channels = p2p_channels(b / t.shape.ranks, t.shape, t.shape.ranks - 1, t.channels);
   } else {
     const Tuned full = tune(kind, t, a, p, 1.0, false);
     if (!full.enabled) return out;
@@ -689,13 +702,70 @@ CollectivePrediction CollectiveModel::predict(CollectiveKind kind, Bytes bytes,
   return predict(kind, bytes, topology(shape), gpus_per_thread);
 }
 
-CollectivePrediction CollectiveModel::predict_p2p(Bytes bytes, bool same_node) const {
+CollectivePrediction CollectiveModel::predict_p2p(Bytes bytes, const NcclTopology& pair) const {
   const NcclCalibration& c = cluster_.nccl;
+  const bool same_node = pair.shape.nodes == 1;
   const double link = nvlink_ > 0 ? nvlink_ : pcie_;
-  return p2p_prediction(
+  CollectivePrediction out = p2p_prediction(
       c.p2p_latency_us + (same_node ? 0.0 : cluster_.inter_node.nic_latency.microseconds()),
       bytes.as_double(),
       same_node ? link * c.p2p_nvlink_efficiency : std::min(nic_, pcie_) * c.p2p_net_efficiency);
+  out.channels = p2p_channels(bytes.as_double(), pair.shape, 1, pair.channels);
+  return out;
+}
+
+CollectivePrediction CollectiveModel::predict_p2p(Bytes bytes, bool same_node) const {
+  GroupShape pair;
+  pair.ranks = 2;
+  pair.nodes = same_node ? 1 : 2;
+  pair.ranks_per_node = same_node ? 2 : 1;
+  pair.nics_per_node = 1;
+  return predict_p2p(bytes, topology(pair));
+}
+
+int CollectiveModel::p2p_channels(double bytes_per_peer, const GroupShape& s, int peers, int run_channels) const {
+  const NcclCalibration& c = cluster_.nccl;
+  if (s.ranks < 2 || peers < 1) return 1;
+  // ncclTopoComputeP2pChannels: as many channels as the communicator runs, rounded up to a power
+  // of two, at most MAXCHANNELS.
+  const int max_channels = pow2_down(std::max(1, c.max_channels));
+  const int total = std::min(max_channels, pow2_up(std::clamp(run_channels, 1, c.max_channels)));
+  // ncclTopoGetNchannels, the fewest over the rank's peers: 2 per NVLink to a peer of its node
+  // (each GPU's NVLinks reach every other through NVSwitch), 2 over PCIe; to another node, one per
+  // local NIC or more to carry the NIC's bandwidth at NCCL_P2P_PER_CHANNEL_NET_BW each (one NIC per
+  // GPU assumed, reached at the slower of its line rate and the GPU's PCIe link).
+  int per_peer = c.max_channels;
+  if (s.ranks_per_node > 1) per_peer = std::min(per_peer, nvlink_ > 0 ? 2 * std::max(1, cluster_.gpu.nvlink_links) : 2);
+  if (s.nodes > 1) {
+    const double net_GBps = std::min(nic_, pcie_);
+    per_peer = std::min(per_peer, std::max(1, static_cast<int>(std::ceil(net_GBps / c.p2p_net_channel_GBps - kEps))));
+  }
+  per_peer = pow2_up(std::max(1, per_peer));
+  if (s.nodes > 1) {  // every peer within one round of the channels
+    const int batches = (s.ranks + c.p2p_peers_per_batch - 1) / c.p2p_peers_per_batch;
+    while (per_peer * batches > total && per_peer > 1) per_peer /= 2;
+  } else {
+    per_peer = std::min(per_peer, total);
+  }
+  // ncclPrepareTasks: one channel per operation where the ranks would not fit on all channels.
+  int per_op_min = per_peer;
+  while (per_op_min * s.ranks > total && per_op_min > 1) per_op_min /= 2;
+  // addP2pToPlan: parts of at least minPartSize, doubled up to the peer's channels while a part
+  // would exceed maxPartSize.
+  double chunk = s.nodes > 1 ? c.p2p_net_chunk_bytes : (nvlink_ > 0 ? c.p2p_nvlink_chunk_bytes : c.p2p_pcie_chunk_bytes);
+  chunk = std::min(chunk, c.buffer_bytes[pi(Protocol::kSimple)] / c.steps);
+  const double min_part = s.nodes > 1 ? chunk / 2 : chunk / 8;
+  const double max_part = s.nodes > 1 ? chunk : chunk * 32;
+  const double b = std::max(1.0, bytes_per_peer);
+  int n = std::max(1, std::min(per_op_min, static_cast<int>(std::min(1e6, std::ceil(b / min_part)))));
+  double part = std::max(min_part, std::ceil(b / n));
+  while (part > max_part && n <= per_peer / 2) {
+    n *= 2;
+    part = std::ceil(b / n);
+  }
+  // The peers' operations start on different channels (ncclP2pChannelBaseForRound): the kernel's
+  // grid is every channel one of them uses.
+  return static_cast<int>(std::min<double>(total, static_cast<double>(n) * peers));
 }
 
 // All-to-all is a group of point-to-point sends (NCCL has no tuned algorithm for it): each rank

@@ -114,10 +114,19 @@ class CollectiveModel {
   // One algorithm/protocol pair; `valid` is false where NCCL would not use it.
   CollectivePrediction predict(sim::CollectiveKind kind, Bytes bytes, const NcclTopology& topo,
                                Algorithm a, Protocol p, int gpus_per_thread = 0) const;
-  // A point-to-point message between two GPUs (same node or not).
+  // A point-to-point message between two GPUs (same node or not), on the two-rank communicator
+  // PyTorch creates for the pair (ProcessGroupNCCL's send/recv key); `pair` is that communicator's
+  // topology, which sets the kernel's channels.
+  CollectivePrediction predict_p2p(Bytes bytes, const NcclTopology& pair) const;
   CollectivePrediction predict_p2p(Bytes bytes, bool same_node) const;
   // An all-to-all whose buffer moves in the given shares (plain_all_to_all is NCCL's).
   CollectivePrediction predict_all_to_all(Bytes bytes, const GroupShape& shape, const AllToAllShares& shares) const;
+
+  // The channels (thread blocks) of NCCL's point-to-point kernel when a rank of a communicator of
+  // `shape`, whose rings and trees run on `run_channels` channels (comm->nChannels), sends
+  // `bytes_per_peer` to each of `peers` peers: NCCL's channels per peer (src/graph/paths.cc) and
+  // its split of each operation into parts (src/enqueue.cc addP2pToPlan).
+  int p2p_channels(double bytes_per_peer, const GroupShape& shape, int peers, int run_channels) const;
 
   // nccl-tests' bus bandwidth factor for `kind` on n ranks (doc/PERFORMANCE.md).
   static double bus_factor(sim::CollectiveKind kind, int ranks);

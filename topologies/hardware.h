@@ -260,6 +260,16 @@ struct NcclCalibration {
   double p2p_nvlink_efficiency = 0.8;  // point-to-point share of the NVLink effective bandwidth
   double p2p_net_efficiency = 0.96;    // point-to-point share of a NIC's line rate
   double p2p_latency_us = 8.0;
+  // NCCL's point-to-point channels (CollectiveModel::p2p_channels): the chunk a channel moves per
+  // step across nodes, inside an all-NVLink communicator and over PCIe (src/init.cc
+  // NCCL_P2P_{NET,NVL,PCI}_CHUNKSIZE), the NIC bandwidth one channel is given
+  // (src/graph/paths.cc NCCL_P2P_PER_CHANNEL_NET_BW) and the peers one channel serves in a batch
+  // (src/include/device.h NCCL_MAX_DEV_WORK_P2P_PER_BATCH).
+  double p2p_net_chunk_bytes = 131072;
+  double p2p_nvlink_chunk_bytes = 524288;
+  double p2p_pcie_chunk_bytes = 131072;
+  double p2p_net_channel_GBps = 14;
+  int p2p_peers_per_batch = 8;
   std::string source;
 };
 

@@ -231,3 +231,47 @@ TEST_CASE("topologies/CollectiveModel: single-node NVLS runs at the NVLink term,
   CHECK(busbw(p, CollectiveKind::kAllReduce, 16 * kGiB, 8) == doctest::Approx(829).epsilon(0.01));
   CHECK(p.nccl_time_us > p.time_us);  // NCCL's own estimate is slower
 }
+
+TEST_CASE("topologies/CollectiveModel: point-to-point kernels take NCCL's channels per peer") {
+  // Worked by hand from NCCL 2.30's rules (src/graph/paths.cc, src/enqueue.cc, src/init.cc).
+  const topo::CollectiveModel h100(config::load_cluster("dgx-h100", 8));
+  const topo::CollectiveModel a100(config::load_cluster("dgx-a100-80gb", 8));
+  constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+  // Across nodes one channel per 14 GB/s of the GPU's NIC path, pow2Up: H100 min(400 Gb/s NIC,
+  // PCIe 5 x16 48 GB/s) -> 4; A100 min(200 Gb/s, PCIe 4 24 GB/s) -> 2. A 16 MiB message splits
+  // into 128 KiB-bounded parts, so it uses them all; a 64 KiB one fits one 64 KiB part.
+  CHECK(h100.predict_p2p(sim::Bytes(16 * kMiB), false).channels == 4);
+  CHECK(a100.predict_p2p(sim::Bytes(16 * kMiB), false).channels == 2);
+  CHECK(h100.predict_p2p(sim::Bytes(64 * 1024), false).channels == 1);
+  // Inside a node: 2 per NVLink (36 on H100, 24 on A100), at most the pair's p2pnChannels
+  // (pow2Up of its run-time channels), halved per operation while x 2 ranks exceeds them; parts of
+  // 64 KiB..16 MiB (512 KiB chunks), so 16 MiB -> half the channels, 1 GiB -> all of them.
+  topo::GroupShape pair{2, 1, 2, 1};
+  const topo::NcclTopology t = h100.topology(pair);
+  int total = 1;
+  while (total < t.channels) total *= 2;
+  CHECK(h100.predict_p2p(sim::Bytes(16 * kMiB), true).channels == total / 2);
+  CHECK(h100.predict_p2p(sim::Bytes(1024 * kMiB), true).channels == total);
+  CHECK(h100.predict_p2p(sim::Bytes(64 * 1024), true).channels == 1);
+  // An all-to-all of 64 ranks on 8 nodes: 4 channels per network peer halved to 2 (8 batches of 8
+  // peers on 16 channels), 1 per operation to start (2 x 64 > 16), doubled once for 16 MiB per
+  // peer: every peer's 2 channels cover all 16.
+  const topo::GroupShape ep{64, 8, 8, 8};
+  const topo::NcclTopology te = h100.topology(ep);
+  REQUIRE(te.channels == 16);
+  CHECK(h100.p2p_channels(16.0 * kMiB, ep, 63, te.channels) == 16);
+  CHECK(h100.p2p_channels(16.0 * kMiB, ep, 3, te.channels) == 6);
+  CHECK(h100.p2p_channels(1024.0, ep, 3, te.channels) == 3);
+  CHECK(h100.predict(CollectiveKind::kAllToAll, sim::Bytes(kGiB), te).channels == 16);
+  // The grid never exceeds the communicator's channels and never falls with the message.
+  for (const topo::GroupShape s : {pair, topo::GroupShape{8, 1, 8, 8}, topo::GroupShape{2, 2, 1, 1}, ep}) {
+    const topo::NcclTopology ts = a100.topology(s);
+    int last = 0;
+    for (std::int64_t b = 1024; b <= 4 * kGiB; b *= 4) {
+      const int c = a100.predict(CollectiveKind::kAllToAll, sim::Bytes(b), ts).channels;
+      CHECK(c >= std::max(1, last));
+      CHECK(c <= std::max(ts.channels * 2, 1));
+      last = c;
+    }
+  }
+}

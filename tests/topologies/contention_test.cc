@@ -270,3 +270,43 @@ TEST_CASE(
   });
   CHECK(checked > 50);
 }
+
+TEST_CASE("topologies/ClusterTiming: communication kernels hold NCCL's channels, DeepEP's its 20 SMs") {
+  const topo::ClusterSpec spec = config::load_cluster("dgx-h100", 2);
+  const topo::Cluster cluster(spec);
+  const auto ranks = static_cast<std::uint32_t>(spec.num_gpus());
+  sim::TaskGraph g(ranks, {"ep"}, {"ep"}, {"next"});
+  const std::uint32_t c = g.add_class("rank");
+  sim::Communicator comm;
+  comm.slot = 0;
+  comm.symmetry_class = 0;
+  for (std::uint32_t r = 0; r < ranks; ++r) {
+    comm.members.push_back(sim::RankId{r});
+    g.set_class_of(sim::RankId{r}, c);
+  }
+  const sim::CommId id = g.add_communicator(comm);
+  for (std::uint32_t r = 0; r < ranks; ++r) g.set_comm(sim::RankId{r}, 0, id);
+  g.set_peer(sim::RankId{0}, 0, sim::RankId{8});
+  g.set_peer(sim::RankId{1}, 0, sim::RankId{2});
+  topo::ClusterTiming timing(cluster, g);
+  const double sms = static_cast<double>(spec.gpu.sm_count);
+  const sim::Bytes bytes(std::int64_t{64} << 20);
+
+  // NCCL's all-to-all: the collective model's point-to-point channels.
+  const sim::CommOp plain{sim::CollectiveKind::kAllToAll, sim::DataType::kBf16, bytes};
+  const topo::NcclTopology t = timing.collective_model().topology(timing.shape_of(id));
+  const int channels = timing.collective_model().predict(sim::CollectiveKind::kAllToAll, bytes, t).channels;
+  CHECK(channels > 1);
+  CHECK(timing.collective_cost(plain, id, false).sm_fraction == doctest::Approx(channels / sms));
+  // DeepEP's dispatch (a node-aggregated multicast): Megatron-Core's moe_deepep_num_sms.
+  sim::CommOp deepep = plain;
+  deepep.multicast_fanout = 8;
+  deepep.multicast_targets = 64;
+  CHECK(timing.collective_cost(deepep, id, false).sm_fraction == doctest::Approx(20 / sms));
+  // A pipeline send to another node: 4 channels (400 Gb/s NIC at 14 GB/s each); inside the node
+  // more, from the pair's NVLinks.
+  const double across = timing.transfer_cost(bytes, sim::RankId{0}, sim::RankId{8}, 0, false).sm_fraction;
+  const double inside = timing.transfer_cost(bytes, sim::RankId{1}, sim::RankId{2}, 0, false).sm_fraction;
+  CHECK(across == doctest::Approx(4 / sms));
+  CHECK(inside > across);
+}
