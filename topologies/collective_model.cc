@@ -751,7 +751,8 @@ int CollectiveModel::p2p_channels(double bytes_per_peer, const GroupShape& s, in
   int per_op_min = per_peer;
   while (per_op_min * s.ranks > total && per_op_min > 1) per_op_min /= 2;
   // addP2pToPlan: parts of at least minPartSize, doubled up to the peer's channels while a part
-  // would exceed maxPartSize.
+  // would exceed maxPartSize. (NCCL doubles the network chunk on Grace-Blackwell hosts, whose
+  // four GPUs per host aggregate less; the presets do not say which CPU a node has, so it is not.)
   double chunk = s.nodes > 1 ? c.p2p_net_chunk_bytes : (nvlink_ > 0 ? c.p2p_nvlink_chunk_bytes : c.p2p_pcie_chunk_bytes);
   chunk = std::min(chunk, c.buffer_bytes[pi(Protocol::kSimple)] / c.steps);
   const double min_part = s.nodes > 1 ? chunk / 2 : chunk / 8;
