@@ -144,7 +144,7 @@ int run(const CollectiveArgs& a) {
     if (kind) {
       p = model.predict(*kind, sim::Bytes(r.bytes), topology, static_cast<int>(a.gpus_per_thread));
     } else {
-      p = model.predict_p2p(sim::Bytes(r.bytes), shape.nodes == 1);
+      p = model.predict_p2p(sim::Bytes(r.bytes), topology);
       p.time_us =
           std::max(p.time_us, static_cast<double>(a.gpus_per_thread) * cluster.nccl.launch_us);
     }

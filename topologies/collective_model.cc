@@ -1,6 +1,7 @@
 #include "topologies/collective_model.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -76,16 +77,8 @@ CollectivePrediction p2p_prediction(double latency_us, double bytes, double band
 }
 
 // NCCL's pow2Up and pow2Down (src/include/utils.h) for n >= 1.
-int pow2_up(int n) {
-  int p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
-int pow2_down(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
+int pow2_up(int n) { return static_cast<int>(std::bit_ceil(static_cast<unsigned>(n))); }
+int pow2_down(int n) { return static_cast<int>(std::bit_floor(static_cast<unsigned>(n))); }
 
 bool is_ring_like(CollectiveKind k) {
   return k == CollectiveKind::kAllReduce || k == CollectiveKind::kAllGather ||
